@@ -1,0 +1,144 @@
+//! Errors of the host library. Every CUDA failure names the call that failed and, where there
+//! is one, the kernel and its launch configuration.
+use std::fmt;
+
+use crate::launch::LaunchConfig;
+
+/// The result type of the host library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Which kernel launch an error belongs to: its PTX symbol and configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelLaunch {
+    /// The PTX entry point.
+    pub kernel: String,
+    /// Grid, block and dynamic shared memory.
+    pub config: LaunchConfig,
+}
+
+impl fmt::Display for KernelLaunch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "kernel `{}` {}", self.kernel, self.config)
+    }
+}
+
+/// Everything the host library can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The CUDA driver is there but no device is (or no driver at all).
+    #[error("no CUDA device: {reason}")]
+    NoDevice {
+        /// What the driver said.
+        reason: String,
+    },
+    /// `--device` names a device that does not exist.
+    #[error("device {ordinal} does not exist: this machine has {count} CUDA device(s), numbered from 0")]
+    DeviceNotFound {
+        /// The ordinal asked for.
+        ordinal: u32,
+        /// Devices present.
+        count: u32,
+    },
+    /// The device's warp size differs from the one the kernels were written for.
+    #[error("device `{device}` has a warp size of {found}, but the kernels are built for {expected}-lane warps")]
+    WarpSizeMismatch {
+        /// Device name.
+        device: String,
+        /// The device's warp size.
+        found: u32,
+        /// [`WARP_SIZE`](ferrocuda_kernels::config::WARP_SIZE).
+        expected: u32,
+    },
+    /// No embedded PTX is old enough for the device.
+    #[error("device `{device}` is compute capability {}.{}; the embedded PTX needs at least {}", .compute_capability.0, .compute_capability.1, .oldest)]
+    NoPtxForDevice {
+        /// Device name.
+        device: String,
+        /// The device's compute capability.
+        compute_capability: (u32, u32),
+        /// The oldest architecture embedded.
+        oldest: &'static str,
+    },
+    /// The driver could not load the PTX (commonly: a driver older than the PTX ISA version).
+    #[error("loading the {arch} PTX failed ({source}); the driver supports CUDA {}.{}: {hint}", .driver_version / 1000, .driver_version % 1000 / 10)]
+    ModuleLoad {
+        /// The architecture of the PTX that failed.
+        arch: &'static str,
+        /// `cuDriverGetVersion`.
+        driver_version: i32,
+        /// What to do about it.
+        hint: &'static str,
+        /// The driver's error.
+        source: cust::error::CudaError,
+    },
+    /// A launch configuration the device or kernel cannot run, caught before launching.
+    #[error("invalid launch of {launch}: {reason}")]
+    InvalidLaunch {
+        /// The launch.
+        launch: KernelLaunch,
+        /// Which limit it breaks.
+        reason: String,
+    },
+    /// An argument outside what a kernel family supports.
+    #[error("{what}")]
+    InvalidArgument {
+        /// What is wrong, naming the kernel or variant.
+        what: String,
+    },
+    /// A device allocation larger than the free memory.
+    #[error("cannot allocate {bytes} bytes ({what}) on the device: {free} of {total} bytes are free")]
+    OutOfMemory {
+        /// What the allocation was for.
+        what: String,
+        /// Bytes asked for.
+        bytes: u128,
+        /// Free device memory.
+        free: usize,
+        /// Total device memory.
+        total: usize,
+    },
+    /// A raw driver call failed (one that `cust` does not wrap).
+    #[error("{call} failed with CUresult {code}")]
+    Driver {
+        /// The driver call.
+        call: &'static str,
+        /// The `CUresult` code.
+        code: u32,
+    },
+    /// A CUDA call failed.
+    #[error("{call} failed{}: {source}", .launch.as_ref().map(|l| format!(" for {l}")).unwrap_or_default())]
+    Cuda {
+        /// The driver call, e.g. `cuLaunchKernel`.
+        call: &'static str,
+        /// The launch it belongs to, if any.
+        launch: Option<KernelLaunch>,
+        /// The driver's error.
+        source: cust::error::CudaError,
+    },
+}
+
+/// Checks the result of a raw driver call made through `cust::sys`.
+pub(crate) fn check_raw(call: &'static str, result: cust::sys::CUresult) -> Result<()> {
+    if result == cust::sys::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(Error::Driver { call, code: result as u32 })
+    }
+}
+
+/// Attaches the failing call (and launch) to a CUDA error.
+pub(crate) trait CudaContext<T> {
+    /// Names the driver call.
+    fn call(self, call: &'static str) -> Result<T>;
+    /// Names the driver call and the launch it served.
+    fn launch(self, call: &'static str, launch: &KernelLaunch) -> Result<T>;
+}
+
+impl<T> CudaContext<T> for cust::error::CudaResult<T> {
+    fn call(self, call: &'static str) -> Result<T> {
+        self.map_err(|source| Error::Cuda { call, launch: None, source })
+    }
+    fn launch(self, call: &'static str, launch: &KernelLaunch) -> Result<T> {
+        self.map_err(|source| Error::Cuda { call, launch: Some(launch.clone()), source })
+    }
+}

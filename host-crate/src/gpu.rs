@@ -1,0 +1,235 @@
+//! The `Gpu`: one device, its primary context, a stream, and the kernels module loaded from the
+//! best embedded PTX for it.
+use cust::context::Context;
+use cust::device::{Device, DeviceAttribute};
+use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy};
+use cust::module::Module;
+use cust::stream::{Stream, StreamFlags};
+use ferrocuda_kernels::config::WARP_SIZE;
+
+use crate::error::{CudaContext, Error, Result, check_raw};
+use crate::launch::Kernel;
+
+/// One PTX module as embedded by `build.rs` from `target/ptx/`.
+#[derive(Clone, Copy, Debug)]
+pub struct EmbeddedPtx {
+    /// `sm_XY`.
+    pub arch: &'static str,
+    /// The oldest compute capability that can load it.
+    pub compute_capability: (u32, u32),
+    /// The PTX text.
+    pub source: &'static str,
+}
+
+/// Every PTX the host carries, oldest architecture first.
+pub static EMBEDDED_PTX: &[EmbeddedPtx] = include!(concat!(env!("OUT_DIR"), "/embedded_ptx.rs"));
+
+/// The newest embedded PTX that a device of compute capability `cc` can load.
+pub fn best_ptx_for(cc: (u32, u32)) -> Option<&'static EmbeddedPtx> {
+    EMBEDDED_PTX.iter().filter(|p| p.compute_capability <= cc).max_by_key(|p| p.compute_capability)
+}
+
+/// What the host needs to know about a device, read once at start-up.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceProps {
+    /// Device ordinal.
+    pub ordinal: u32,
+    /// Marketing name.
+    pub name: String,
+    /// Compute capability (major, minor).
+    pub compute_capability: (u32, u32),
+    /// Streaming multiprocessors.
+    pub sm_count: u32,
+    /// Threads per warp.
+    pub warp_size: u32,
+    /// Threads per block.
+    pub max_threads_per_block: u32,
+    /// Block dimensions (x, y, z).
+    pub max_block_dim: [u32; 3],
+    /// Grid dimensions (x, y, z).
+    pub max_grid_dim: [u32; 3],
+    /// Shared memory a block may use without opting in, bytes.
+    pub shared_mem_per_block: u32,
+    /// Shared memory a block may use after opting in, bytes.
+    pub shared_mem_per_block_optin: u32,
+    /// Shared memory per SM, bytes.
+    pub shared_mem_per_sm: u32,
+    /// 32-bit registers per block.
+    pub regs_per_block: u32,
+    /// 32-bit registers per SM.
+    pub regs_per_sm: u32,
+    /// Resident threads per SM.
+    pub max_threads_per_sm: u32,
+    /// Resident blocks per SM.
+    pub max_blocks_per_sm: u32,
+    /// L2 cache, bytes.
+    pub l2_bytes: u32,
+    /// Memory bus width, bits.
+    pub memory_bus_width_bits: u32,
+    /// Peak memory clock, kHz.
+    pub memory_clock_khz: u32,
+    /// Device memory, bytes.
+    pub total_memory: usize,
+    /// `cuDriverGetVersion`, e.g. 13000 for CUDA 13.0.
+    pub driver_version: i32,
+}
+
+impl DeviceProps {
+    /// Reads the properties of `device`.
+    pub fn query(ordinal: u32, device: Device) -> Result<Self> {
+        let attr = |a: DeviceAttribute| device.get_attribute(a).call("cuDeviceGetAttribute").map(|v| v as u32);
+        let raw = |a: cust::sys::CUdevice_attribute| -> Result<u32> {
+            let mut v = 0;
+            // SAFETY: `v` is a valid out-pointer; `device` came from the driver.
+            check_raw("cuDeviceGetAttribute", unsafe { cust::sys::cuDeviceGetAttribute(&mut v, a, device.as_raw()) })?;
+            Ok(v as u32)
+        };
+        use DeviceAttribute::*;
+        use cust::sys::CUdevice_attribute_enum as Raw;
+        Ok(Self {
+            ordinal,
+            name: device.name().call("cuDeviceGetName")?,
+            compute_capability: (attr(ComputeCapabilityMajor)?, attr(ComputeCapabilityMinor)?),
+            sm_count: attr(MultiprocessorCount)?,
+            warp_size: attr(WarpSize)?,
+            max_threads_per_block: attr(MaxThreadsPerBlock)?,
+            max_block_dim: [attr(MaxBlockDimX)?, attr(MaxBlockDimY)?, attr(MaxBlockDimZ)?],
+            max_grid_dim: [attr(MaxGridDimX)?, attr(MaxGridDimY)?, attr(MaxGridDimZ)?],
+            shared_mem_per_block: attr(MaxSharedMemoryPerBlock)?,
+            shared_mem_per_block_optin: raw(Raw::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+            shared_mem_per_sm: attr(MaxSharedMemoryPerMultiprocessor)?,
+            regs_per_block: attr(MaxRegistersPerBlock)?,
+            regs_per_sm: attr(MaxRegistersPerMultiprocessor)?,
+            max_threads_per_sm: attr(MaxThreadsPerMultiprocessor)?,
+            max_blocks_per_sm: raw(Raw::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR)?,
+            l2_bytes: attr(L2CacheSize)?,
+            memory_bus_width_bits: attr(GlobalMemoryBusWidth)?,
+            memory_clock_khz: attr(MemoryClockRate)?,
+            total_memory: device.total_memory().call("cuDeviceTotalMem")?,
+            driver_version: cust::CudaApiVersion::get().map(|v| v.major() * 1000 + v.minor() * 10).call("cuDriverGetVersion")?,
+        })
+    }
+
+    /// The datasheet peak of device memory: two transfers per clock (DDR/HBM) over the bus.
+    pub fn theoretical_bandwidth_gbs(&self) -> f64 {
+        2.0 * self.memory_clock_khz as f64 * 1e3 * (self.memory_bus_width_bits as f64 / 8.0) / 1e9
+    }
+}
+
+/// A device ready to run ferrocuda kernels.
+///
+/// Fields drop in declaration order: module and stream go before the context they live in.
+pub struct Gpu {
+    module: Module,
+    stream: Stream,
+    ptx: &'static EmbeddedPtx,
+    props: DeviceProps,
+    _context: Context,
+}
+
+impl Gpu {
+    /// Opens device `ordinal`: initialises the driver, checks the warp size, picks the newest
+    /// PTX the device supports and loads it.
+    pub fn new(ordinal: u32) -> Result<Self> {
+        cust::init(cust::CudaFlags::empty()).map_err(|e| Error::NoDevice { reason: e.to_string() })?;
+        let count = Device::num_devices().call("cuDeviceGetCount")?;
+        if count == 0 {
+            return Err(Error::NoDevice { reason: "the driver reports 0 devices".into() });
+        }
+        if ordinal >= count {
+            return Err(Error::DeviceNotFound { ordinal, count });
+        }
+        let device = Device::get_device(ordinal).call("cuDeviceGet")?;
+        let context = Context::new(device).call("cuDevicePrimaryCtxRetain")?;
+        let props = DeviceProps::query(ordinal, device)?;
+        if props.warp_size != WARP_SIZE {
+            return Err(Error::WarpSizeMismatch { device: props.name, found: props.warp_size, expected: WARP_SIZE });
+        }
+        let ptx = best_ptx_for(props.compute_capability).ok_or_else(|| Error::NoPtxForDevice {
+            device: props.name.clone(),
+            compute_capability: props.compute_capability,
+            oldest: EMBEDDED_PTX[0].arch,
+        })?;
+        let module = Module::from_ptx(ptx.source, &[]).map_err(|source| Error::ModuleLoad {
+            arch: ptx.arch,
+            driver_version: props.driver_version,
+            hint: "update the NVIDIA driver if it is older than the PTX ISA version, or build PTX for an older architecture",
+            source,
+        })?;
+        let stream = Stream::new(StreamFlags::NON_BLOCKING, None).call("cuStreamCreate")?;
+        Ok(Self { module, stream, ptx, props, _context: context })
+    }
+
+    /// The device's properties.
+    pub fn props(&self) -> &DeviceProps {
+        &self.props
+    }
+
+    /// The PTX architecture loaded for this device.
+    pub fn ptx_arch(&self) -> &'static str {
+        self.ptx.arch
+    }
+
+    /// The stream every ferrocuda launch goes to.
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// The loaded module (for symbols such as static device arrays).
+    pub fn module(&self) -> &Module {
+        &self.module
+    }
+
+    /// Looks up a kernel by its PTX symbol.
+    pub fn kernel(&self, symbol: &str) -> Result<Kernel<'_>> {
+        Kernel::new(self, symbol)
+    }
+
+    /// Waits for all work on the stream.
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize().call("cuStreamSynchronize")
+    }
+
+    /// Free and total device memory in bytes.
+    pub fn memory_info(&self) -> Result<(usize, usize)> {
+        let (mut free, mut total) = (0, 0);
+        // SAFETY: valid out-pointers; the context is current on this thread.
+        check_raw("cuMemGetInfo", unsafe { cust::sys::cuMemGetInfo_v2(&mut free, &mut total) })?;
+        Ok((free, total))
+    }
+
+    /// Allocates `len` elements, uninitialised; an allocation larger than the free memory is
+    /// reported as [`Error::OutOfMemory`] naming `what`.
+    pub fn alloc<T: DeviceCopy>(&self, len: usize, what: &str) -> Result<DeviceBuffer<T>> {
+        let bytes = len as u128 * size_of::<T>() as u128;
+        let (free, total) = self.memory_info()?;
+        if bytes > free as u128 {
+            return Err(Error::OutOfMemory { what: what.into(), bytes, free, total });
+        }
+        // SAFETY: the buffer is only read after a kernel or copy wrote it (callers poison or
+        // fill it first).
+        unsafe { DeviceBuffer::uninitialized(len) }.map_err(|source| match source {
+            cust::error::CudaError::OutOfMemory => Error::OutOfMemory { what: what.into(), bytes, free, total },
+            source => Error::Cuda { call: "cuMemAlloc", launch: None, source },
+        })
+    }
+
+    /// Copies `data` to a new device buffer.
+    pub fn upload<T: DeviceCopy>(&self, data: &[T], what: &str) -> Result<DeviceBuffer<T>> {
+        let mut buf = self.alloc::<T>(data.len(), what)?;
+        if !data.is_empty() {
+            buf.copy_from(data).call("cuMemcpyHtoD")?;
+        }
+        Ok(buf)
+    }
+
+    /// Waits for the stream, then copies `buf` to the host.
+    pub fn download<T: DeviceCopy + Default + Clone>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
+        self.synchronize()?;
+        let mut out = vec![T::default(); buf.len()];
+        if !out.is_empty() {
+            buf.copy_to(&mut out[..]).call("cuMemcpyDtoH")?;
+        }
+        Ok(out)
+    }
+}

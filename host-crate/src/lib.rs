@@ -1,0 +1,26 @@
+//! # ferrocuda
+//!
+//! GPU kernels written in pure Rust (the `ferrocuda-kernels` crate, compiled to PTX by
+//! `cargo xtask build-ptx`), launched from Rust with `cust`, checked against the CPU and
+//! measured against the memory speed limit.
+//!
+//! - [`gpu::Gpu`] opens a device and loads the newest embedded PTX it supports;
+//! - [`launch`] validates and launches kernels, with errors naming kernel and configuration;
+//! - [`timing`] times work with events and measures the copy-bandwidth ceiling;
+//! - [`cpu`] holds the CPU references every GPU result is checked against.
+pub mod cpu;
+pub mod error;
+pub mod gpu;
+pub mod launch;
+pub mod smoke;
+pub mod timing;
+
+pub use error::{Error, Result};
+pub use gpu::{DeviceProps, Gpu};
+pub use launch::{Kernel, LaunchConfig};
+
+/// Every kernel symbol the library launches (the PTX test checks each is an entry point of
+/// every embedded PTX).
+pub fn library_symbols() -> Vec<&'static str> {
+    vec![smoke::SYMBOL]
+}

@@ -1,0 +1,68 @@
+//! Event timing: warm-up, repetitions, median / min / max, and bandwidth from a byte count.
+use cust::event::{Event, EventFlags};
+use cust::memory::{AsyncCopyDestination, DeviceBuffer};
+
+use crate::error::{CudaContext, Result};
+use crate::gpu::Gpu;
+
+/// Repetition statistics of one timed operation, in seconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stats {
+    /// Median of the repetitions.
+    pub median_s: f64,
+    /// Fastest repetition.
+    pub min_s: f64,
+    /// Slowest repetition.
+    pub max_s: f64,
+    /// Repetitions timed.
+    pub reps: usize,
+}
+
+impl Stats {
+    /// From per-repetition times (at least one).
+    pub fn from_samples(mut samples: Vec<f64>) -> Self {
+        assert!(!samples.is_empty(), "at least one timed repetition");
+        samples.sort_by(f64::total_cmp);
+        let n = samples.len();
+        let median_s = if n % 2 == 1 { samples[n / 2] } else { (samples[n / 2 - 1] + samples[n / 2]) / 2.0 };
+        Self { median_s, min_s: samples[0], max_s: samples[n - 1], reps: n }
+    }
+
+    /// Effective bandwidth at the median, GB/s (10^9 bytes per second).
+    pub fn gbs(&self, bytes: u64) -> f64 {
+        bytes as f64 / self.median_s / 1e9
+    }
+}
+
+/// Runs `op` `warmup` times untimed, then `reps` times, each between two events on the GPU's
+/// stream. `op` receives the repetition index (to rotate inputs).
+pub fn time_on_stream(gpu: &Gpu, warmup: usize, reps: usize, mut op: impl FnMut(usize) -> Result<()>) -> Result<Stats> {
+    for i in 0..warmup {
+        op(i)?;
+    }
+    gpu.synchronize()?;
+    let start = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
+    let stop = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
+    let mut samples = Vec::with_capacity(reps.max(1));
+    for i in 0..reps.max(1) {
+        start.record(gpu.stream()).call("cuEventRecord")?;
+        op(i)?;
+        stop.record(gpu.stream()).call("cuEventRecord")?;
+        stop.synchronize().call("cuEventSynchronize")?;
+        samples.push(stop.elapsed_time_f32(&start).call("cuEventElapsedTime")? as f64 / 1e3);
+    }
+    Ok(Stats::from_samples(samples))
+}
+
+/// The device-to-device copy bandwidth (`cuMemcpyDtoDAsync` of `bytes`), counting bytes read
+/// plus bytes written: the practical ceiling every memory-bound kernel is compared with.
+pub fn copy_bandwidth(gpu: &Gpu, bytes: usize, reps: usize) -> Result<(Stats, u64)> {
+    let words = bytes.div_ceil(4).max(1);
+    let src = gpu.upload(&vec![0x5a5a_5a5au32; words], "copy-bandwidth source")?;
+    let mut dst: DeviceBuffer<u32> = gpu.alloc(words, "copy-bandwidth destination")?;
+    let stats = time_on_stream(gpu, 3, reps, |_| {
+        // SAFETY: both buffers are `words` long and nothing else uses them.
+        unsafe { dst.async_copy_from(&src, gpu.stream()) }.call("cuMemcpyDtoDAsync")
+    })?;
+    Ok((stats, 2 * 4 * words as u64))
+}

@@ -1,0 +1,141 @@
+//! Atomic read-modify-write on global or shared memory (`atomicAdd`, `atomicMin`, ...).
+//!
+//! Each function returns the old value. The orderings are relaxed: an atomic is indivisible but
+//! orders nothing else; pair it with a [`fence`](crate::device::sync) where other memory must be
+//! seen (the atomic-finish reductions publish their partial with `threadfence` first).
+//!
+//! Float `atomic_add` makes a sum depend on the order in which blocks arrive: the result is
+//! not reproducible bit for bit. The library's deterministic paths never use it.
+use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+unsafe extern "C" {
+    #[link_name = "llvm.nvvm.atomic.load.add.f32.p0"]
+    fn atomic_load_add_f32(address: *mut f32, val: f32) -> f32;
+    #[link_name = "llvm.nvvm.atomic.load.add.f64.p0"]
+    fn atomic_load_add_f64(address: *mut f64, val: f64) -> f64;
+}
+
+/// Types with a hardware `atom.add`.
+pub trait AtomicAdd: Copy {
+    /// See [`atomic_add`].
+    ///
+    /// # Safety
+    /// As [`atomic_add`].
+    unsafe fn atomic_add(address: *mut Self, val: Self) -> Self;
+}
+
+/// Types with hardware `atom.min`, `atom.max` and `atom.cas`.
+pub trait AtomicOrd: Copy {
+    /// See [`atomic_min`].
+    ///
+    /// # Safety
+    /// As [`atomic_add`].
+    unsafe fn atomic_min(address: *mut Self, val: Self) -> Self;
+    /// See [`atomic_max`].
+    ///
+    /// # Safety
+    /// As [`atomic_add`].
+    unsafe fn atomic_max(address: *mut Self, val: Self) -> Self;
+    /// See [`atomic_cas`].
+    ///
+    /// # Safety
+    /// As [`atomic_add`].
+    unsafe fn atomic_cas(address: *mut Self, compare: Self, val: Self) -> Self;
+}
+
+macro_rules! atomic_int {
+    ($($t:ty => $atomic:ty),*) => {$(
+        impl AtomicAdd for $t {
+            #[inline(always)]
+            unsafe fn atomic_add(address: *mut Self, val: Self) -> Self {
+                // SAFETY: forwarded to the caller.
+                unsafe { <$atomic>::from_ptr(address).fetch_add(val, Relaxed) }
+            }
+        }
+        impl AtomicOrd for $t {
+            #[inline(always)]
+            unsafe fn atomic_min(address: *mut Self, val: Self) -> Self {
+                // SAFETY: forwarded to the caller.
+                unsafe { <$atomic>::from_ptr(address).fetch_min(val, Relaxed) }
+            }
+            #[inline(always)]
+            unsafe fn atomic_max(address: *mut Self, val: Self) -> Self {
+                // SAFETY: forwarded to the caller.
+                unsafe { <$atomic>::from_ptr(address).fetch_max(val, Relaxed) }
+            }
+            #[inline(always)]
+            unsafe fn atomic_cas(address: *mut Self, compare: Self, val: Self) -> Self {
+                // SAFETY: forwarded to the caller.
+                match unsafe { <$atomic>::from_ptr(address) }
+                    .compare_exchange(compare, val, Relaxed, Relaxed)
+                {
+                    Ok(old) | Err(old) => old,
+                }
+            }
+        }
+    )*};
+}
+atomic_int!(i32 => AtomicI32, u32 => AtomicU32, i64 => AtomicI64, u64 => AtomicU64);
+
+impl AtomicAdd for f32 {
+    #[inline(always)]
+    unsafe fn atomic_add(address: *mut Self, val: Self) -> Self {
+        // SAFETY: forwarded to the caller.
+        unsafe { atomic_load_add_f32(address, val) }
+    }
+}
+
+impl AtomicAdd for f64 {
+    #[inline(always)]
+    unsafe fn atomic_add(address: *mut Self, val: Self) -> Self {
+        // SAFETY: forwarded to the caller.
+        unsafe { atomic_load_add_f64(address, val) }
+    }
+}
+
+/// `atomicAdd(address, val)`: `*address += val` as one indivisible step; returns the old value.
+/// Integers wrap.
+///
+/// # Safety
+/// `address` must be valid, aligned, and point to global or shared memory that every access
+/// during the kernel reaches only atomically or after a barrier/fence.
+#[doc(alias = "atomicAdd")]
+#[inline(always)]
+pub unsafe fn atomic_add<T: AtomicAdd>(address: *mut T, val: T) -> T {
+    // SAFETY: forwarded to the caller.
+    unsafe { T::atomic_add(address, val) }
+}
+
+/// `atomicMin(address, val)`; returns the old value.
+///
+/// # Safety
+/// As [`atomic_add`].
+#[doc(alias = "atomicMin")]
+#[inline(always)]
+pub unsafe fn atomic_min<T: AtomicOrd>(address: *mut T, val: T) -> T {
+    // SAFETY: forwarded to the caller.
+    unsafe { T::atomic_min(address, val) }
+}
+
+/// `atomicMax(address, val)`; returns the old value.
+///
+/// # Safety
+/// As [`atomic_add`].
+#[doc(alias = "atomicMax")]
+#[inline(always)]
+pub unsafe fn atomic_max<T: AtomicOrd>(address: *mut T, val: T) -> T {
+    // SAFETY: forwarded to the caller.
+    unsafe { T::atomic_max(address, val) }
+}
+
+/// `atomicCAS(address, compare, val)`: stores `val` if `*address == compare`; returns the old
+/// value either way.
+///
+/// # Safety
+/// As [`atomic_add`].
+#[doc(alias = "atomicCAS")]
+#[inline(always)]
+pub unsafe fn atomic_cas<T: AtomicOrd>(address: *mut T, compare: T, val: T) -> T {
+    // SAFETY: forwarded to the caller.
+    unsafe { T::atomic_cas(address, compare, val) }
+}

@@ -1,0 +1,89 @@
+//! 16-byte vector loads and stores of global memory (`float4`, `int4`, `double2`).
+//!
+//! One `ld.global.v4.b32` moves 16 bytes per thread in one instruction: fewer instructions in
+//! flight per byte, which is what lets a memory-bound kernel approach the bandwidth limit.
+//! The address must be 16-byte aligned.
+
+/// 16 bytes, 16-byte aligned: `N` lanes of `T` with `N * size_of::<T>() == 16`.
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+pub struct Vector16<T: Copy, const N: usize>(pub [T; N]);
+
+/// Element types that pack into a [`Vector16`]: four 4-byte or two 8-byte lanes.
+pub trait Lanes16: Copy {
+    /// Lanes per 16 bytes.
+    const LANES: usize;
+}
+
+macro_rules! lanes16 {
+    ($n:literal: $($t:ty),*) => {$(
+        impl Lanes16 for $t {
+            const LANES: usize = $n;
+        }
+    )*};
+}
+lanes16!(4: i32, u32, f32);
+lanes16!(2: i64, u64, f64);
+
+/// Reads 16 bytes at `p` with one vector load (`ld.global.nc.v4.b32` / `.v2.b64`) through the
+/// read-only path.
+///
+/// # Safety
+/// `p` must be 16-byte aligned, point to `N` valid elements of global memory, and nothing may
+/// write them during the kernel (the read-only cache is not coherent with writes).
+#[inline(always)]
+pub unsafe fn load_16<T: Copy, const N: usize>(p: *const Vector16<T, N>) -> Vector16<T, N>
+where
+    Vector16<T, N>: Access16,
+{
+    // SAFETY: forwarded to the caller.
+    unsafe { Access16::load(&*p) }
+}
+
+/// Writes 16 bytes at `p` with one vector store (`st.global.v4.b32` / `.v2.b64`).
+///
+/// # Safety
+/// `p` must be 16-byte aligned and point to `N` writable elements of global memory.
+#[inline(always)]
+pub unsafe fn store_16<T: Copy, const N: usize>(p: *mut Vector16<T, N>, v: Vector16<T, N>)
+where
+    Vector16<T, N>: Access16,
+{
+    // SAFETY: forwarded to the caller.
+    unsafe { Access16::store(&mut *p, v) }
+}
+
+/// Lane-by-lane access: LLVM turns lane-wise reads of an aligned 16-byte value into one vector
+/// instruction, while a whole-value copy becomes two 8-byte ones.
+pub trait Access16: Copy {
+    /// Reads every lane of `v`.
+    fn load(v: &Self) -> Self;
+    /// Writes every lane of `v` to `dst`.
+    fn store(dst: &mut Self, v: Self);
+}
+
+impl<T: Copy> Access16 for Vector16<T, 4> {
+    #[inline(always)]
+    fn load(v: &Self) -> Self {
+        Vector16([v.0[0], v.0[1], v.0[2], v.0[3]])
+    }
+    #[inline(always)]
+    fn store(dst: &mut Self, v: Self) {
+        dst.0[0] = v.0[0];
+        dst.0[1] = v.0[1];
+        dst.0[2] = v.0[2];
+        dst.0[3] = v.0[3];
+    }
+}
+
+impl<T: Copy> Access16 for Vector16<T, 2> {
+    #[inline(always)]
+    fn load(v: &Self) -> Self {
+        Vector16([v.0[0], v.0[1]])
+    }
+    #[inline(always)]
+    fn store(dst: &mut Self, v: Self) {
+        dst.0[0] = v.0[0];
+        dst.0[1] = v.0[1];
+    }
+}

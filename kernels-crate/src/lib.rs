@@ -1,0 +1,39 @@
+//! # ferrocuda-kernels
+//!
+//! The GPU side of ferrocuda: a small device layer in the spirit of rust-cuda's `cuda_std`
+//! ([`device`]) and the kernels written with it. The crate is `no_std` when built for
+//! `nvptx64-nvidia-cuda` (by `cargo xtask build-ptx`); on the host it compiles as an ordinary
+//! library so that the host crate shares its constants ([`config`]) and its plain per-element
+//! functions, and so that host tests can call them.
+#![cfg_attr(target_arch = "nvptx64", no_std)]
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(
+        abi_ptx,
+        stdarch_nvptx,
+        link_llvm_intrinsics,
+        asm_experimental_arch,
+        core_intrinsics,
+        gpu_intrinsics,
+        gpu_launch_sized_workgroup_mem
+    )
+)]
+#![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
+
+pub mod config;
+
+#[cfg(target_arch = "nvptx64")]
+pub mod device;
+
+#[cfg(target_arch = "nvptx64")]
+mod smoke;
+
+#[cfg(target_arch = "nvptx64")]
+mod selftest;
+
+#[cfg(target_arch = "nvptx64")]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    // SAFETY: `trap` aborts the kernel; the host sees `CUDA_ERROR_ILLEGAL_INSTRUCTION`.
+    unsafe { core::arch::nvptx::trap() }
+}

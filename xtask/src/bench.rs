@@ -1,0 +1,31 @@
+//! `cargo xtask bench`: builds and checks everything, then runs `ferrocuda bench` on the GPU.
+//!
+//! Everything up to running is done on any machine, so a machine without a GPU still learns
+//! whether the benchmark would build; the run itself needs a device and says so in one line.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Result, bail};
+
+use crate::cuda::{self, Cuda};
+use crate::{build_ptx, cargo, cmd, ptx_check};
+
+pub fn run(root: &Path, bench_args: &[String]) -> Result<()> {
+    let cuda = Cuda::provision(root)?;
+    let env = cuda.env()?;
+    let archs = build_ptx::run(root, &build_ptx::Options::all_release())?;
+    ptx_check::check_built(root, &env.ptxas)?;
+    let ferrocuda = cargo::build_ferrocuda(root, &env)?;
+
+    if let Err(reason) = cuda::gpu(cuda.driver.as_deref()) {
+        bail!(
+            "a CUDA device is required for `ferrocuda bench` ({reason}); PTX built and checked for {}",
+            archs.join(", ")
+        );
+    }
+    let mut bench = Command::new(&ferrocuda.executable);
+    bench.arg("bench").args(bench_args).current_dir(root);
+    env.apply(&mut bench);
+    cmd::run(&mut bench)
+}

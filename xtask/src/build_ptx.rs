@@ -1,0 +1,295 @@
+//! `cargo xtask build-ptx`: compiles the kernels crate to one PTX file per GPU architecture.
+//!
+//! rustc's own `nvptx64-nvidia-cuda` target does the compiling; `core` is built from source
+//! (`-Zbuild-std=core`, the target's standard library is not served) and the
+//! `llvm-bitcode-linker` of a stable toolchain links (it is not served for the nightly). Each
+//! architecture gets its own target directory because `-C target-cpu` changes every unit,
+//! `core` included: sharing one directory would rebuild everything on each switch.
+//!
+//! Results land in `target/ptx/<arch>.ptx`, described by `target/ptx/manifest.txt`:
+//!
+//! ```text
+//! fingerprint 3f2a9c0d11e4b7a8
+//! arch sm_70 sm_70.ptx
+//! arch sm_90 sm_90.ptx
+//! ```
+//!
+//! `fingerprint` is [`crate::fingerprint::kernels_fingerprint`] of the sources the PTX was
+//! built from, and each `arch` line names an architecture and its file, relative to the
+//! manifest. The host crate's build script reads this file.
+
+use std::collections::BTreeMap;
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use crate::fingerprint::{ARCHS, kernels_fingerprint};
+use crate::toolchain::{self, Toolchain};
+use crate::{cargo, cmd};
+
+/// The kernels crate's package name; its PTX file is named after the crate
+/// (`ferrocuda_kernels.ptx`).
+const KERNELS_PACKAGE: &str = "ferrocuda-kernels";
+
+const PTX_TARGET: &str = "nvptx64-nvidia-cuda";
+
+/// Variables the nested cargo must not inherit, each with the reason.
+const SCRUBBED_ENV: &[&str] = &[
+    // Host flags (`-C target-cpu=native`, a linker choice) are wrong for nvptx and for `core`.
+    "RUSTFLAGS",
+    // The same flags in the encoded form cargo hands to build scripts and nested cargos.
+    "CARGO_ENCODED_RUSTFLAGS",
+    // A compiler wrapper (sccache, …) is set up for host builds; the PTX build stays plain.
+    "RUSTC_WRAPPER",
+    // Set by `cargo clippy` and similar: their driver does not emit PTX.
+    "RUSTC_WORKSPACE_WRAPPER",
+    // The build needs its own directory, else it deadlocks on the outer cargo's lock.
+    "CARGO_TARGET_DIR",
+    // The target is nvptx64-nvidia-cuda, passed explicitly.
+    "CARGO_BUILD_TARGET",
+    // An outer rustc may not be the pinned nightly that `-Zbuild-std` needs.
+    "RUSTC",
+    // Likewise for rustdoc, which must match that rustc.
+    "RUSTDOC",
+];
+
+/// What `build-ptx` builds.
+pub struct Options {
+    /// Architectures such as `sm_90`; empty means all of [`ARCHS`].
+    pub archs: Vec<String>,
+    /// Build without `--release` (the dev profile).
+    pub debug: bool,
+}
+
+impl Options {
+    pub fn all_release() -> Self {
+        Self {
+            archs: Vec::new(),
+            debug: false,
+        }
+    }
+}
+
+/// Whether `arch` looks like a PTX architecture (`sm_90`, `sm_90a`).
+pub fn is_arch(arch: &str) -> bool {
+    arch.strip_prefix("sm_").is_some_and(|rest| {
+        let digits = rest.trim_end_matches(['a', 'f']);
+        !digits.is_empty()
+            && digits.len() >= rest.len() - 1
+            && digits.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
+/// Where `build-ptx` leaves its results.
+pub fn ptx_dir(root: &Path) -> PathBuf {
+    root.join("target/ptx")
+}
+
+/// Builds the PTX and writes the manifest; returns the architectures built.
+pub fn run(root: &Path, options: &Options) -> Result<Vec<String>> {
+    let archs: Vec<String> = if options.archs.is_empty() {
+        ARCHS.iter().map(|arch| arch.to_string()).collect()
+    } else {
+        options.archs.clone()
+    };
+    let toolchain = Toolchain::detect(root)?;
+    toolchain.require_kernel_components()?;
+    let linker = toolchain::ensure_bitcode_linker(&toolchain.host)?;
+    // Taken before building: an edit made during the build leaves a fingerprint that no longer
+    // matches, so the PTX counts as stale rather than wrongly as fresh.
+    let fingerprint = kernels_fingerprint(root).context("fingerprinting the kernel sources")?;
+
+    let out_dir = ptx_dir(root);
+    fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    for arch in &archs {
+        let ptx = build_arch(root, &toolchain, &linker, arch, options.debug)?;
+        let dest = out_dir.join(format!("{arch}.ptx"));
+        fs::copy(&ptx, &dest)
+            .with_context(|| format!("copying {} to {}", ptx.display(), dest.display()))?;
+        eprintln!(
+            "build-ptx: {arch} -> {}",
+            dest.strip_prefix(root).unwrap_or(&dest).display()
+        );
+    }
+    update_manifest(&out_dir, fingerprint, &archs)?;
+    Ok(archs)
+}
+
+/// Runs the nested cargo for one architecture; returns the PTX it produced.
+fn build_arch(
+    root: &Path,
+    toolchain: &Toolchain,
+    linker: &Path,
+    arch: &str,
+    debug: bool,
+) -> Result<PathBuf> {
+    let target_dir = root.join("target/ptx-build").join(arch);
+    let mut build = cargo::cargo(root);
+    build.args([
+        "rustc",
+        "--package",
+        KERNELS_PACKAGE,
+        "--target",
+        PTX_TARGET,
+        "-Zbuild-std=core",
+    ]);
+    build
+        .args(["--crate-type", "cdylib", "--target-dir"])
+        .arg(&target_dir);
+    if !debug {
+        build.arg("--release");
+    }
+    build.args(["--", "-C"]).arg(format!("target-cpu={arch}"));
+    build.arg("-C").arg(format!("linker={}", linker.display()));
+    build.args(["-A", "linker_messages"]);
+    for name in SCRUBBED_ENV {
+        build.env_remove(name);
+    }
+    // llvm-bitcode-linker looks for llc next to the calling rustc, then on PATH: putting the
+    // nightly's LLVM tools first keeps a system llc (Debian's is LLVM 14) out of the build.
+    let mut path = vec![toolchain.llvm_bin_dir()];
+    path.extend(env::split_paths(&env::var_os("PATH").unwrap_or_default()));
+    build.env(
+        "PATH",
+        env::join_paths(path).context("PATH contains a `:` inside a directory")?,
+    );
+
+    let profile = if debug { "debug" } else { "release" };
+    cmd::run(&mut build).with_context(|| {
+        let hint = if debug {
+            "; the dev profile may not work for nvptx, try without --debug"
+        } else {
+            ""
+        };
+        format!("building the kernels for {arch} ({profile}){hint}")
+    })?;
+    let ptx = target_dir
+        .join(PTX_TARGET)
+        .join(profile)
+        .join(format!("{}.ptx", KERNELS_PACKAGE.replace('-', "_")));
+    if !ptx.is_file() {
+        bail!("cargo succeeded but produced no PTX at {}", ptx.display());
+    }
+    Ok(ptx)
+}
+
+/// The parsed `target/ptx/manifest.txt`.
+pub struct Manifest {
+    pub fingerprint: u64,
+    /// Architecture to file name (relative to the manifest), lowest architecture first.
+    pub archs: BTreeMap<ArchKey, String>,
+}
+
+/// Orders architectures by number (`sm_100` after `sm_90`).
+#[derive(PartialEq, Eq, PartialOrd, Ord, Clone)]
+pub struct ArchKey(u32, pub String);
+
+impl ArchKey {
+    fn new(arch: &str) -> Self {
+        let number = arch
+            .trim_start_matches("sm_")
+            .trim_end_matches(['a', 'f'])
+            .parse()
+            .unwrap_or(0);
+        Self(number, arch.to_owned())
+    }
+}
+
+impl Manifest {
+    pub fn path(ptx_dir: &Path) -> PathBuf {
+        ptx_dir.join("manifest.txt")
+    }
+
+    pub fn read(ptx_dir: &Path) -> Result<Self> {
+        let path = Self::path(ptx_dir);
+        let text = fs::read_to_string(&path)
+            .with_context(|| format!("reading {}; run `cargo xtask build-ptx`", path.display()))?;
+        let mut fingerprint = None;
+        let mut archs = BTreeMap::new();
+        for line in text.lines() {
+            match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+                ["fingerprint", hex] => fingerprint = u64::from_str_radix(hex, 16).ok(),
+                ["arch", arch, file] => {
+                    archs.insert(ArchKey::new(arch), file.to_string());
+                }
+                _ => bail!("{}: unexpected line {line:?}", path.display()),
+            }
+        }
+        let fingerprint =
+            fingerprint.with_context(|| format!("{} has no fingerprint", path.display()))?;
+        Ok(Self { fingerprint, archs })
+    }
+
+    fn write(&self, ptx_dir: &Path) -> Result<()> {
+        let mut text = format!("fingerprint {:016x}\n", self.fingerprint);
+        for (ArchKey(_, arch), file) in &self.archs {
+            text += &format!("arch {arch} {file}\n");
+        }
+        let path = Self::path(ptx_dir);
+        fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    }
+}
+
+/// Records `built` under `fingerprint`. Architectures built earlier from the same sources stay
+/// listed; PTX of other architectures built from other sources is deleted, not left stale.
+fn update_manifest(ptx_dir: &Path, fingerprint: u64, built: &[String]) -> Result<()> {
+    let previous = Manifest::read(ptx_dir).ok();
+    let mut archs = BTreeMap::new();
+    if let Some(previous) = previous {
+        for (key, file) in previous.archs {
+            if built.contains(&key.1) {
+                continue;
+            }
+            if previous.fingerprint == fingerprint && ptx_dir.join(&file).is_file() {
+                archs.insert(key, file);
+            } else if fs::remove_file(ptx_dir.join(&file)).is_ok() {
+                eprintln!("build-ptx: removed stale {file} (built from other sources)");
+            }
+        }
+    }
+    for arch in built {
+        archs.insert(ArchKey::new(arch), format!("{arch}.ptx"));
+    }
+    Manifest { fingerprint, archs }.write(ptx_dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn is_arch_accepts_sm_numbers_only() {
+        for arch in ["sm_70", "sm_90", "sm_90a", "sm_100f"] {
+            assert!(is_arch(arch), "{arch}");
+        }
+        for arch in ["sm_", "sm_a", "compute_90", "sm90", "sm_9x0", "sm_90aa"] {
+            assert!(!is_arch(arch), "{arch}");
+        }
+    }
+
+    #[test]
+    fn manifest_round_trips_and_orders_archs_numerically() {
+        let dir = std::env::temp_dir().join(format!("xtask-manifest-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let archs =
+            ["sm_100", "sm_90", "sm_80"].map(|arch| (ArchKey::new(arch), format!("{arch}.ptx")));
+        Manifest {
+            fingerprint: 0xabc,
+            archs: archs.into_iter().collect(),
+        }
+        .write(&dir)
+        .unwrap();
+        let text = fs::read_to_string(Manifest::path(&dir)).unwrap();
+        let manifest = Manifest::read(&dir).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+
+        assert_eq!(
+            text,
+            "fingerprint 0000000000000abc\narch sm_80 sm_80.ptx\narch sm_90 sm_90.ptx\narch sm_100 sm_100.ptx\n"
+        );
+        assert_eq!(manifest.fingerprint, 0xabc);
+        assert_eq!(manifest.archs.len(), 3);
+    }
+}
