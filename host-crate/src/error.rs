@@ -60,7 +60,7 @@ pub enum Error {
         oldest: &'static str,
     },
     /// The driver could not load the PTX (commonly: a driver older than the PTX ISA version).
-    #[error("loading the {arch} PTX failed ({source}); the driver supports CUDA {}.{}: {hint}", .driver_version / 1000, .driver_version % 1000 / 10)]
+    #[error("loading the {arch} PTX failed ({}); the driver supports CUDA {}.{}: {hint}", .driver_version / 1000, .driver_version % 1000 / 10, cuda_message(.cause))]
     ModuleLoad {
         /// The architecture of the PTX that failed.
         arch: &'static str,
@@ -69,7 +69,7 @@ pub enum Error {
         /// What to do about it.
         hint: &'static str,
         /// The driver's error.
-        source: cust::error::CudaError,
+        cause: cust::error::CudaError,
     },
     /// A launch configuration the device or kernel cannot run, caught before launching.
     #[error("invalid launch of {launch}: {reason}")]
@@ -106,15 +106,20 @@ pub enum Error {
         code: u32,
     },
     /// A CUDA call failed.
-    #[error("{call} failed{}: {source}", .launch.as_ref().map(|l| format!(" for {l}")).unwrap_or_default())]
+    #[error("{call} failed{}: {}", .launch.as_ref().map(|l| format!(" for {l}")).unwrap_or_default(), cuda_message(.cause))]
     Cuda {
         /// The driver call, e.g. `cuLaunchKernel`.
         call: &'static str,
         /// The launch it belongs to, if any.
         launch: Option<KernelLaunch>,
         /// The driver's error.
-        source: cust::error::CudaError,
+        cause: cust::error::CudaError,
     },
+}
+
+/// The driver's description of `e` (cust quotes it; the quotes go).
+fn cuda_message(e: &cust::error::CudaError) -> String {
+    e.to_string().trim_matches('"').to_string()
 }
 
 /// Checks the result of a raw driver call made through `cust::sys`.
@@ -136,9 +141,9 @@ pub(crate) trait CudaContext<T> {
 
 impl<T> CudaContext<T> for cust::error::CudaResult<T> {
     fn call(self, call: &'static str) -> Result<T> {
-        self.map_err(|source| Error::Cuda { call, launch: None, source })
+        self.map_err(|cause| Error::Cuda { call, launch: None, cause })
     }
     fn launch(self, call: &'static str, launch: &KernelLaunch) -> Result<T> {
-        self.map_err(|source| Error::Cuda { call, launch: Some(launch.clone()), source })
+        self.map_err(|cause| Error::Cuda { call, launch: Some(launch.clone()), cause })
     }
 }

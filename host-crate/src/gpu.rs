@@ -131,7 +131,7 @@ impl Gpu {
     /// Opens device `ordinal`: initialises the driver, checks the warp size, picks the newest
     /// PTX the device supports and loads it.
     pub fn new(ordinal: u32) -> Result<Self> {
-        cust::init(cust::CudaFlags::empty()).map_err(|e| Error::NoDevice { reason: e.to_string() })?;
+        cust::init(cust::CudaFlags::empty()).map_err(|e| Error::NoDevice { reason: e.to_string().trim_matches('"').to_string() })?;
         let count = Device::num_devices().call("cuDeviceGetCount")?;
         if count == 0 {
             return Err(Error::NoDevice { reason: "the driver reports 0 devices".into() });
@@ -150,11 +150,11 @@ impl Gpu {
             compute_capability: props.compute_capability,
             oldest: EMBEDDED_PTX[0].arch,
         })?;
-        let module = Module::from_ptx(ptx.source, &[]).map_err(|source| Error::ModuleLoad {
+        let module = Module::from_ptx(ptx.source, &[]).map_err(|cause| Error::ModuleLoad {
             arch: ptx.arch,
             driver_version: props.driver_version,
             hint: "update the NVIDIA driver if it is older than the PTX ISA version, or build PTX for an older architecture",
-            source,
+            cause,
         })?;
         let stream = Stream::new(StreamFlags::NON_BLOCKING, None).call("cuStreamCreate")?;
         Ok(Self { module, stream, ptx, props, _context: context })
@@ -208,9 +208,9 @@ impl Gpu {
         }
         // SAFETY: the buffer is only read after a kernel or copy wrote it (callers poison or
         // fill it first).
-        unsafe { DeviceBuffer::uninitialized(len) }.map_err(|source| match source {
+        unsafe { DeviceBuffer::uninitialized(len) }.map_err(|cause| match cause {
             cust::error::CudaError::OutOfMemory => Error::OutOfMemory { what: what.into(), bytes, free, total },
-            source => Error::Cuda { call: "cuMemAlloc", launch: None, source },
+            cause => Error::Cuda { call: "cuMemAlloc", launch: None, cause },
         })
     }
 

@@ -145,11 +145,11 @@ macro_rules! kernel_args {
 
 impl<'g> Kernel<'g> {
     pub(crate) fn new(gpu: &'g Gpu, symbol: &str) -> Result<Self> {
-        let function = gpu.module().get_function(symbol).map_err(|source| match source {
+        let function = gpu.module().get_function(symbol).map_err(|cause| match cause {
             cust::error::CudaError::NotFound => Error::InvalidArgument {
                 what: format!("no kernel `{symbol}` in the loaded {} PTX", gpu.ptx_arch()),
             },
-            source => Error::Cuda { call: "cuModuleGetFunction", launch: None, source },
+            cause => Error::Cuda { call: "cuModuleGetFunction", launch: None, cause },
         })?;
         let attr = |a| function.get_attribute(a).call("cuFuncGetAttribute").map(|v| v as u32);
         let attributes = KernelAttributes {

@@ -3,8 +3,11 @@
 //! both situations.
 use std::process::{Command, Output};
 
+/// The binary under test: `FERROCUDA_BIN` when set (the GPU bundle runs tests away from the
+/// build tree), else the one cargo built.
 fn ferrocuda(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ferrocuda")).args(args).env("RUST_BACKTRACE", "1").output().expect("runs")
+    let bin = std::env::var("FERROCUDA_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_ferrocuda").into());
+    Command::new(bin).args(args).env("RUST_BACKTRACE", "1").output().expect("runs")
 }
 
 fn stderr(o: &Output) -> String {

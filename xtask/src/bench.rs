@@ -14,7 +14,7 @@ use crate::{build_ptx, cargo, cmd, ptx_check};
 pub fn run(root: &Path, bench_args: &[String]) -> Result<()> {
     let cuda = Cuda::provision(root)?;
     let env = cuda.env()?;
-    let archs = build_ptx::run(root, &build_ptx::Options::all_release())?;
+    let archs = build_ptx::run(root, &build_ptx::Options::default())?;
     ptx_check::check_built(root, &env.ptxas)?;
     let ferrocuda = cargo::build_ferrocuda(root, &env)?;
 
@@ -26,6 +26,6 @@ pub fn run(root: &Path, bench_args: &[String]) -> Result<()> {
     }
     let mut bench = Command::new(&ferrocuda.executable);
     bench.arg("bench").args(bench_args).current_dir(root);
-    env.apply(&mut bench);
+    env.link_and_load(&mut bench);
     cmd::run(&mut bench)
 }

@@ -55,7 +55,8 @@ const SCRUBBED_ENV: &[&str] = &[
     "RUSTDOC",
 ];
 
-/// What `build-ptx` builds.
+/// What `build-ptx` builds; the default is every architecture, release.
+#[derive(Default)]
 pub struct Options {
     /// Architectures such as `sm_90`; empty means all of [`ARCHS`].
     pub archs: Vec<String>,
@@ -63,23 +64,14 @@ pub struct Options {
     pub debug: bool,
 }
 
-impl Options {
-    pub fn all_release() -> Self {
-        Self {
-            archs: Vec::new(),
-            debug: false,
-        }
-    }
-}
-
-/// Whether `arch` looks like a PTX architecture (`sm_90`, `sm_90a`).
+/// Whether `arch` looks like a PTX architecture: `sm_` and two or more digits, optionally
+/// followed by `a` or `f` (`sm_90`, `sm_90a`, `sm_100f`).
 pub fn is_arch(arch: &str) -> bool {
-    arch.strip_prefix("sm_").is_some_and(|rest| {
-        let digits = rest.trim_end_matches(['a', 'f']);
-        !digits.is_empty()
-            && digits.len() >= rest.len() - 1
-            && digits.bytes().all(|b| b.is_ascii_digit())
-    })
+    let Some(rest) = arch.strip_prefix("sm_") else {
+        return false;
+    };
+    let digits = rest.strip_suffix(['a', 'f']).unwrap_or(rest);
+    digits.len() >= 2 && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Where `build-ptx` leaves its results.
@@ -106,8 +98,7 @@ pub fn run(root: &Path, options: &Options) -> Result<Vec<String>> {
     for arch in &archs {
         let ptx = build_arch(root, &toolchain, &linker, arch, options.debug)?;
         let dest = out_dir.join(format!("{arch}.ptx"));
-        fs::copy(&ptx, &dest)
-            .with_context(|| format!("copying {} to {}", ptx.display(), dest.display()))?;
+        write_atomically(&dest, &fs::read(&ptx)?)?;
         eprintln!(
             "build-ptx: {arch} -> {}",
             dest.strip_prefix(root).unwrap_or(&dest).display()
@@ -175,6 +166,14 @@ fn build_arch(
     Ok(ptx)
 }
 
+/// Writes `path` through a temporary file and a rename, so that a host build running at the
+/// same time reads the old contents or the new, never half of one.
+fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
+    let partial = path.with_extension(format!("partial-{}", std::process::id()));
+    fs::write(&partial, contents).with_context(|| format!("writing {}", partial.display()))?;
+    fs::rename(&partial, path).with_context(|| format!("writing {}", path.display()))
+}
+
 /// The parsed `target/ptx/manifest.txt`.
 pub struct Manifest {
     pub fingerprint: u64,
@@ -227,8 +226,7 @@ impl Manifest {
         for (ArchKey(_, arch), file) in &self.archs {
             text += &format!("arch {arch} {file}\n");
         }
-        let path = Self::path(ptx_dir);
-        fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+        write_atomically(&Self::path(ptx_dir), text.as_bytes())
     }
 }
 
@@ -264,7 +262,15 @@ mod tests {
         for arch in ["sm_70", "sm_90", "sm_90a", "sm_100f"] {
             assert!(is_arch(arch), "{arch}");
         }
-        for arch in ["sm_", "sm_a", "compute_90", "sm90", "sm_9x0", "sm_90aa"] {
+        for arch in [
+            "sm_",
+            "sm_a",
+            "sm_8",
+            "compute_90",
+            "sm90",
+            "sm_9x0",
+            "sm_90aa",
+        ] {
             assert!(!is_arch(arch), "{arch}");
         }
     }

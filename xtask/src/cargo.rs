@@ -28,9 +28,10 @@ pub struct Artifact {
     pub target: String,
     /// The target kinds: `lib`, `bin`, `test`, `example`, ….
     pub kinds: Vec<String>,
-    /// Built as a libtest harness (`profile.test`): true for unit tests and ordinary
-    /// integration tests, false for `harness = false` tests and plain binaries.
-    pub libtest: bool,
+    /// Built in test mode (`profile.test`): unit tests and integration tests, `harness =
+    /// false` ones included; false for plain binaries, such as those built for
+    /// `CARGO_BIN_EXE_*`.
+    pub test: bool,
     pub executable: PathBuf,
 }
 
@@ -80,7 +81,7 @@ fn artifact(message: &json::Value, packages: &HashMap<String, String>) -> Option
             .iter()
             .filter_map(|k| Some(k.as_str()?.to_owned()))
             .collect(),
-        libtest: message.get("profile")?.get("test")?.as_bool()?,
+        test: message.get("profile")?.get("test")?.as_bool()?,
         executable,
     })
 }
@@ -115,7 +116,7 @@ pub fn build_ferrocuda(root: &Path, env: &crate::cuda::CudaEnv) -> Result<Artifa
         "--bin",
         "ferrocuda",
     ]);
-    env.apply(&mut build);
+    env.link(&mut build);
     executables(root, &mut build)?
         .into_iter()
         .find(|artifact| {

@@ -134,10 +134,15 @@ pub struct CudaEnv {
 }
 
 impl CudaEnv {
-    /// Points `cmd` at the libraries: `CUDA_LIBRARY_PATH` always, `LD_LIBRARY_PATH` only
-    /// without a driver.
-    pub fn apply(&self, cmd: &mut Command) {
+    /// Lets a cargo build link the host crate: sets `CUDA_LIBRARY_PATH`.
+    pub fn link(&self, cmd: &mut Command) {
         cmd.env("CUDA_LIBRARY_PATH", &self.link_root);
+    }
+
+    /// Lets a cargo command build the host crate and run what it built: [`Self::link`], plus
+    /// `LD_LIBRARY_PATH` on a machine without a driver.
+    pub fn link_and_load(&self, cmd: &mut Command) {
+        self.link(cmd);
         if let Some(dir) = &self.runtime_dir {
             let mut dirs = vec![dir.clone()];
             if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {

@@ -15,16 +15,17 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+use crate::build_ptx::{self, Manifest};
 use crate::cargo::{self, Artifact};
 use crate::cuda::Cuda;
-use crate::{build_ptx, ptx_check};
+use crate::ptx_check;
 
 /// Where the bundle goes unless `--out` says otherwise (ignored by git).
 pub const DEFAULT_OUT: &str = ".gpu";
 
 pub fn run(root: &Path, out: &Path) -> Result<()> {
     let env = Cuda::provision(root)?.env()?;
-    build_ptx::run(root, &build_ptx::Options::all_release())?;
+    build_ptx::run(root, &build_ptx::Options::default())?;
     ptx_check::check_built(root, &env.ptxas)?;
     let ferrocuda = cargo::build_ferrocuda(root, &env)?;
     let mut build_tests = cargo::cargo(root);
@@ -37,54 +38,77 @@ pub fn run(root: &Path, out: &Path) -> Result<()> {
         "--release",
         "--no-run",
     ]);
-    env.apply(&mut build_tests);
-    let tests: Vec<Artifact> = cargo::executables(root, &mut build_tests)?
+    env.link(&mut build_tests);
+    let mut tests: Vec<(String, Artifact)> = cargo::executables(root, &mut build_tests)?
         .into_iter()
-        .filter(|artifact| artifact.libtest || artifact.kinds.iter().any(|kind| kind == "test"))
+        .filter(|artifact| artifact.test)
+        .map(|artifact| (bundle_name(&artifact), artifact))
         .collect();
+    tests.sort_by(|(a, _), (b, _)| a.cmp(b));
+    for pair in tests.windows(2) {
+        if pair[0].0 == pair[1].0 {
+            bail!(
+                "two test executables would both be called bin/{}",
+                pair[0].0
+            );
+        }
+    }
 
-    let bin = out.join("bin");
-    let ptx = out.join("ptx");
-    for dir in [&bin, &ptx] {
-        if dir.exists() {
-            fs::remove_dir_all(dir).with_context(|| format!("clearing {}", dir.display()))?;
-        }
-        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Filled beside the old bundle and swapped in at the end, so a failed or concurrent run
+    // never leaves a half-copied one behind.
+    let staging = out.join(format!(".staging-{}", std::process::id()));
+    if let Err(err) = stage(root, &staging, &ferrocuda, &tests) {
+        let _ = fs::remove_dir_all(&staging);
+        return Err(err);
     }
-    copy(&ferrocuda.executable, &bin.join("ferrocuda"))?;
-    let mut steps = Vec::new();
-    for test in &tests {
-        let name = bundle_name(test);
-        if steps.iter().any(|(existing, _)| *existing == name) {
-            bail!("two test executables would both be called bin/{name}");
+    for entry in ["bin", "ptx", "run.sh"] {
+        let old = out.join(entry);
+        if old.is_dir() {
+            fs::remove_dir_all(&old).with_context(|| format!("removing {}", old.display()))?;
+        } else if old.exists() {
+            fs::remove_file(&old).with_context(|| format!("removing {}", old.display()))?;
         }
-        copy(&test.executable, &bin.join(&name))?;
-        steps.push((name, test.libtest));
+        fs::rename(staging.join(entry), &old)
+            .with_context(|| format!("moving the new {entry} into {}", out.display()))?;
     }
-    let ptx_dir = build_ptx::ptx_dir(root);
-    for entry in fs::read_dir(&ptx_dir).with_context(|| format!("listing {}", ptx_dir.display()))? {
-        let path = entry?.path();
-        if path
-            .extension()
-            .is_some_and(|ext| ext == "ptx" || ext == "txt")
-        {
-            copy(&path, &ptx.join(path.file_name().expect("has a name")))?;
-        }
-    }
-    let script = out.join("run.sh");
-    fs::write(&script, run_script(&steps))
-        .with_context(|| format!("writing {}", script.display()))?;
-    make_executable(&script)?;
+    fs::remove_dir(&staging).with_context(|| format!("removing {}", staging.display()))?;
 
     let (files, bytes) = tally(out)?;
     println!(
         "gpu-bundle: {} ({} test executables, {files} files, {:.1} MiB); copy it to a GPU \
          machine and run `./run.sh [LOG_DIR]` there",
         out.display(),
-        steps.len(),
+        tests.len(),
         bytes as f64 / (1024.0 * 1024.0),
     );
     Ok(())
+}
+
+/// Lays out `bin/`, `ptx/` and `run.sh` in `dir`.
+fn stage(
+    root: &Path,
+    dir: &Path,
+    ferrocuda: &Artifact,
+    tests: &[(String, Artifact)],
+) -> Result<()> {
+    let (bin, ptx) = (dir.join("bin"), dir.join("ptx"));
+    for dir in [&bin, &ptx] {
+        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    copy(&ferrocuda.executable, &bin.join("ferrocuda"))?;
+    for (name, test) in tests {
+        copy(&test.executable, &bin.join(name))?;
+    }
+    let ptx_dir = build_ptx::ptx_dir(root);
+    for file in Manifest::read(&ptx_dir)?.archs.into_values() {
+        copy(&ptx_dir.join(&file), &ptx.join(&file))?;
+    }
+    copy(&Manifest::path(&ptx_dir), &ptx.join("manifest.txt"))?;
+    let script = dir.join("run.sh");
+    let names: Vec<&str> = tests.iter().map(|(name, _)| name.as_str()).collect();
+    fs::write(&script, run_script(&names))
+        .with_context(|| format!("writing {}", script.display()))?;
+    make_executable(&script)
 }
 
 /// The stable name of a test executable in `bin/` (see the module docs).
@@ -130,15 +154,14 @@ fn tally(dir: &Path) -> Result<(u64, u64)> {
     Ok((files, bytes))
 }
 
-/// `run.sh`, running `ferrocuda info`, `ferrocuda smoke`, then each `(name, libtest)`
-/// executable (libtest harnesses with `--test-threads=1`: tests share one GPU and their
-/// timings should not interfere), then `$EXTRA`.
-fn run_script(tests: &[(String, bool)]) -> String {
-    let mut steps = String::new();
-    for (name, libtest) in tests {
-        let args = if *libtest { " --test-threads=1" } else { "" };
-        steps += &format!("step '{name}' 'bin/{name}'{args}\n");
-    }
+/// `run.sh`, running `ferrocuda info`, `ferrocuda smoke`, then each test executable with
+/// `--test-threads=1` (the tests share one GPU, and timings must not disturb each other;
+/// the `harness = false` suites use libtest-mimic, which takes the same flag), then `$EXTRA`.
+fn run_script(tests: &[&str]) -> String {
+    let steps: String = tests
+        .iter()
+        .map(|name| format!("step '{name}' 'bin/{name}' --test-threads=1\n"))
+        .collect();
     RUN_SCRIPT.replace("@STEPS@\n", &steps)
 }
 
@@ -157,6 +180,8 @@ out="${1:-${OUT:-$here/logs}}"
 mkdir -p "$out" && out="$(cd "$out" && pwd)" || exit 1
 cd "$here" || exit 1
 export RUST_BACKTRACE="${RUST_BACKTRACE:-1}"
+# The CLI tests run this binary; the path cargo compiled into them exists only where they were built.
+export FERROCUDA_BIN="${FERROCUDA_BIN:-$here/bin/ferrocuda}"
 
 passed=0 failed=0 skipped=0 broken=0
 report=()
@@ -210,7 +235,7 @@ mod tests {
             package: package.into(),
             target: target.into(),
             kinds: vec![kind.into()],
-            libtest: true,
+            test: true,
             executable: PathBuf::new(),
         }
     }
@@ -232,10 +257,10 @@ mod tests {
     }
 
     #[test]
-    fn run_script_passes_test_threads_to_libtest_harnesses_only() {
-        let script = run_script(&[("a-lib".into(), true), ("a-custom".into(), false)]);
+    fn run_script_runs_each_test_executable_one_test_at_a_time() {
+        let script = run_script(&["a-lib", "a-tests-gpu"]);
         assert!(script.contains(
-            "step 'a-lib' 'bin/a-lib' --test-threads=1\nstep 'a-custom' 'bin/a-custom'\nif "
+            "step 'a-lib' 'bin/a-lib' --test-threads=1\nstep 'a-tests-gpu' 'bin/a-tests-gpu' --test-threads=1\nif "
         ));
         assert!(!script.contains("@STEPS@"));
     }

@@ -132,10 +132,7 @@ fn parse(args: Vec<String>) -> Result<Option<Task>> {
     let task = match name.as_str() {
         "help" | "-h" | "--help" => return Ok(None),
         "build-ptx" => {
-            let mut options = build_ptx::Options {
-                archs: Vec::new(),
-                debug: false,
-            };
+            let mut options = build_ptx::Options::default();
             while let Some(word) = words.next() {
                 match word.as_str() {
                     "--arch" => options.archs.push(words.arch()?),
@@ -146,10 +143,7 @@ fn parse(args: Vec<String>) -> Result<Option<Task>> {
             Task::BuildPtx(options)
         }
         "ptx-check" => {
-            let mut options = ptx_check::Options {
-                files: Vec::new(),
-                arch: None,
-            };
+            let mut options = ptx_check::Options::default();
             while let Some(word) = words.next() {
                 match word.as_str() {
                     "--arch" => options.arch = Some(words.arch()?),

@@ -19,7 +19,7 @@ pub fn run(root: &Path) -> Result<()> {
 
     let show = |found: &Option<Found>| match found {
         Some(found) => format!("{} ({})", found.path.display(), found.origin),
-        None => "not needed".to_owned(),
+        None => "missing".to_owned(),
     };
     println!("llvm-bitcode-linker  {}", linker.display());
     println!("ptxas                {}", show(&cuda.ptxas));
@@ -28,7 +28,7 @@ pub fn run(root: &Path) -> Result<()> {
     match &cuda.driver {
         Some(driver) => println!("libcuda to load      the NVIDIA driver's ({driver})"),
         None => println!(
-            "libcuda to load      {} (no driver here)",
+            "libcuda to load      {}; no driver here, so the tests load this one",
             show(&cuda.runtime_lib)
         ),
     }

@@ -19,6 +19,7 @@ use crate::cmd;
 use crate::cuda::{Cuda, PROVISION_FIX};
 
 /// What `ptx-check` checks.
+#[derive(Default)]
 pub struct Options {
     /// PTX files to check; empty means those listed in `target/ptx/manifest.txt`.
     pub files: Vec<PathBuf>,
@@ -121,12 +122,15 @@ fn check(ptxas: &Path, jobs: &[(String, PathBuf)]) -> Result<()> {
             rows.push((arch.as_str(), function));
         }
     }
-    print!("{}", table(&rows));
+    if !rows.is_empty() {
+        print!("{}", table(&rows));
+    }
     if !problems.is_empty() {
         bail!("ptx-check failed:\n  {}", problems.join("\n  "));
     }
+    let files = if jobs.len() == 1 { "file" } else { "files" };
     println!(
-        "ptx-check: {} functions in {} files, no spills, no stack frames",
+        "ptx-check: {} functions in {} PTX {files}, no spills, no stack frames",
         rows.len(),
         jobs.len()
     );
