@@ -13,6 +13,10 @@ fn main() {
     for f in fingerprint::kernel_source_files(&root).expect("cannot list kernels-crate sources") {
         println!("cargo:rerun-if-changed={}", f.display());
     }
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("kernels-crate/src").display()
+    );
     println!("cargo:rerun-if-changed={}", manifest.display());
 
     let fix = "run `cargo xtask build-ptx` (or `cargo xtask test`, which builds it first)";
@@ -36,7 +40,10 @@ fn main() {
         let file = ptx_dir.join(format!("{arch}.ptx"));
         assert!(file.is_file(), "{} is missing: {fix}", file.display());
         println!("cargo:rerun-if-changed={}", file.display());
-        let cc: u32 = arch.trim_start_matches("sm_").parse().expect("arch names are sm_XY");
+        let cc: u32 = arch
+            .trim_start_matches("sm_")
+            .parse()
+            .expect("arch names are sm_XY");
         writeln!(
             table,
             "    EmbeddedPtx {{ arch: {arch:?}, compute_capability: ({}, {}), source: include_str!({:?}) }},",

@@ -32,7 +32,9 @@ pub enum Error {
         reason: String,
     },
     /// `--device` names a device that does not exist.
-    #[error("device {ordinal} does not exist: this machine has {count} CUDA device(s), numbered from 0")]
+    #[error(
+        "device {ordinal} does not exist: this machine has {count} CUDA device(s), numbered from 0"
+    )]
     DeviceNotFound {
         /// The ordinal asked for.
         ordinal: u32,
@@ -40,7 +42,9 @@ pub enum Error {
         count: u32,
     },
     /// The device's warp size differs from the one the kernels were written for.
-    #[error("device `{device}` has a warp size of {found}, but the kernels are built for {expected}-lane warps")]
+    #[error(
+        "device `{device}` has a warp size of {found}, but the kernels are built for {expected}-lane warps"
+    )]
     WarpSizeMismatch {
         /// Device name.
         device: String,
@@ -86,7 +90,9 @@ pub enum Error {
         what: String,
     },
     /// A device allocation larger than the free memory.
-    #[error("cannot allocate {bytes} bytes ({what}) on the device: {free} of {total} bytes are free")]
+    #[error(
+        "cannot allocate {bytes} bytes ({what}) on the device: {free} of {total} bytes are free"
+    )]
     OutOfMemory {
         /// What the allocation was for.
         what: String,
@@ -127,7 +133,10 @@ pub(crate) fn check_raw(call: &'static str, result: cust::sys::CUresult) -> Resu
     if result == cust::sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
-        Err(Error::Driver { call, code: result as u32 })
+        Err(Error::Driver {
+            call,
+            code: result as u32,
+        })
     }
 }
 
@@ -141,9 +150,17 @@ pub(crate) trait CudaContext<T> {
 
 impl<T> CudaContext<T> for cust::error::CudaResult<T> {
     fn call(self, call: &'static str) -> Result<T> {
-        self.map_err(|cause| Error::Cuda { call, launch: None, cause })
+        self.map_err(|cause| Error::Cuda {
+            call,
+            launch: None,
+            cause,
+        })
     }
     fn launch(self, call: &'static str, launch: &KernelLaunch) -> Result<T> {
-        self.map_err(|cause| Error::Cuda { call, launch: Some(launch.clone()), cause })
+        self.map_err(|cause| Error::Cuda {
+            call,
+            launch: Some(launch.clone()),
+            cause,
+        })
     }
 }

@@ -26,7 +26,10 @@ pub static EMBEDDED_PTX: &[EmbeddedPtx] = include!(concat!(env!("OUT_DIR"), "/em
 
 /// The newest embedded PTX that a device of compute capability `cc` can load.
 pub fn best_ptx_for(cc: (u32, u32)) -> Option<&'static EmbeddedPtx> {
-    EMBEDDED_PTX.iter().filter(|p| p.compute_capability <= cc).max_by_key(|p| p.compute_capability)
+    EMBEDDED_PTX
+        .iter()
+        .filter(|p| p.compute_capability <= cc)
+        .max_by_key(|p| p.compute_capability)
 }
 
 /// What the host needs to know about a device, read once at start-up.
@@ -77,11 +80,18 @@ pub struct DeviceProps {
 impl DeviceProps {
     /// Reads the properties of `device`.
     pub fn query(ordinal: u32, device: Device) -> Result<Self> {
-        let attr = |a: DeviceAttribute| device.get_attribute(a).call("cuDeviceGetAttribute").map(|v| v as u32);
+        let attr = |a: DeviceAttribute| {
+            device
+                .get_attribute(a)
+                .call("cuDeviceGetAttribute")
+                .map(|v| v as u32)
+        };
         let raw = |a: cust::sys::CUdevice_attribute| -> Result<u32> {
             let mut v = 0;
             // SAFETY: `v` is a valid out-pointer; `device` came from the driver.
-            check_raw("cuDeviceGetAttribute", unsafe { cust::sys::cuDeviceGetAttribute(&mut v, a, device.as_raw()) })?;
+            check_raw("cuDeviceGetAttribute", unsafe {
+                cust::sys::cuDeviceGetAttribute(&mut v, a, device.as_raw())
+            })?;
             Ok(v as u32)
         };
         use DeviceAttribute::*;
@@ -93,10 +103,16 @@ impl DeviceProps {
             sm_count: attr(MultiprocessorCount)?,
             warp_size: attr(WarpSize)?,
             max_threads_per_block: attr(MaxThreadsPerBlock)?,
-            max_block_dim: [attr(MaxBlockDimX)?, attr(MaxBlockDimY)?, attr(MaxBlockDimZ)?],
+            max_block_dim: [
+                attr(MaxBlockDimX)?,
+                attr(MaxBlockDimY)?,
+                attr(MaxBlockDimZ)?,
+            ],
             max_grid_dim: [attr(MaxGridDimX)?, attr(MaxGridDimY)?, attr(MaxGridDimZ)?],
             shared_mem_per_block: attr(MaxSharedMemoryPerBlock)?,
-            shared_mem_per_block_optin: raw(Raw::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+            shared_mem_per_block_optin: raw(
+                Raw::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )?,
             shared_mem_per_sm: attr(MaxSharedMemoryPerMultiprocessor)?,
             regs_per_block: attr(MaxRegistersPerBlock)?,
             regs_per_sm: attr(MaxRegistersPerMultiprocessor)?,
@@ -106,7 +122,9 @@ impl DeviceProps {
             memory_bus_width_bits: attr(GlobalMemoryBusWidth)?,
             memory_clock_khz: attr(MemoryClockRate)?,
             total_memory: device.total_memory().call("cuDeviceTotalMem")?,
-            driver_version: cust::CudaApiVersion::get().map(|v| v.major() * 1000 + v.minor() * 10).call("cuDriverGetVersion")?,
+            driver_version: cust::CudaApiVersion::get()
+                .map(|v| v.major() * 1000 + v.minor() * 10)
+                .call("cuDriverGetVersion")?,
         })
     }
 
@@ -131,10 +149,14 @@ impl Gpu {
     /// Opens device `ordinal`: initialises the driver, checks the warp size, picks the newest
     /// PTX the device supports and loads it.
     pub fn new(ordinal: u32) -> Result<Self> {
-        cust::init(cust::CudaFlags::empty()).map_err(|e| Error::NoDevice { reason: e.to_string().trim_matches('"').to_string() })?;
+        cust::init(cust::CudaFlags::empty()).map_err(|e| Error::NoDevice {
+            reason: e.to_string().trim_matches('"').to_string(),
+        })?;
         let count = Device::num_devices().call("cuDeviceGetCount")?;
         if count == 0 {
-            return Err(Error::NoDevice { reason: "the driver reports 0 devices".into() });
+            return Err(Error::NoDevice {
+                reason: "the driver reports 0 devices".into(),
+            });
         }
         if ordinal >= count {
             return Err(Error::DeviceNotFound { ordinal, count });
@@ -143,7 +165,11 @@ impl Gpu {
         let context = Context::new(device).call("cuDevicePrimaryCtxRetain")?;
         let props = DeviceProps::query(ordinal, device)?;
         if props.warp_size != WARP_SIZE {
-            return Err(Error::WarpSizeMismatch { device: props.name, found: props.warp_size, expected: WARP_SIZE });
+            return Err(Error::WarpSizeMismatch {
+                device: props.name,
+                found: props.warp_size,
+                expected: WARP_SIZE,
+            });
         }
         let ptx = best_ptx_for(props.compute_capability).ok_or_else(|| Error::NoPtxForDevice {
             device: props.name.clone(),
@@ -157,7 +183,13 @@ impl Gpu {
             cause,
         })?;
         let stream = Stream::new(StreamFlags::NON_BLOCKING, None).call("cuStreamCreate")?;
-        Ok(Self { module, stream, ptx, props, _context: context })
+        Ok(Self {
+            module,
+            stream,
+            ptx,
+            props,
+            _context: context,
+        })
     }
 
     /// The device's properties.
@@ -185,6 +217,36 @@ impl Gpu {
         Kernel::new(self, symbol)
     }
 
+    /// The address and size in bytes of a `#[no_mangle]` device static of the kernels crate
+    /// (the notes' `cudaGetSymbolAddress`): `cuFuncGetModule` on a kernel of the module, then
+    /// `cuModuleGetGlobal`.
+    pub fn device_global(&self, name: &str) -> Result<(u64, usize)> {
+        let probe = self.kernel(crate::smoke::SYMBOL)?;
+        let cname = std::ffi::CString::new(name).map_err(|_| Error::InvalidArgument {
+            what: format!("symbol `{name}` contains a NUL"),
+        })?;
+        let mut module = std::ptr::null_mut();
+        let (mut ptr, mut bytes) = (0, 0);
+        // SAFETY: valid out-pointers; the function handle belongs to the loaded module.
+        check_raw("cuFuncGetModule", unsafe {
+            cust::sys::cuFuncGetModule(&mut module, probe.raw_function())
+        })?;
+        // SAFETY: as above; `cname` is NUL-terminated.
+        let r = unsafe {
+            cust::sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, module, cname.as_ptr())
+        };
+        if r == cust::sys::CUresult::CUDA_ERROR_NOT_FOUND {
+            return Err(Error::InvalidArgument {
+                what: format!(
+                    "no device global `{name}` in the loaded {} PTX",
+                    self.ptx.arch
+                ),
+            });
+        }
+        check_raw("cuModuleGetGlobal", r)?;
+        Ok((ptr, bytes))
+    }
+
     /// Waits for all work on the stream.
     pub fn synchronize(&self) -> Result<()> {
         self.stream.synchronize().call("cuStreamSynchronize")
@@ -194,7 +256,9 @@ impl Gpu {
     pub fn memory_info(&self) -> Result<(usize, usize)> {
         let (mut free, mut total) = (0, 0);
         // SAFETY: valid out-pointers; the context is current on this thread.
-        check_raw("cuMemGetInfo", unsafe { cust::sys::cuMemGetInfo_v2(&mut free, &mut total) })?;
+        check_raw("cuMemGetInfo", unsafe {
+            cust::sys::cuMemGetInfo_v2(&mut free, &mut total)
+        })?;
         Ok((free, total))
     }
 
@@ -204,13 +268,27 @@ impl Gpu {
         let bytes = len as u128 * size_of::<T>() as u128;
         let (free, total) = self.memory_info()?;
         if bytes > free as u128 {
-            return Err(Error::OutOfMemory { what: what.into(), bytes, free, total });
+            return Err(Error::OutOfMemory {
+                what: what.into(),
+                bytes,
+                free,
+                total,
+            });
         }
         // SAFETY: the buffer is only read after a kernel or copy wrote it (callers poison or
         // fill it first).
         unsafe { DeviceBuffer::uninitialized(len) }.map_err(|cause| match cause {
-            cust::error::CudaError::OutOfMemory => Error::OutOfMemory { what: what.into(), bytes, free, total },
-            cause => Error::Cuda { call: "cuMemAlloc", launch: None, cause },
+            cust::error::CudaError::OutOfMemory => Error::OutOfMemory {
+                what: what.into(),
+                bytes,
+                free,
+                total,
+            },
+            cause => Error::Cuda {
+                call: "cuMemAlloc",
+                launch: None,
+                cause,
+            },
         })
     }
 
@@ -224,7 +302,10 @@ impl Gpu {
     }
 
     /// Waits for the stream, then copies `buf` to the host.
-    pub fn download<T: DeviceCopy + Default + Clone>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>> {
+    pub fn download<T: DeviceCopy + Default + Clone>(
+        &self,
+        buf: &DeviceBuffer<T>,
+    ) -> Result<Vec<T>> {
         self.synchronize()?;
         let mut out = vec![T::default(); buf.len()];
         if !out.is_empty() {

@@ -33,7 +33,11 @@ pub struct LaunchConfig {
 impl LaunchConfig {
     /// A 1D launch.
     pub const fn linear(grid: u32, block: u32, dynamic_shared_bytes: u32) -> Self {
-        Self { grid: [grid, 1, 1], block: [block, 1, 1], dynamic_shared_bytes }
+        Self {
+            grid: [grid, 1, 1],
+            block: [block, 1, 1],
+            dynamic_shared_bytes,
+        }
     }
 
     /// One thread per element: `ceil(n / block)` blocks of `block` threads. `None` when that
@@ -41,7 +45,11 @@ impl LaunchConfig {
     pub fn per_element(n: usize, block: u32, dynamic_shared_bytes: u32) -> Option<Self> {
         let blocks = n.checked_add(block as usize)?.checked_sub(1)? / block.max(1) as usize;
         (block > 0).then_some(())?;
-        Some(Self::linear(u32::try_from(blocks).ok()?, block, dynamic_shared_bytes))
+        Some(Self::linear(
+            u32::try_from(blocks).ok()?,
+            block,
+            dynamic_shared_bytes,
+        ))
     }
 
     /// Why this configuration cannot run on any GPU ferrocuda supports (compute capability 7.0
@@ -53,14 +61,22 @@ impl LaunchConfig {
             return Some("grid and block dimensions must all be at least 1".into());
         }
         if threads > ARCH_MAX_THREADS_PER_BLOCK as u64 {
-            return Some(format!("{threads} threads per block; CUDA allows at most {ARCH_MAX_THREADS_PER_BLOCK}"));
+            return Some(format!(
+                "{threads} threads per block; CUDA allows at most {ARCH_MAX_THREADS_PER_BLOCK}"
+            ));
         }
-        for (axis, (&b, &max)) in ["x", "y", "z"].iter().zip(self.block.iter().zip(&ARCH_MAX_BLOCK_DIM)) {
+        for (axis, (&b, &max)) in ["x", "y", "z"]
+            .iter()
+            .zip(self.block.iter().zip(&ARCH_MAX_BLOCK_DIM))
+        {
             if b > max {
                 return Some(format!("block {axis} = {b}; CUDA allows at most {max}"));
             }
         }
-        for (axis, (&g, &max)) in ["x", "y", "z"].iter().zip(self.grid.iter().zip(&ARCH_MAX_GRID_DIM)) {
+        for (axis, (&g, &max)) in ["x", "y", "z"]
+            .iter()
+            .zip(self.grid.iter().zip(&ARCH_MAX_GRID_DIM))
+        {
             if g > max {
                 return Some(format!("grid {axis} = {g}; CUDA allows at most {max}"));
             }
@@ -92,7 +108,13 @@ impl fmt::Display for LaunchConfig {
             [x, y, 1] => format!("({x}, {y})"),
             [x, y, z] => format!("({x}, {y}, {z})"),
         };
-        write!(f, "<<<grid {}, block {}, {} B dynamic shared>>>", dims(self.grid), dims(self.block), self.dynamic_shared_bytes)
+        write!(
+            f,
+            "<<<grid {}, block {}, {} B dynamic shared>>>",
+            dims(self.grid),
+            dims(self.block),
+            self.dynamic_shared_bytes
+        )
     }
 }
 
@@ -145,20 +167,37 @@ macro_rules! kernel_args {
 
 impl<'g> Kernel<'g> {
     pub(crate) fn new(gpu: &'g Gpu, symbol: &str) -> Result<Self> {
-        let function = gpu.module().get_function(symbol).map_err(|cause| match cause {
-            cust::error::CudaError::NotFound => Error::InvalidArgument {
-                what: format!("no kernel `{symbol}` in the loaded {} PTX", gpu.ptx_arch()),
-            },
-            cause => Error::Cuda { call: "cuModuleGetFunction", launch: None, cause },
-        })?;
-        let attr = |a| function.get_attribute(a).call("cuFuncGetAttribute").map(|v| v as u32);
+        let function = gpu
+            .module()
+            .get_function(symbol)
+            .map_err(|cause| match cause {
+                cust::error::CudaError::NotFound => Error::InvalidArgument {
+                    what: format!("no kernel `{symbol}` in the loaded {} PTX", gpu.ptx_arch()),
+                },
+                cause => Error::Cuda {
+                    call: "cuModuleGetFunction",
+                    launch: None,
+                    cause,
+                },
+            })?;
+        let attr = |a| {
+            function
+                .get_attribute(a)
+                .call("cuFuncGetAttribute")
+                .map(|v| v as u32)
+        };
         let attributes = KernelAttributes {
             registers: attr(FunctionAttribute::NumRegisters)?,
             static_shared_bytes: attr(FunctionAttribute::SharedMemorySizeBytes)?,
             local_bytes: attr(FunctionAttribute::LocalSizeBytes)?,
             max_threads_per_block: attr(FunctionAttribute::MaxThreadsPerBlock)?,
         };
-        Ok(Self { gpu, function, symbol: symbol.into(), attributes })
+        Ok(Self {
+            gpu,
+            function,
+            symbol: symbol.into(),
+            attributes,
+        })
     }
 
     /// The PTX symbol.
@@ -171,15 +210,27 @@ impl<'g> Kernel<'g> {
         self.attributes
     }
 
+    /// The driver's handle.
+    pub(crate) fn raw_function(&self) -> cust::sys::CUfunction {
+        self.function.to_raw()
+    }
+
     /// The GPU this kernel belongs to.
     pub fn gpu(&self) -> &'g Gpu {
         self.gpu
     }
 
     /// `cuOccupancyMaxActiveBlocksPerMultiprocessor`.
-    pub fn max_active_blocks_per_sm(&self, block_threads: u32, dynamic_shared_bytes: u32) -> Result<u32> {
+    pub fn max_active_blocks_per_sm(
+        &self,
+        block_threads: u32,
+        dynamic_shared_bytes: u32,
+    ) -> Result<u32> {
         self.function
-            .max_active_blocks_per_multiprocessor(BlockSize::x(block_threads), dynamic_shared_bytes as usize)
+            .max_active_blocks_per_multiprocessor(
+                BlockSize::x(block_threads),
+                dynamic_shared_bytes as usize,
+            )
             .call("cuOccupancyMaxActiveBlocksPerMultiprocessor")
     }
 
@@ -191,39 +242,58 @@ impl<'g> Kernel<'g> {
     }
 
     fn describe(&self, config: LaunchConfig) -> KernelLaunch {
-        KernelLaunch { kernel: self.symbol.clone(), config }
+        KernelLaunch {
+            kernel: self.symbol.clone(),
+            config,
+        }
     }
 
     /// Checks `config` against the device's and this kernel's limits.
     pub fn validate(&self, config: LaunchConfig) -> Result<()> {
         let props = self.gpu.props();
-        let fail = |reason: String| Err(Error::InvalidLaunch { launch: self.describe(config), reason });
+        let fail = |reason: String| {
+            Err(Error::InvalidLaunch {
+                launch: self.describe(config),
+                reason,
+            })
+        };
         if let Some(reason) = config.architectural_violation() {
             return fail(reason);
         }
         let threads = config.block_threads();
-        let max_threads = props.max_threads_per_block.min(self.attributes.max_threads_per_block);
+        let max_threads = props
+            .max_threads_per_block
+            .min(self.attributes.max_threads_per_block);
         if threads > max_threads as u64 {
             return fail(format!(
                 "{threads} threads per block; this kernel allows at most {max_threads} on {}",
                 props.name
             ));
         }
-        for (axis, (&b, &max)) in ["x", "y", "z"].iter().zip(config.block.iter().zip(&props.max_block_dim)) {
+        for (axis, (&b, &max)) in ["x", "y", "z"]
+            .iter()
+            .zip(config.block.iter().zip(&props.max_block_dim))
+        {
             if b > max {
                 return fail(format!("block {axis} = {b} exceeds the device limit {max}"));
             }
         }
-        for (axis, (&g, &max)) in ["x", "y", "z"].iter().zip(config.grid.iter().zip(&props.max_grid_dim)) {
+        for (axis, (&g, &max)) in ["x", "y", "z"]
+            .iter()
+            .zip(config.grid.iter().zip(&props.max_grid_dim))
+        {
             if g > max {
                 return fail(format!("grid {axis} = {g} exceeds the device limit {max}"));
             }
         }
-        let shared = self.attributes.static_shared_bytes as u64 + config.dynamic_shared_bytes as u64;
+        let shared =
+            self.attributes.static_shared_bytes as u64 + config.dynamic_shared_bytes as u64;
         if shared > props.shared_mem_per_block as u64 {
             return fail(format!(
                 "{} B static + {} B dynamic shared memory exceeds the {} B a block may use",
-                self.attributes.static_shared_bytes, config.dynamic_shared_bytes, props.shared_mem_per_block
+                self.attributes.static_shared_bytes,
+                config.dynamic_shared_bytes,
+                props.shared_mem_per_block
             ));
         }
         Ok(())
@@ -260,6 +330,9 @@ impl<'g> Kernel<'g> {
     pub unsafe fn launch_and_wait(&self, config: LaunchConfig, args: &[*mut c_void]) -> Result<()> {
         // SAFETY: forwarded to the caller.
         unsafe { self.launch(config, args)? };
-        self.gpu.stream().synchronize().launch("cuStreamSynchronize", &self.describe(config))
+        self.gpu
+            .stream()
+            .synchronize()
+            .launch("cuStreamSynchronize", &self.describe(config))
     }
 }

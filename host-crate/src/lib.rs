@@ -8,10 +8,13 @@
 //! - [`launch`] validates and launches kernels, with errors naming kernel and configuration;
 //! - [`timing`] times work with events and measures the copy-bandwidth ceiling;
 //! - [`cpu`] holds the CPU references every GPU result is checked against.
+pub mod args;
 pub mod cpu;
+pub mod element;
 pub mod error;
 pub mod gpu;
 pub mod launch;
+pub mod reduce;
 pub mod smoke;
 pub mod timing;
 
@@ -21,6 +24,8 @@ pub use launch::{Kernel, LaunchConfig};
 
 /// Every kernel symbol the library launches (the PTX test checks each is an entry point of
 /// every embedded PTX).
-pub fn library_symbols() -> Vec<&'static str> {
-    vec![smoke::SYMBOL]
+pub fn library_symbols() -> Vec<String> {
+    let mut v = vec![smoke::SYMBOL.to_string()];
+    v.extend(reduce::symbols());
+    v
 }

@@ -3,11 +3,19 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
+use ferrocuda::args::parse_count;
+use ferrocuda::cpu::{ReduceReference, SplitMix64};
+use ferrocuda::element::{ElemType, Element};
 use ferrocuda::gpu::{EMBEDDED_PTX, Gpu};
+use ferrocuda::reduce::{self, ReduceOp, ReduceVariant};
 use ferrocuda::{smoke, timing};
 
 #[derive(Parser)]
-#[command(name = "ferrocuda", version, about = "GPU kernels in pure Rust: run, check and measure them")]
+#[command(
+    name = "ferrocuda",
+    version,
+    about = "GPU kernels in pure Rust: run, check and measure them"
+)]
 struct Cli {
     /// CUDA device ordinal.
     #[arg(long, global = true, default_value_t = 0)]
@@ -40,6 +48,30 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Run reduction variants, time them and check them against the CPU (seed 002's table).
+    Reduce {
+        /// A variant name, or `all`.
+        #[arg(long, default_value = "all")]
+        variant: String,
+        /// Elements: 16777216, 2^24, 2^24+3, 1<<20.
+        #[arg(long, default_value = "2^24", value_parser = parse_count)]
+        n: usize,
+        /// Threads per block (default: each variant's own, 512 for the book's kernels).
+        #[arg(long)]
+        block: Option<u32>,
+        /// Element type: i32, u32, i64, u64, f32, f64.
+        #[arg(long = "type", default_value = "i32")]
+        ty: String,
+        /// sum, min or max (min and max: the fast path only).
+        #[arg(long, default_value = "sum")]
+        op: String,
+        /// Timed repetitions per variant (after 3 warm-up runs).
+        #[arg(long, default_value_t = 20)]
+        reps: usize,
+        /// Seed of the random input.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -56,18 +88,192 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Info { bandwidth } => info(cli.device, bandwidth),
-        Command::Smoke { n, block, dynamic_shared, seed } => {
+        Command::Smoke {
+            n,
+            block,
+            dynamic_shared,
+            seed,
+        } => {
             smoke::launch_config(n, block, dynamic_shared)?;
             let gpu = open(cli.device)?;
             let r = smoke::run(&gpu, n, block, dynamic_shared, seed)?;
-            println!("smoke_saxpy on {} ({}): n = {}, {}", gpu.props().name, gpu.ptx_arch(), r.n, r.config);
+            println!(
+                "smoke_saxpy on {} ({}): n = {}, {}",
+                gpu.props().name,
+                gpu.ptx_arch(),
+                r.n,
+                r.config
+            );
             if r.mismatches > 0 {
-                bail!("smoke_saxpy: {} of {} elements differ from the CPU", r.mismatches, r.n);
+                bail!(
+                    "smoke_saxpy: {} of {} elements differ from the CPU",
+                    r.mismatches,
+                    r.n
+                );
             }
-            println!("PASS: all {} elements equal the CPU result bit for bit", r.n);
+            println!(
+                "PASS: all {} elements equal the CPU result bit for bit",
+                r.n
+            );
+            Ok(())
+        }
+        Command::Reduce {
+            variant,
+            n,
+            block,
+            ty,
+            op,
+            reps,
+            seed,
+        } => {
+            let (ty, args) = reduce_args(&variant, n, block, &ty, &op, reps, seed)?;
+            let gpu = open(cli.device)?;
+            let passed = ferrocuda::with_elem_type!(ty, T => reduce_table::<T>(&gpu, &args))?;
+            if !passed {
+                bail!("some reduction results differ from the CPU (see the check column)");
+            }
             Ok(())
         }
     }
+}
+
+/// Input like the book's: integers `rand() & 0xFF`, floats uniform in [-1, 1).
+fn book_input<T: Element + FromSample>(n: usize, seed: u64) -> Vec<T> {
+    let mut rng = SplitMix64::new(seed);
+    (0..n).map(|_| T::from_sample(&mut rng)).collect()
+}
+
+/// How `book_input` draws one value of each type.
+trait FromSample {
+    fn from_sample(rng: &mut SplitMix64) -> Self;
+}
+macro_rules! from_sample {
+    (int: $($t:ty),*; float: $($f:ty),*) => {
+        $(impl FromSample for $t { fn from_sample(rng: &mut SplitMix64) -> Self { (rng.next_u64() & 0xFF) as $t } })*
+        $(impl FromSample for $f { fn from_sample(rng: &mut SplitMix64) -> Self { rng.next_f64_signed() as $f } })*
+    };
+}
+from_sample!(int: i32, u32, i64, u64; float: f32, f64);
+
+struct ReduceArgs {
+    variants: Vec<ReduceVariant>,
+    n: usize,
+    block: Option<u32>,
+    op: ReduceOp,
+    reps: usize,
+    seed: u64,
+}
+
+fn reduce_args(
+    variant: &str,
+    n: usize,
+    block: Option<u32>,
+    ty: &str,
+    op: &str,
+    reps: usize,
+    seed: u64,
+) -> Result<(ElemType, ReduceArgs)> {
+    let ty = ElemType::from_name(ty)
+        .with_context(|| format!("unknown type `{ty}` (i32, u32, i64, u64, f32, f64)"))?;
+    let op =
+        ReduceOp::from_name(op).with_context(|| format!("unknown op `{op}` (sum, min, max)"))?;
+    let names = || ReduceVariant::ALL.map(|v| v.name()).join(", ");
+    let variants = if variant == "all" {
+        ReduceVariant::ALL
+            .into_iter()
+            .filter(|v| v.supports_type(ty) && v.supports_op(op))
+            .collect()
+    } else {
+        let v = ReduceVariant::from_name(variant)
+            .with_context(|| format!("unknown reduce variant `{variant}` (all, {})", names()))?;
+        if !v.supports_type(ty) || !v.supports_op(op) {
+            bail!(
+                "reduce variant `{variant}` has no {} {ty} version",
+                op.name()
+            );
+        }
+        vec![v]
+    };
+    if let Some(b) = block {
+        for v in &variants {
+            if let Some(e) = v.block_error(b) {
+                bail!("{e}");
+            }
+        }
+    }
+    if reps == 0 {
+        bail!("--reps must be at least 1");
+    }
+    Ok((
+        ty,
+        ReduceArgs {
+            variants,
+            n,
+            block,
+            op,
+            reps,
+            seed,
+        },
+    ))
+}
+
+fn reduce_table<T: Element + FromSample>(gpu: &Gpu, a: &ReduceArgs) -> Result<bool> {
+    let bytes = (a.n * size_of::<T>()) as u128;
+    let (free, total) = gpu.memory_info()?;
+    if 2 * bytes + (64 << 20) > free as u128 {
+        return Err(ferrocuda::Error::OutOfMemory {
+            what: format!("reduce input and scratch copy, n = {} {}", a.n, T::TYPE),
+            bytes: 2 * bytes,
+            free,
+            total,
+        }
+        .into());
+    }
+    let host = book_input::<T>(a.n, a.seed);
+    let input = gpu.upload(&host, "reduce input")?;
+    let reference = ReduceReference::of(a.op, &host, |v| v);
+    let (copy, copy_bytes) = timing::copy_bandwidth(gpu, (a.n * size_of::<T>()).max(1), a.reps)?;
+    let copy_gbs = copy.gbs(copy_bytes);
+    println!(
+        "reduce {} of n = {} {} ({:.1} MiB) on {} ({}), {} timed runs each, medians of event times",
+        a.op.name(),
+        a.n,
+        T::TYPE,
+        bytes as f64 / (1u64 << 20) as f64,
+        gpu.props().name,
+        gpu.ptx_arch(),
+        a.reps
+    );
+    println!("device-to-device copy of the same bytes: {copy_gbs:.0} GB/s (read + write)");
+    println!(
+        "{:<24}{:>9}{:>7}{:>12}{:>10}{:>8}  check",
+        "variant", "grid", "block", "median us", "GB/s", "%copy"
+    );
+    let mut all_passed = true;
+    for &v in &a.variants {
+        let block = a.block.unwrap_or(v.default_block());
+        let m = reduce::measure(gpu, v, a.op, &input, &reference, block, 3, a.reps)?;
+        let gbs = m.stats.gbs(m.bytes);
+        let grid = m
+            .launches
+            .iter()
+            .map(|(_, c)| c.grid[0].to_string())
+            .collect::<Vec<_>>()
+            .join("+");
+        all_passed &= m.check.passed;
+        println!(
+            "{:<24}{:>9}{:>7}{:>12.2}{:>10.0}{:>7.0}%  {} ({})",
+            v.name(),
+            grid,
+            block,
+            m.stats.median_s * 1e6,
+            gbs,
+            100.0 * gbs / copy_gbs,
+            if m.check.passed { "PASS" } else { "FAIL" },
+            m.check.detail
+        );
+    }
+    Ok(all_passed)
 }
 
 fn open(device: u32) -> Result<Gpu> {
@@ -80,9 +286,30 @@ fn info(device: u32, bandwidth: bool) -> Result<()> {
     let kib = |b: u32| format!("{} KiB", b / 1024);
     let rows: Vec<(&str, String)> = vec![
         ("device", format!("{} (ordinal {})", p.name, p.ordinal)),
-        ("compute capability", format!("{}.{}", p.compute_capability.0, p.compute_capability.1)),
-        ("PTX loaded", format!("{} (embedded: {})", gpu.ptx_arch(), EMBEDDED_PTX.iter().map(|x| x.arch).collect::<Vec<_>>().join(", "))),
-        ("driver", format!("CUDA {}.{}", p.driver_version / 1000, p.driver_version % 1000 / 10)),
+        (
+            "compute capability",
+            format!("{}.{}", p.compute_capability.0, p.compute_capability.1),
+        ),
+        (
+            "PTX loaded",
+            format!(
+                "{} (embedded: {})",
+                gpu.ptx_arch(),
+                EMBEDDED_PTX
+                    .iter()
+                    .map(|x| x.arch)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
+        (
+            "driver",
+            format!(
+                "CUDA {}.{}",
+                p.driver_version / 1000,
+                p.driver_version % 1000 / 10
+            ),
+        ),
         ("multiprocessors", p.sm_count.to_string()),
         ("warp size", p.warp_size.to_string()),
         ("max threads / block", p.max_threads_per_block.to_string()),
@@ -90,14 +317,37 @@ fn info(device: u32, bandwidth: bool) -> Result<()> {
         ("max grid dims", format!("{:?}", p.max_grid_dim)),
         ("max threads / SM", p.max_threads_per_sm.to_string()),
         ("max blocks / SM", p.max_blocks_per_sm.to_string()),
-        ("shared memory / block", format!("{} (opt-in {})", kib(p.shared_mem_per_block), kib(p.shared_mem_per_block_optin))),
+        (
+            "shared memory / block",
+            format!(
+                "{} (opt-in {})",
+                kib(p.shared_mem_per_block),
+                kib(p.shared_mem_per_block_optin)
+            ),
+        ),
         ("shared memory / SM", kib(p.shared_mem_per_sm)),
         ("registers / block", p.regs_per_block.to_string()),
         ("registers / SM", p.regs_per_sm.to_string()),
-        ("L2 cache", format!("{} MiB", p.l2_bytes as f64 / (1 << 20) as f64)),
-        ("memory", format!("{:.1} GiB", p.total_memory as f64 / (1u64 << 30) as f64)),
-        ("memory bus", format!("{} bit at {} MHz", p.memory_bus_width_bits, p.memory_clock_khz / 1000)),
-        ("theoretical bandwidth", format!("{:.0} GB/s", p.theoretical_bandwidth_gbs())),
+        (
+            "L2 cache",
+            format!("{} MiB", p.l2_bytes as f64 / (1 << 20) as f64),
+        ),
+        (
+            "memory",
+            format!("{:.1} GiB", p.total_memory as f64 / (1u64 << 30) as f64),
+        ),
+        (
+            "memory bus",
+            format!(
+                "{} bit at {} MHz",
+                p.memory_bus_width_bits,
+                p.memory_clock_khz / 1000
+            ),
+        ),
+        (
+            "theoretical bandwidth",
+            format!("{:.0} GB/s", p.theoretical_bandwidth_gbs()),
+        ),
     ];
     for (k, v) in rows {
         println!("{k:<24}{v}");

@@ -20,30 +20,66 @@ pub fn launch_config(n: usize, block: u32, dynamic_shared_bytes: u32) -> Result<
         what: format!("`{SYMBOL}`: cannot cover n = {n} with blocks of {block} threads (block must be at least 1 and the grid fit in u32)"),
     })?;
     // An empty input launches nothing; its block size must still be one that could run.
-    let checked = LaunchConfig { grid: [config.grid[0].max(1), 1, 1], ..config };
+    let checked = LaunchConfig {
+        grid: [config.grid[0].max(1), 1, 1],
+        ..config
+    };
     match checked.architectural_violation() {
-        Some(reason) => Err(Error::InvalidLaunch { launch: KernelLaunch { kernel: SYMBOL.into(), config }, reason }),
+        Some(reason) => Err(Error::InvalidLaunch {
+            launch: KernelLaunch {
+                kernel: SYMBOL.into(),
+                config,
+            },
+            reason,
+        }),
         None => Ok(config),
     }
 }
 
 /// `a * x + y` on the GPU. An empty input launches nothing and returns an empty vector.
-pub fn saxpy(gpu: &Gpu, a: f32, x: &[f32], y: &[f32], block: u32, dynamic_shared_bytes: u32) -> Result<Vec<f32>> {
+pub fn saxpy(
+    gpu: &Gpu,
+    a: f32,
+    x: &[f32],
+    y: &[f32],
+    block: u32,
+    dynamic_shared_bytes: u32,
+) -> Result<Vec<f32>> {
     if x.len() != y.len() {
-        return Err(Error::InvalidArgument { what: format!("`{SYMBOL}`: x has {} elements but y has {}", x.len(), y.len()) });
+        return Err(Error::InvalidArgument {
+            what: format!(
+                "`{SYMBOL}`: x has {} elements but y has {}",
+                x.len(),
+                y.len()
+            ),
+        });
     }
     let n = x.len();
     let config = launch_config(n, block, dynamic_shared_bytes)?;
     let kernel = gpu.kernel(SYMBOL)?;
     if n == 0 {
-        kernel.validate(LaunchConfig { grid: [1, 1, 1], ..config })?; // block still checked
+        kernel.validate(LaunchConfig {
+            grid: [1, 1, 1],
+            ..config
+        })?; // block still checked
         return Ok(Vec::new());
     }
     let dx = gpu.upload(x, "smoke x")?;
     let dy = gpu.upload(y, "smoke y")?;
     let out = gpu.alloc::<f32>(n, "smoke output")?;
     // SAFETY: the three buffers hold `n` elements, as `smoke_saxpy` requires.
-    unsafe { kernel.launch_and_wait(config, kernel_args![n, a, dx.as_device_ptr(), dy.as_device_ptr(), out.as_device_ptr()])? };
+    unsafe {
+        kernel.launch_and_wait(
+            config,
+            kernel_args![
+                n,
+                a,
+                dx.as_device_ptr(),
+                dy.as_device_ptr(),
+                out.as_device_ptr()
+            ],
+        )?
+    };
     gpu.download(&out)
 }
 
@@ -59,12 +95,23 @@ pub struct SmokeReport {
 }
 
 /// Runs `saxpy` on `n` random elements and compares bit for bit with [`cpu::saxpy`].
-pub fn run(gpu: &Gpu, n: usize, block: u32, dynamic_shared_bytes: u32, seed: u64) -> Result<SmokeReport> {
+pub fn run(
+    gpu: &Gpu,
+    n: usize,
+    block: u32,
+    dynamic_shared_bytes: u32,
+    seed: u64,
+) -> Result<SmokeReport> {
     let config = launch_config(n, block, dynamic_shared_bytes)?;
     let bytes = n as u128 * 3 * 4;
     let (free, total) = gpu.memory_info()?;
     if bytes > free as u128 {
-        return Err(Error::OutOfMemory { what: format!("`{SYMBOL}` with n = {n} (x, y and output)"), bytes, free, total });
+        return Err(Error::OutOfMemory {
+            what: format!("`{SYMBOL}` with n = {n} (x, y and output)"),
+            bytes,
+            free,
+            total,
+        });
     }
     let mut rng = cpu::SplitMix64::new(seed);
     let x: Vec<f32> = (0..n).map(|_| rng.next_f64_signed() as f32).collect();
@@ -72,6 +119,14 @@ pub fn run(gpu: &Gpu, n: usize, block: u32, dynamic_shared_bytes: u32, seed: u64
     let a = 2.5f32;
     let got = saxpy(gpu, a, &x, &y, block, dynamic_shared_bytes)?;
     let want = cpu::saxpy(a, &x, &y);
-    let mismatches = got.iter().zip(&want).filter(|(g, w)| g.to_bits() != w.to_bits()).count();
-    Ok(SmokeReport { n, config, mismatches })
+    let mismatches = got
+        .iter()
+        .zip(&want)
+        .filter(|(g, w)| g.to_bits() != w.to_bits())
+        .count();
+    Ok(SmokeReport {
+        n,
+        config,
+        mismatches,
+    })
 }

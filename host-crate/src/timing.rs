@@ -24,8 +24,17 @@ impl Stats {
         assert!(!samples.is_empty(), "at least one timed repetition");
         samples.sort_by(f64::total_cmp);
         let n = samples.len();
-        let median_s = if n % 2 == 1 { samples[n / 2] } else { (samples[n / 2 - 1] + samples[n / 2]) / 2.0 };
-        Self { median_s, min_s: samples[0], max_s: samples[n - 1], reps: n }
+        let median_s = if n % 2 == 1 {
+            samples[n / 2]
+        } else {
+            (samples[n / 2 - 1] + samples[n / 2]) / 2.0
+        };
+        Self {
+            median_s,
+            min_s: samples[0],
+            max_s: samples[n - 1],
+            reps: n,
+        }
     }
 
     /// Effective bandwidth at the median, GB/s (10^9 bytes per second).
@@ -34,10 +43,17 @@ impl Stats {
     }
 }
 
-/// Runs `op` `warmup` times untimed, then `reps` times, each between two events on the GPU's
-/// stream. `op` receives the repetition index (to rotate inputs).
-pub fn time_on_stream(gpu: &Gpu, warmup: usize, reps: usize, mut op: impl FnMut(usize) -> Result<()>) -> Result<Stats> {
+/// Runs `setup` then `op`, `warmup` times untimed, then `reps` times with only `op` between two
+/// events on the GPU's stream. Both receive the repetition index (to rotate inputs).
+pub fn time_on_stream(
+    gpu: &Gpu,
+    warmup: usize,
+    reps: usize,
+    mut setup: impl FnMut(usize) -> Result<()>,
+    mut op: impl FnMut(usize) -> Result<()>,
+) -> Result<Stats> {
     for i in 0..warmup {
+        setup(i)?;
         op(i)?;
     }
     gpu.synchronize()?;
@@ -45,6 +61,7 @@ pub fn time_on_stream(gpu: &Gpu, warmup: usize, reps: usize, mut op: impl FnMut(
     let stop = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
     let mut samples = Vec::with_capacity(reps.max(1));
     for i in 0..reps.max(1) {
+        setup(i)?;
         start.record(gpu.stream()).call("cuEventRecord")?;
         op(i)?;
         stop.record(gpu.stream()).call("cuEventRecord")?;
@@ -60,9 +77,15 @@ pub fn copy_bandwidth(gpu: &Gpu, bytes: usize, reps: usize) -> Result<(Stats, u6
     let words = bytes.div_ceil(4).max(1);
     let src = gpu.upload(&vec![0x5a5a_5a5au32; words], "copy-bandwidth source")?;
     let mut dst: DeviceBuffer<u32> = gpu.alloc(words, "copy-bandwidth destination")?;
-    let stats = time_on_stream(gpu, 3, reps, |_| {
-        // SAFETY: both buffers are `words` long and nothing else uses them.
-        unsafe { dst.async_copy_from(&src, gpu.stream()) }.call("cuMemcpyDtoDAsync")
-    })?;
+    let stats = time_on_stream(
+        gpu,
+        3,
+        reps,
+        |_| Ok(()),
+        |_| {
+            // SAFETY: both buffers are `words` long and nothing else uses them.
+            unsafe { dst.async_copy_from(&src, gpu.stream()) }.call("cuMemcpyDtoDAsync")
+        },
+    )?;
     Ok((stats, 2 * 4 * words as u64))
 }

@@ -11,7 +11,11 @@ pub const WARP_SIZE: u32 = 32;
 pub const fn warp_mask_for_threads(block_threads: u32, thread_rank: u32) -> u32 {
     let warp_start = thread_rank / WARP_SIZE * WARP_SIZE;
     let lanes = block_threads - warp_start;
-    if lanes >= WARP_SIZE { u32::MAX } else { (1u32 << lanes) - 1 }
+    if lanes >= WARP_SIZE {
+        u32::MAX
+    } else {
+        (1u32 << lanes) - 1
+    }
 }
 
 /// Threads per block of the smoke kernel.
@@ -19,3 +23,7 @@ pub const SMOKE_BLOCK: u32 = 256;
 
 /// Threads per block of `selftest_shared_static` (its static shared array holds one `u32` each).
 pub const SELFTEST_SHARED_BLOCK: u32 = 256;
+
+/// Blocks of the notes' grid-stride reduction (`GRID_SIZE = 10240`), and the length of the
+/// static partials arrays of `reduce2_static_*`.
+pub const REDUCE_STATIC_GRID: u32 = 10240;

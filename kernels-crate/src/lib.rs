@@ -26,6 +26,9 @@ pub mod config;
 pub mod device;
 
 #[cfg(target_arch = "nvptx64")]
+pub mod reduce;
+
+#[cfg(target_arch = "nvptx64")]
 mod smoke;
 
 #[cfg(target_arch = "nvptx64")]

@@ -18,7 +18,14 @@ const MODE_DOWN: u32 = 2;
 /// One shuffle per lane named in `mask`: `out[t] = shfl_*(mask, input[t], b, width)`.
 /// Lanes outside `mask` write nothing.
 #[inline(always)]
-unsafe fn shuffle_once<T: Shuffle>(mode: u32, input: *const T, out: *mut T, mask: u32, b: u32, width: u32) {
+unsafe fn shuffle_once<T: Shuffle>(
+    mode: u32,
+    input: *const T,
+    out: *mut T,
+    mask: u32,
+    b: u32,
+    width: u32,
+) {
     let t = thread_idx_x() as usize;
     if mask & (1 << warp::lane_id()) == 0 {
         return;
@@ -150,7 +157,10 @@ pub unsafe extern "ptx-kernel" fn selftest_atomic_cas_counter(counter: *mut u64)
 }
 
 const SHARED_STATIC_BLOCK: usize = crate::config::SELFTEST_SHARED_BLOCK as usize;
-shared_array!(fn selftest_reverse_tile() -> [u32; SHARED_STATIC_BLOCK]);
+shared_array!(
+    /// The tile of `selftest_shared_static`: one slot per thread.
+    fn selftest_reverse_tile() -> [u32; SHARED_STATIC_BLOCK]
+);
 
 /// Reverses each block-sized chunk of `input` into `out` through shared memory. Threads past
 /// `n` still reach the barrier (no early return before `syncthreads`).
@@ -177,7 +187,11 @@ unsafe fn reverse_chunks(tile: *mut u32, input: *const u32, out: *mut u32, n: us
 /// # Safety
 /// `input` and `out` hold `n` elements; the block size must be `SELFTEST_SHARED_BLOCK`.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn selftest_shared_static(input: *const u32, out: *mut u32, n: usize) {
+pub unsafe extern "ptx-kernel" fn selftest_shared_static(
+    input: *const u32,
+    out: *mut u32,
+    n: usize,
+) {
     // SAFETY: forwarded to the launcher.
     unsafe { reverse_chunks(selftest_reverse_tile(), input, out, n) }
 }
@@ -187,7 +201,11 @@ pub unsafe extern "ptx-kernel" fn selftest_shared_static(input: *const u32, out:
 /// # Safety
 /// `input` and `out` hold `n` elements; dynamic shared memory holds `blockDim.x` `u32`.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn selftest_shared_dynamic(input: *const u32, out: *mut u32, n: usize) {
+pub unsafe extern "ptx-kernel" fn selftest_shared_dynamic(
+    input: *const u32,
+    out: *mut u32,
+    n: usize,
+) {
     // SAFETY: forwarded to the launcher.
     unsafe { reverse_chunks(dynamic_shared::<u32>(), input, out, n) }
 }
@@ -273,8 +291,18 @@ pub unsafe extern "ptx-kernel" fn selftest_indices_3d(out: *mut u32) {
     let g = block_linear as usize * block.size() as usize + block.thread_rank() as usize;
     let t = block.thread_index();
     let words = [
-        t.x, t.y, t.z, b.x, b.y, b.z, block_dim_x(), block_dim_y(), block_dim_z(), grid_dim_x(),
-        grid_dim_y(), grid_dim_z(),
+        t.x,
+        t.y,
+        t.z,
+        b.x,
+        b.y,
+        b.z,
+        block_dim_x(),
+        block_dim_y(),
+        block_dim_z(),
+        grid_dim_x(),
+        grid_dim_y(),
+        grid_dim_z(),
     ];
     for (k, w) in words.into_iter().enumerate() {
         // SAFETY: bounds as documented.
@@ -287,7 +315,11 @@ pub unsafe extern "ptx-kernel" fn selftest_indices_3d(out: *mut u32) {
 /// # Safety
 /// `input` and `out` hold `n` elements.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn selftest_grid_stride_copy(input: *const u32, out: *mut u32, n: usize) {
+pub unsafe extern "ptx-kernel" fn selftest_grid_stride_copy(
+    input: *const u32,
+    out: *mut u32,
+    n: usize,
+) {
     for i in grid_stride_1d(n) {
         // SAFETY: `i < n`.
         unsafe { *out.add(i) = *input.add(i) };
@@ -376,7 +408,8 @@ unsafe fn block_tree_sum(s: *mut u32, v: u32, t: u32, block: u32) -> u32 {
         let mut stride = block / 2;
         while stride > 0 {
             if t < stride {
-                *s.add(t as usize) = (*s.add(t as usize)).wrapping_add(*s.add((t + stride) as usize));
+                *s.add(t as usize) =
+                    (*s.add(t as usize)).wrapping_add(*s.add((t + stride) as usize));
             }
             syncthreads();
             stride /= 2;

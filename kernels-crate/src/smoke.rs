@@ -9,7 +9,13 @@ use crate::device::thread::index_1d;
 /// # Safety
 /// `x`, `y` and `out` must each point to `n` valid `f32` in device memory.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn smoke_saxpy(n: usize, a: f32, x: *const f32, y: *const f32, out: *mut f32) {
+pub unsafe extern "ptx-kernel" fn smoke_saxpy(
+    n: usize,
+    a: f32,
+    x: *const f32,
+    y: *const f32,
+    out: *mut f32,
+) {
     let i = index_1d();
     if i < n {
         // SAFETY: `i < n` and the caller guarantees `n` elements behind each pointer.

@@ -36,14 +36,19 @@ fn thread_gpu() -> Result<&'static Gpu, SkipOrFail> {
     GPU.with(|cell| {
         cell.borrow_mut()
             .get_or_insert_with(|| {
-                let ordinal = std::env::var("FERROCUDA_DEVICE").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+                let ordinal = std::env::var("FERROCUDA_DEVICE")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
                 let required = std::env::var("FERROCUDA_REQUIRE_GPU").is_ok_and(|v| v == "1");
                 match Gpu::new(ordinal) {
                     // One GPU per test thread for the whole run: leaking it keeps the context
                     // alive as long as the thread, which is what the tests need.
                     Ok(gpu) => Ok(&*Box::leak(Box::new(gpu))),
                     Err(Error::NoDevice { reason }) if !required => Err(SkipOrFail::Skip(reason)),
-                    Err(e) => Err(SkipOrFail::Fail(format!("cannot open CUDA device {ordinal}: {e}"))),
+                    Err(e) => Err(SkipOrFail::Fail(format!(
+                        "cannot open CUDA device {ordinal}: {e}"
+                    ))),
                 }
             })
             .clone()
@@ -54,11 +59,15 @@ fn thread_gpu() -> Result<&'static Gpu, SkipOrFail> {
 pub fn gpu_test(name: &str, test: impl FnOnce(&Gpu) -> TestResult + Send + 'static) -> Trial {
     let name = name.to_string();
     Trial::ignorable_test(name.clone(), move || match thread_gpu() {
-        Ok(gpu) => test(gpu).map(|()| Completion::Completed).map_err(|e| Failed::from(format!("{e:#}"))),
+        Ok(gpu) => test(gpu)
+            .map(|()| Completion::Completed)
+            .map_err(|e| Failed::from(format!("{e:#}"))),
         Err(SkipOrFail::Skip(reason)) => {
             println!("SKIPPED (no CUDA device: {reason}) {name}");
             SKIPPED.fetch_add(1, Ordering::Relaxed);
-            Ok(Completion::ignored_with(format!("no CUDA device: {reason}")))
+            Ok(Completion::ignored_with(format!(
+                "no CUDA device: {reason}"
+            )))
         }
         Err(SkipOrFail::Fail(msg)) => Err(Failed::from(msg)),
     })
@@ -73,7 +82,9 @@ pub fn run_gpu_suite(trials: Vec<Trial>) -> ExitCode {
     let conclusion = libtest_mimic::run(&args, trials);
     let skipped = SKIPPED.load(Ordering::Relaxed);
     if skipped > 0 {
-        println!("SKIPPED: {skipped} GPU tests did not run (no CUDA device); this is NOT a GPU pass");
+        println!(
+            "SKIPPED: {skipped} GPU tests did not run (no CUDA device); this is NOT a GPU pass"
+        );
     }
     conclusion.exit_code()
 }
@@ -138,9 +149,20 @@ pub mod selftest {
     pub const TILE_SIZES: [u32; 6] = [1, 2, 4, 8, 16, 32];
     /// Every self-test kernel the suite launches.
     pub fn symbols() -> Vec<String> {
-        let mut v: Vec<String> = ["u32", "i32", "f32", "u64", "i64", "f64"].iter().map(|t| shfl_symbol(t)).collect();
-        v.extend(["i32", "u32", "i64", "u64", "f32", "f64"].iter().map(|t| atomic_add_symbol(t)));
-        v.extend(["i32", "u32", "i64", "u64"].iter().map(|t| atomic_min_max_symbol(t)));
+        let mut v: Vec<String> = ["u32", "i32", "f32", "u64", "i64", "f64"]
+            .iter()
+            .map(|t| shfl_symbol(t))
+            .collect();
+        v.extend(
+            ["i32", "u32", "i64", "u64", "f32", "f64"]
+                .iter()
+                .map(|t| atomic_add_symbol(t)),
+        );
+        v.extend(
+            ["i32", "u32", "i64", "u64"]
+                .iter()
+                .map(|t| atomic_min_max_symbol(t)),
+        );
         v.extend(TILE_SIZES.iter().map(|&n| tile_symbol(n)));
         v.extend(
             [

@@ -11,7 +11,12 @@ use ferrocuda_kernels::config::warp_mask_for_threads;
 fn warp_emulator_reproduces_the_notes_table() {
     let y: Vec<u32> = (0..16).map(|t| t % 8).collect();
     let mask = 0xffff;
-    let got = |mode, b| -> Vec<u32> { warp::shfl(mode, &y, mask, b, 8).into_iter().map(Option::unwrap).collect() };
+    let got = |mode, b| -> Vec<u32> {
+        warp::shfl(mode, &y, mask, b, 8)
+            .into_iter()
+            .map(Option::unwrap)
+            .collect()
+    };
     assert_eq!(got(ShflMode::Down, 4)[..8], [4, 5, 6, 7, 4, 5, 6, 7]);
     assert_eq!(got(ShflMode::Xor, 4)[..8], [4, 5, 6, 7, 0, 1, 2, 3]);
     assert_eq!(got(ShflMode::Up, 4)[..8], [0, 1, 2, 3, 0, 1, 2, 3]);
@@ -25,9 +30,22 @@ fn shfl_source_keeps_own_value_past_the_segment() {
             let seg = lane / width * width;
             assert_eq!(warp::shfl_source(ShflMode::Down, lane, width, width), lane);
             assert_eq!(warp::shfl_source(ShflMode::Up, lane, width, width), lane);
-            assert_eq!(warp::shfl_source(ShflMode::Idx, lane, width + 1, width), seg + 1 % width);
-            assert_eq!(warp::shfl_source(ShflMode::Down, lane, 1, width), if lane + 1 < seg + width { lane + 1 } else { lane });
-            assert_eq!(warp::shfl_source(ShflMode::Up, lane, 1, width), if lane > seg { lane - 1 } else { lane });
+            assert_eq!(
+                warp::shfl_source(ShflMode::Idx, lane, width + 1, width),
+                seg + 1 % width
+            );
+            assert_eq!(
+                warp::shfl_source(ShflMode::Down, lane, 1, width),
+                if lane + 1 < seg + width {
+                    lane + 1
+                } else {
+                    lane
+                }
+            );
+            assert_eq!(
+                warp::shfl_source(ShflMode::Up, lane, 1, width),
+                if lane > seg { lane - 1 } else { lane }
+            );
         }
     }
 }
@@ -59,20 +77,51 @@ fn warp_masks_cover_partial_last_warps() {
 
 #[test]
 fn per_element_launch_rounds_up_and_rejects_block_0() {
-    assert_eq!(LaunchConfig::per_element(0, 256, 0).unwrap().grid, [0, 1, 1]);
-    assert_eq!(LaunchConfig::per_element(257, 256, 0).unwrap().grid, [2, 1, 1]);
-    assert_eq!(LaunchConfig::per_element(256, 256, 0).unwrap().grid, [1, 1, 1]);
+    assert_eq!(
+        LaunchConfig::per_element(0, 256, 0).unwrap().grid,
+        [0, 1, 1]
+    );
+    assert_eq!(
+        LaunchConfig::per_element(257, 256, 0).unwrap().grid,
+        [2, 1, 1]
+    );
+    assert_eq!(
+        LaunchConfig::per_element(256, 256, 0).unwrap().grid,
+        [1, 1, 1]
+    );
     assert!(LaunchConfig::per_element(10, 0, 0).is_none());
     assert!(LaunchConfig::per_element(usize::MAX, 1, 0).is_none());
 }
 
 #[test]
 fn architectural_limits_name_the_broken_limit() {
-    assert!(LaunchConfig::linear(1, 1024, 0).architectural_violation().is_none());
-    assert!(LaunchConfig::linear(1, 1025, 0).architectural_violation().unwrap().contains("1025"));
-    assert!(LaunchConfig::linear(0, 32, 0).architectural_violation().is_some());
-    assert!(LaunchConfig::linear(1, 32, 228 * 1024).architectural_violation().unwrap().contains("shared"));
-    let c = LaunchConfig { grid: [1, 70000, 1], block: [32, 1, 1], dynamic_shared_bytes: 0 };
+    assert!(
+        LaunchConfig::linear(1, 1024, 0)
+            .architectural_violation()
+            .is_none()
+    );
+    assert!(
+        LaunchConfig::linear(1, 1025, 0)
+            .architectural_violation()
+            .unwrap()
+            .contains("1025")
+    );
+    assert!(
+        LaunchConfig::linear(0, 32, 0)
+            .architectural_violation()
+            .is_some()
+    );
+    assert!(
+        LaunchConfig::linear(1, 32, 228 * 1024)
+            .architectural_violation()
+            .unwrap()
+            .contains("shared")
+    );
+    let c = LaunchConfig {
+        grid: [1, 70000, 1],
+        block: [32, 1, 1],
+        dynamic_shared_bytes: 0,
+    };
     assert!(c.architectural_violation().unwrap().contains("grid y"));
 }
 

@@ -23,34 +23,70 @@ fn main() -> ExitCode {
     shuffle_trials::<i64>(&mut trials);
     shuffle_trials::<f64>(&mut trials);
     trials.extend([
-        gpu_test("vote_ballot_any_all_match_emulator_on_every_mask", vote_matches_emulator),
-        gpu_test("atomic_add_i32_is_exact_under_contention", atomic_add_exact::<i32>),
-        gpu_test("atomic_add_u32_is_exact_under_contention", atomic_add_exact::<u32>),
-        gpu_test("atomic_add_i64_is_exact_under_contention", atomic_add_exact::<i64>),
-        gpu_test("atomic_add_u64_is_exact_under_contention", atomic_add_exact::<u64>),
-        gpu_test("atomic_add_f32_is_exact_on_small_integers", atomic_add_exact::<f32>),
-        gpu_test("atomic_add_f64_is_exact_on_small_integers", atomic_add_exact::<f64>),
+        gpu_test(
+            "vote_ballot_any_all_match_emulator_on_every_mask",
+            vote_matches_emulator,
+        ),
+        gpu_test(
+            "atomic_add_i32_is_exact_under_contention",
+            atomic_add_exact::<i32>,
+        ),
+        gpu_test(
+            "atomic_add_u32_is_exact_under_contention",
+            atomic_add_exact::<u32>,
+        ),
+        gpu_test(
+            "atomic_add_i64_is_exact_under_contention",
+            atomic_add_exact::<i64>,
+        ),
+        gpu_test(
+            "atomic_add_u64_is_exact_under_contention",
+            atomic_add_exact::<u64>,
+        ),
+        gpu_test(
+            "atomic_add_f32_is_exact_on_small_integers",
+            atomic_add_exact::<f32>,
+        ),
+        gpu_test(
+            "atomic_add_f64_is_exact_on_small_integers",
+            atomic_add_exact::<f64>,
+        ),
         gpu_test("atomic_min_max_i32_match_cpu", atomic_min_max::<i32>),
         gpu_test("atomic_min_max_u32_match_cpu", atomic_min_max::<u32>),
         gpu_test("atomic_min_max_i64_match_cpu", atomic_min_max::<i64>),
         gpu_test("atomic_min_max_u64_match_cpu", atomic_min_max::<u64>),
         gpu_test("atomic_cas_counter_counts_every_thread", atomic_cas_counter),
         gpu_test("shared_static_reverses_chunks_on_any_n", shared_static),
-        gpu_test("shared_dynamic_reverses_chunks_on_any_block_and_n", shared_dynamic),
+        gpu_test(
+            "shared_dynamic_reverses_chunks_on_any_block_and_n",
+            shared_dynamic,
+        ),
         gpu_test("syncthreads_count_and_or_match_cpu", sync_predicates),
         gpu_test("indices_3d_cover_grid_and_block", indices_3d),
         gpu_test("grid_stride_loop_copies_every_element", grid_stride_copy),
         gpu_test("vector_16_byte_copy_is_exact", vector_copy),
         gpu_test("last_block_sum_with_gpu_and_system_fences", last_block_sum),
         gpu_test("smoke_saxpy_matches_cpu_bitwise_on_odd_sizes", smoke_sizes),
-        gpu_test("launch_rejects_block_0_and_2048_with_kernel_name", launch_rejects_bad_blocks),
-        gpu_test("launch_rejects_shared_memory_over_the_limit", launch_rejects_shared_over_limit),
+        gpu_test(
+            "launch_rejects_block_0_and_2048_with_kernel_name",
+            launch_rejects_bad_blocks,
+        ),
+        gpu_test(
+            "launch_rejects_shared_memory_over_the_limit",
+            launch_rejects_shared_over_limit,
+        ),
         gpu_test("device_7_is_reported_as_missing", missing_device),
-        gpu_test("allocation_larger_than_memory_is_out_of_memory", allocation_too_large),
+        gpu_test(
+            "allocation_larger_than_memory_is_out_of_memory",
+            allocation_too_large,
+        ),
         gpu_test("device_properties_are_consistent", device_properties),
     ]);
     for n in selftest::TILE_SIZES {
-        trials.push(gpu_test(&format!("tile_{n}_api_matches_emulator"), move |gpu| tile_matches_emulator(gpu, n)));
+        trials.push(gpu_test(
+            &format!("tile_{n}_api_matches_emulator"),
+            move |gpu| tile_matches_emulator(gpu, n),
+        ));
     }
     run_gpu_suite(trials)
 }
@@ -71,7 +107,11 @@ fn poison_value<T: Element>() -> T {
 fn shuffle_trials<T: Element>(trials: &mut Vec<Trial>) {
     for mode in ShflMode::ALL {
         trials.push(gpu_test(
-            &format!("shfl_{}_{}_matches_emulator_for_every_width_delta_and_mask", format!("{mode:?}").to_lowercase(), T::NAME),
+            &format!(
+                "shfl_{}_{}_matches_emulator_for_every_width_delta_and_mask",
+                format!("{mode:?}").to_lowercase(),
+                T::NAME
+            ),
             move |gpu| shuffle_matches_emulator::<T>(gpu, mode),
         ));
     }
@@ -80,8 +120,17 @@ fn shuffle_trials<T: Element>(trials: &mut Vec<Trial>) {
 /// Masks to try with a block of `lanes` threads: all existing lanes, a random subset, the lower
 /// half, and one lane.
 fn masks_for(lanes: u32, rng: &mut SplitMix64) -> Vec<u32> {
-    let existing = if lanes == 32 { u32::MAX } else { (1 << lanes) - 1 };
-    let mut v = vec![existing, (rng.next_u64() as u32 | 1) & existing, existing & 0xffff, 1];
+    let existing = if lanes == 32 {
+        u32::MAX
+    } else {
+        (1 << lanes) - 1
+    };
+    let mut v = vec![
+        existing,
+        (rng.next_u64() as u32 | 1) & existing,
+        existing & 0xffff,
+        1,
+    ];
     v.dedup();
     v
 }
@@ -100,7 +149,17 @@ fn shuffle_matches_emulator<T: Element>(gpu: &Gpu, mode: ShflMode) -> TestResult
                     let config = LaunchConfig::linear(1, lanes, 0);
                     // SAFETY: `lanes` elements in and out; `mask` names existing lanes only.
                     unsafe {
-                        kernel.launch_and_wait(config, kernel_args![mode as u32, d_in.as_device_ptr(), out.as_device_ptr(), mask, b, width])?
+                        kernel.launch_and_wait(
+                            config,
+                            kernel_args![
+                                mode as u32,
+                                d_in.as_device_ptr(),
+                                out.as_device_ptr(),
+                                mask,
+                                b,
+                                width
+                            ],
+                        )?
                     };
                     let got = gpu.download(&out)?;
                     let want = warp::shfl(mode, &input, mask, b, width);
@@ -147,16 +206,32 @@ fn vote_matches_emulator(gpu: &Gpu) -> TestResult {
                 let d_pred = gpu.upload(&p32, "vote predicates")?;
                 let out = poisoned::<u32>(gpu, 4 * lanes as usize, "vote output")?;
                 // SAFETY: `lanes` predicates, `4 * lanes` outputs, mask within existing lanes.
-                unsafe { kernel.launch_and_wait(LaunchConfig::linear(1, lanes, 0), kernel_args![d_pred.as_device_ptr(), mask, out.as_device_ptr()])? };
+                unsafe {
+                    kernel.launch_and_wait(
+                        LaunchConfig::linear(1, lanes, 0),
+                        kernel_args![d_pred.as_device_ptr(), mask, out.as_device_ptr()],
+                    )?
+                };
                 let got = gpu.download(&out)?;
                 for lane in 0..lanes as usize {
                     let g = &got[4 * lane..4 * lane + 4];
                     if mask & (1 << lane) == 0 {
-                        ensure!(g.iter().all(|&w| w == poison_value::<u32>()), "lane {lane} outside mask {mask:#x} wrote {g:?}");
+                        ensure!(
+                            g.iter().all(|&w| w == poison_value::<u32>()),
+                            "lane {lane} outside mask {mask:#x} wrote {g:?}"
+                        );
                         continue;
                     }
-                    let want = [warp::ballot(&preds, mask), warp::any(&preds, mask) as u32, warp::all(&preds, mask) as u32, lane as u32];
-                    ensure!(g == want, "lanes {lanes}, mask {mask:#010x}, preds {preds:?}: lane {lane} got [ballot, any, all, lane] = {g:?}, want {want:?}");
+                    let want = [
+                        warp::ballot(&preds, mask),
+                        warp::any(&preds, mask) as u32,
+                        warp::all(&preds, mask) as u32,
+                        lane as u32,
+                    ];
+                    ensure!(
+                        g == want,
+                        "lanes {lanes}, mask {mask:#010x}, preds {preds:?}: lane {lane} got [ballot, any, all, lane] = {g:?}, want {want:?}"
+                    );
                 }
             }
         }
@@ -195,9 +270,18 @@ fn atomic_add_exact<T: AtomicElement>(gpu: &Gpu) -> TestResult {
     let d = gpu.upload(&values, "atomic inputs")?;
     let acc = gpu.upload(&[start], "atomic accumulator")?;
     // SAFETY: `n` inputs, one accumulator.
-    unsafe { kernel.launch_and_wait(LaunchConfig::linear(264, 256, 0), kernel_args![d.as_device_ptr(), n, acc.as_device_ptr()])? };
+    unsafe {
+        kernel.launch_and_wait(
+            LaunchConfig::linear(264, 256, 0),
+            kernel_args![d.as_device_ptr(), n, acc.as_device_ptr()],
+        )?
+    };
     let got = gpu.download(&acc)?[0];
-    ensure!(got.same_bits(want), "atomic_add {}: got {got:?}, want {want:?}", T::NAME);
+    ensure!(
+        got.same_bits(want),
+        "atomic_add {}: got {got:?}, want {want:?}",
+        T::NAME
+    );
     Ok(())
 }
 
@@ -213,9 +297,18 @@ fn atomic_min_max<T: Element + Ord>(gpu: &Gpu) -> TestResult {
         let d = gpu.upload(&values, "min/max inputs")?;
         let out = gpu.upload(&init, "min/max outputs")?;
         // SAFETY: `n` inputs, two outputs.
-        unsafe { kernel.launch_and_wait(LaunchConfig::linear(132, 128, 0), kernel_args![d.as_device_ptr(), n, out.as_device_ptr()])? };
+        unsafe {
+            kernel.launch_and_wait(
+                LaunchConfig::linear(132, 128, 0),
+                kernel_args![d.as_device_ptr(), n, out.as_device_ptr()],
+            )?
+        };
         let got = gpu.download(&out)?;
-        ensure!(got == want, "atomic min/max {} n = {n}: got {got:?}, want {want:?}", T::NAME);
+        ensure!(
+            got == want,
+            "atomic min/max {} n = {n}: got {got:?}, want {want:?}",
+            T::NAME
+        );
     }
     Ok(())
 }
@@ -227,12 +320,19 @@ fn atomic_cas_counter(gpu: &Gpu) -> TestResult {
     // SAFETY: one counter.
     unsafe { kernel.launch_and_wait(config, kernel_args![counter.as_device_ptr()])? };
     let got = gpu.download(&counter)?[0];
-    ensure!(got == 5 + 133 * 192, "CAS counter: got {got}, want {}", 5 + 133 * 192);
+    ensure!(
+        got == 5 + 133 * 192,
+        "CAS counter: got {got}, want {}",
+        5 + 133 * 192
+    );
     Ok(())
 }
 
 fn reverse_chunks_cpu(input: &[u32], block: usize) -> Vec<u32> {
-    input.chunks(block).flat_map(|c| c.iter().rev().copied()).collect()
+    input
+        .chunks(block)
+        .flat_map(|c| c.iter().rev().copied())
+        .collect()
 }
 
 fn run_reverse(gpu: &Gpu, symbol: &str, n: usize, block: u32, dynamic_shared: u32) -> TestResult {
@@ -242,10 +342,19 @@ fn run_reverse(gpu: &Gpu, symbol: &str, n: usize, block: u32, dynamic_shared: u3
     let out = poisoned::<u32>(gpu, n, "reverse output")?;
     let config = LaunchConfig::per_element(n, block, dynamic_shared).context("grid")?;
     // SAFETY: `n` elements in and out; shared memory as the kernel requires.
-    unsafe { kernel.launch_and_wait(config, kernel_args![d.as_device_ptr(), out.as_device_ptr(), n])? };
+    unsafe {
+        kernel.launch_and_wait(
+            config,
+            kernel_args![d.as_device_ptr(), out.as_device_ptr(), n],
+        )?
+    };
     let got = gpu.download(&out)?;
     let want = reverse_chunks_cpu(&input, block as usize);
-    ensure!(got == want, "{symbol}: n = {n}, block {block}: first difference at {:?}", got.iter().zip(&want).position(|(a, b)| a != b));
+    ensure!(
+        got == want,
+        "{symbol}: n = {n}, block {block}: first difference at {:?}",
+        got.iter().zip(&want).position(|(a, b)| a != b)
+    );
     Ok(())
 }
 
@@ -254,13 +363,23 @@ fn shared_static(gpu: &Gpu) -> TestResult {
         run_reverse(gpu, "selftest_shared_static", n, SELFTEST_SHARED_BLOCK, 0)?;
     }
     let attrs = gpu.kernel("selftest_shared_static")?.attributes();
-    ensure!(attrs.static_shared_bytes == 4 * SELFTEST_SHARED_BLOCK, "static shared bytes: {}", attrs.static_shared_bytes);
+    ensure!(
+        attrs.static_shared_bytes == 4 * SELFTEST_SHARED_BLOCK,
+        "static shared bytes: {}",
+        attrs.static_shared_bytes
+    );
     Ok(())
 }
 
 fn shared_dynamic(gpu: &Gpu) -> TestResult {
     for block in [32u32, 100, 256, 1024] {
-        for n in [1usize, block as usize - 1, block as usize + 1, 3 * block as usize, 100_003] {
+        for n in [
+            1usize,
+            block as usize - 1,
+            block as usize + 1,
+            3 * block as usize,
+            100_003,
+        ] {
             run_reverse(gpu, "selftest_shared_dynamic", n, block, 4 * block)?;
         }
     }
@@ -281,12 +400,21 @@ fn sync_predicates(gpu: &Gpu) -> TestResult {
     let d = gpu.upload(&preds, "predicates")?;
     let out = poisoned::<u32>(gpu, 3 * grid, "barrier results")?;
     // SAFETY: grid * block predicates, 3 * grid outputs.
-    unsafe { kernel.launch_and_wait(LaunchConfig::linear(grid as u32, block as u32, 0), kernel_args![d.as_device_ptr(), out.as_device_ptr()])? };
+    unsafe {
+        kernel.launch_and_wait(
+            LaunchConfig::linear(grid as u32, block as u32, 0),
+            kernel_args![d.as_device_ptr(), out.as_device_ptr()],
+        )?
+    };
     let got = gpu.download(&out)?;
     for (b, chunk) in preds.chunks(block).enumerate() {
         let count = chunk.iter().filter(|&&p| p != 0).count() as u32;
         let want = [count, (count == block as u32) as u32, (count > 0) as u32];
-        ensure!(got[3 * b..3 * b + 3] == want, "block {b}: got {:?}, want {want:?}", &got[3 * b..3 * b + 3]);
+        ensure!(
+            got[3 * b..3 * b + 3] == want,
+            "block {b}: got {:?}, want {want:?}",
+            &got[3 * b..3 * b + 3]
+        );
     }
     Ok(())
 }
@@ -294,11 +422,19 @@ fn sync_predicates(gpu: &Gpu) -> TestResult {
 fn tile_matches_emulator(gpu: &Gpu, n: u32) -> TestResult {
     let kernel = gpu.kernel(&selftest::tile_symbol(n))?;
     for block in [32u32, 64, 96, 48, 128, 1024] {
-        let input: Vec<u32> = random_vec::<u32>(block as usize, (block * n) as u64).iter().map(|v| v % 1000 + 1).collect();
+        let input: Vec<u32> = random_vec::<u32>(block as usize, (block * n) as u64)
+            .iter()
+            .map(|v| v % 1000 + 1)
+            .collect();
         let d = gpu.upload(&input, "tile input")?;
         let out = poisoned::<u32>(gpu, 10 * block as usize, "tile output")?;
         // SAFETY: `block` inputs, `10 * block` outputs.
-        unsafe { kernel.launch_and_wait(LaunchConfig::linear(1, block, 0), kernel_args![d.as_device_ptr(), out.as_device_ptr()])? };
+        unsafe {
+            kernel.launch_and_wait(
+                LaunchConfig::linear(1, block, 0),
+                kernel_args![d.as_device_ptr(), out.as_device_ptr()],
+            )?
+        };
         let got = gpu.download(&out)?;
         for r in 0..block {
             let lane = r % 32;
@@ -306,7 +442,12 @@ fn tile_matches_emulator(gpu: &Gpu, n: u32) -> TestResult {
             let lanes = (block - warp_start).min(32);
             let vals = &input[warp_start as usize..(warp_start + lanes) as usize];
             let tile_start = lane / n * n;
-            let tile_mask = ((((1u64 << n) - 1) << tile_start) as u32) & if lanes == 32 { u32::MAX } else { (1 << lanes) - 1 };
+            let tile_mask = ((((1u64 << n) - 1) << tile_start) as u32)
+                & if lanes == 32 {
+                    u32::MAX
+                } else {
+                    (1 << lanes) - 1
+                };
             // `None`: the source lane is outside the tile's existing lanes, where CUDA leaves
             // the result undefined (hardware returns another segment's value or 0).
             let shfl = |mode, b| warp::shfl(mode, vals, tile_mask, b, n)[lane as usize];
@@ -326,7 +467,10 @@ fn tile_matches_emulator(gpu: &Gpu, n: u32) -> TestResult {
             ];
             let g = &got[10 * r as usize..10 * r as usize + 10];
             let matches = g.iter().zip(&want).all(|(&g, w)| w.is_none_or(|w| w == g));
-            ensure!(matches, "tile {n}, block {block}, thread {r}: got {g:?}, want {want:?}");
+            ensure!(
+                matches,
+                "tile {n}, block {block}, thread {r}: got {g:?}, want {want:?}"
+            );
         }
     }
     Ok(())
@@ -334,7 +478,11 @@ fn tile_matches_emulator(gpu: &Gpu, n: u32) -> TestResult {
 
 fn indices_3d(gpu: &Gpu) -> TestResult {
     let kernel = gpu.kernel("selftest_indices_3d")?;
-    let config = LaunchConfig { grid: [2, 3, 2], block: [4, 2, 3], dynamic_shared_bytes: 0 };
+    let config = LaunchConfig {
+        grid: [2, 3, 2],
+        block: [4, 2, 3],
+        dynamic_shared_bytes: 0,
+    };
     let threads = (config.grid_blocks() * config.block_threads()) as usize;
     let out = poisoned::<u32>(gpu, 12 * threads, "index output")?;
     // SAFETY: 12 words per thread.
@@ -348,7 +496,11 @@ fn indices_3d(gpu: &Gpu) -> TestResult {
                     for ty in 0..2 {
                         for tx in 0..4 {
                             let want = [tx, ty, tz, bx, by, bz, 4, 2, 3, 2, 3, 2];
-                            ensure!(got[12 * g..12 * g + 12] == want, "thread {g}: got {:?}, want {want:?}", &got[12 * g..12 * g + 12]);
+                            ensure!(
+                                got[12 * g..12 * g + 12] == want,
+                                "thread {g}: got {:?}, want {want:?}",
+                                &got[12 * g..12 * g + 12]
+                            );
                             g += 1;
                         }
                     }
@@ -361,13 +513,26 @@ fn indices_3d(gpu: &Gpu) -> TestResult {
 
 fn grid_stride_copy(gpu: &Gpu) -> TestResult {
     let kernel = gpu.kernel("selftest_grid_stride_copy")?;
-    for (n, grid, block) in [(0usize, 1u32, 32u32), (1, 3, 64), (1_000_003, 13, 128), (4096, 64, 64)] {
+    for (n, grid, block) in [
+        (0usize, 1u32, 32u32),
+        (1, 3, 64),
+        (1_000_003, 13, 128),
+        (4096, 64, 64),
+    ] {
         let input: Vec<u32> = random_vec(n, n as u64);
         let d = gpu.upload(&input, "copy input")?;
         let out = poisoned::<u32>(gpu, n, "copy output")?;
         // SAFETY: `n` elements each way.
-        unsafe { kernel.launch_and_wait(LaunchConfig::linear(grid, block, 0), kernel_args![d.as_device_ptr(), out.as_device_ptr(), n])? };
-        ensure!(gpu.download(&out)? == input, "grid-stride copy n = {n}, grid {grid}, block {block}");
+        unsafe {
+            kernel.launch_and_wait(
+                LaunchConfig::linear(grid, block, 0),
+                kernel_args![d.as_device_ptr(), out.as_device_ptr(), n],
+            )?
+        };
+        ensure!(
+            gpu.download(&out)? == input,
+            "grid-stride copy n = {n}, grid {grid}, block {block}"
+        );
     }
     Ok(())
 }
@@ -379,9 +544,19 @@ fn vector_copy(gpu: &Gpu) -> TestResult {
     let d = gpu.upload(&input, "vector input")?;
     let out = poisoned::<f32>(gpu, 4 * n_vectors, "vector output")?;
     // SAFETY: cuMemAlloc returns 256-byte aligned memory; 4 * n_vectors floats each way.
-    unsafe { kernel.launch_and_wait(LaunchConfig::linear(100, 256, 0), kernel_args![d.as_device_ptr(), out.as_device_ptr(), n_vectors])? };
+    unsafe {
+        kernel.launch_and_wait(
+            LaunchConfig::linear(100, 256, 0),
+            kernel_args![d.as_device_ptr(), out.as_device_ptr(), n_vectors],
+        )?
+    };
     let got = gpu.download(&out)?;
-    ensure!(got.iter().zip(&input).all(|(a, b)| a.to_bits() == b.to_bits()), "vector copy differs");
+    ensure!(
+        got.iter()
+            .zip(&input)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "vector copy differs"
+    );
     Ok(())
 }
 
@@ -401,11 +576,21 @@ fn last_block_sum(gpu: &Gpu) -> TestResult {
             unsafe {
                 kernel.launch_and_wait(
                     LaunchConfig::linear(grid, block, 4 * (block + 1)),
-                    kernel_args![d.as_device_ptr(), n, partials.as_device_ptr(), counter.as_device_ptr(), out.as_device_ptr(), scope],
+                    kernel_args![
+                        d.as_device_ptr(),
+                        n,
+                        partials.as_device_ptr(),
+                        counter.as_device_ptr(),
+                        out.as_device_ptr(),
+                        scope
+                    ],
                 )?
             };
             let got = gpu.download(&out)?[0];
-            ensure!(got == want, "last-block sum scope {scope} n = {n}: got {got}, want {want}");
+            ensure!(
+                got == want,
+                "last-block sum scope {scope} n = {n}: got {got}, want {want}"
+            );
         }
     }
     Ok(())
@@ -415,7 +600,11 @@ fn smoke_sizes(gpu: &Gpu) -> TestResult {
     for n in [0usize, 1, 31, 33, 255, 257, (1 << 20) + 3] {
         for block in [32u32, 256, 1024, 100] {
             let r = smoke::run(gpu, n, block, 0, n as u64)?;
-            ensure!(r.mismatches == 0, "smoke n = {n} block {block}: {} mismatches", r.mismatches);
+            ensure!(
+                r.mismatches == 0,
+                "smoke n = {n} block {block}: {} mismatches",
+                r.mismatches
+            );
         }
     }
     let x = [1.0f32, 2.0];
@@ -428,7 +617,10 @@ fn expect_invalid_launch(r: ferrocuda::Result<Vec<f32>>, needle: &str) -> TestRe
     match r {
         Err(e @ Error::InvalidLaunch { .. }) => {
             let msg = e.to_string();
-            ensure!(msg.contains("smoke_saxpy") && msg.contains(needle), "message lacks kernel name or `{needle}`: {msg}");
+            ensure!(
+                msg.contains("smoke_saxpy") && msg.contains(needle),
+                "message lacks kernel name or `{needle}`: {msg}"
+            );
             Ok(())
         }
         other => bail!("expected InvalidLaunch, got {other:?}"),
@@ -462,7 +654,10 @@ fn allocation_too_large(gpu: &Gpu) -> TestResult {
     let n = gpu.props().total_memory; // n f32 is 4x the device memory
     match smoke::run(gpu, n, 256, 0, 1) {
         Err(e @ Error::OutOfMemory { .. }) => {
-            ensure!(e.to_string().contains("smoke_saxpy"), "message lacks the kernel: {e}");
+            ensure!(
+                e.to_string().contains("smoke_saxpy"),
+                "message lacks the kernel: {e}"
+            );
             Ok(())
         }
         other => bail!("expected OutOfMemory, got {other:?}"),
@@ -472,8 +667,15 @@ fn allocation_too_large(gpu: &Gpu) -> TestResult {
 fn device_properties(gpu: &Gpu) -> TestResult {
     let p = gpu.props();
     ensure!(p.warp_size == 32 && p.sm_count > 0 && p.max_threads_per_block >= 1024);
-    ensure!(p.shared_mem_per_block_optin >= p.shared_mem_per_block && p.shared_mem_per_sm >= p.shared_mem_per_block);
-    ensure!(p.theoretical_bandwidth_gbs() > 100.0, "bandwidth {}", p.theoretical_bandwidth_gbs());
+    ensure!(
+        p.shared_mem_per_block_optin >= p.shared_mem_per_block
+            && p.shared_mem_per_sm >= p.shared_mem_per_block
+    );
+    ensure!(
+        p.theoretical_bandwidth_gbs() > 100.0,
+        "bandwidth {}",
+        p.theoretical_bandwidth_gbs()
+    );
     let cc = p.compute_capability.0 * 10 + p.compute_capability.1;
     ensure!(gpu.ptx_arch().trim_start_matches("sm_").parse::<u32>()? <= cc);
     Ok(())

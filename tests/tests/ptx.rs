@@ -12,7 +12,10 @@ fn entry_body<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
 }
 
 fn known_symbols() -> Vec<String> {
-    let mut v: Vec<String> = ferrocuda::library_symbols().into_iter().map(String::from).collect();
+    let mut v: Vec<String> = ferrocuda::library_symbols()
+        .into_iter()
+        .map(String::from)
+        .collect();
     v.extend(ferrocuda_tests::selftest::symbols());
     v
 }
@@ -22,9 +25,20 @@ fn every_host_kernel_is_an_entry_of_every_ptx() {
     let symbols = known_symbols();
     assert!(symbols.len() > 30);
     for ptx in EMBEDDED_PTX {
-        assert!(ptx.source.contains(&format!(".target {}", ptx.arch)), "{} PTX has the wrong target", ptx.arch);
-        let missing: Vec<&String> = symbols.iter().filter(|s| entry_body(ptx.source, s).is_none()).collect();
-        assert!(missing.is_empty(), "{}: missing entries {missing:?}", ptx.arch);
+        assert!(
+            ptx.source.contains(&format!(".target {}", ptx.arch)),
+            "{} PTX has the wrong target",
+            ptx.arch
+        );
+        let missing: Vec<&String> = symbols
+            .iter()
+            .filter(|s| entry_body(ptx.source, s).is_none())
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{}: missing entries {missing:?}",
+            ptx.arch
+        );
     }
 }
 
@@ -43,15 +57,34 @@ fn generic_accesses(body: &str) -> Vec<&str> {
 
 #[test]
 fn shared_memory_kernels_use_ld_st_shared_only() {
-    let shared_kernels = ["selftest_shared_static", "selftest_shared_dynamic", "selftest_last_block_sum", "selftest_sync_predicates"];
+    let shared_kernels = [
+        "selftest_shared_static",
+        "selftest_shared_dynamic",
+        "selftest_last_block_sum",
+        "selftest_sync_predicates",
+    ];
     for ptx in EMBEDDED_PTX {
         for k in shared_kernels {
-            let body = entry_body(ptx.source, k).unwrap_or_else(|| panic!("{k} missing in {}", ptx.arch));
-            assert!(generic_accesses(body).is_empty(), "{} {k}: generic accesses {:?}", ptx.arch, generic_accesses(body));
-            assert!(!body.contains("ld.local") && !body.contains("st.local"), "{} {k}: local memory", ptx.arch);
+            let body =
+                entry_body(ptx.source, k).unwrap_or_else(|| panic!("{k} missing in {}", ptx.arch));
+            assert!(
+                generic_accesses(body).is_empty(),
+                "{} {k}: generic accesses {:?}",
+                ptx.arch,
+                generic_accesses(body)
+            );
+            assert!(
+                !body.contains("ld.local") && !body.contains("st.local"),
+                "{} {k}: local memory",
+                ptx.arch
+            );
         }
         let reverse = entry_body(ptx.source, "selftest_shared_static").unwrap();
-        assert!(reverse.contains("st.shared") && reverse.contains("ld.shared"), "{}: no shared access", ptx.arch);
+        assert!(
+            reverse.contains("st.shared") && reverse.contains("ld.shared"),
+            "{}: no shared access",
+            ptx.arch
+        );
     }
 }
 
@@ -59,12 +92,19 @@ fn shared_memory_kernels_use_ld_st_shared_only() {
 fn vector_copy_uses_16_byte_accesses() {
     for ptx in EMBEDDED_PTX {
         let body = entry_body(ptx.source, "selftest_vector_copy_f32").unwrap();
-        assert!(body.contains("ld.global.v4") && body.contains("st.global.v4"), "{}: {body}", ptx.arch);
+        assert!(
+            body.contains("ld.global.v4") && body.contains("st.global.v4"),
+            "{}: {body}",
+            ptx.arch
+        );
     }
 }
 
 #[test]
 fn generic_access_detector_bites() {
     let ptx = "ld.b32 %r1, [%rd1];\nld.shared.b32 %r2, [%rd2];\nld.volatile.global.b32 %r3, [%rd1];\nst.v4.f32 [%rd1], {%r1};";
-    assert_eq!(generic_accesses(ptx), ["ld.b32 %r1, [%rd1];", "st.v4.f32 [%rd1], {%r1};"]);
+    assert_eq!(
+        generic_accesses(ptx),
+        ["ld.b32 %r1, [%rd1];", "st.v4.f32 [%rd1], {%r1};"]
+    );
 }

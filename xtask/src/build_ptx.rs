@@ -95,6 +95,13 @@ pub fn run(root: &Path, options: &Options) -> Result<Vec<String>> {
 
     let out_dir = ptx_dir(root);
     fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    // Until the new manifest is written, there is none: a build that fails halfway must not
+    // leave new PTX under an old fingerprint that a host build would trust.
+    let previous = Manifest::read(&out_dir).ok();
+    let manifest = Manifest::path(&out_dir);
+    if manifest.exists() {
+        fs::remove_file(&manifest).with_context(|| format!("removing {}", manifest.display()))?;
+    }
     for arch in &archs {
         let ptx = build_arch(root, &toolchain, &linker, arch, options.debug)?;
         let dest = out_dir.join(format!("{arch}.ptx"));
@@ -104,7 +111,13 @@ pub fn run(root: &Path, options: &Options) -> Result<Vec<String>> {
             dest.strip_prefix(root).unwrap_or(&dest).display()
         );
     }
-    update_manifest(&out_dir, fingerprint, &archs)?;
+    update_manifest(&out_dir, previous, fingerprint, &archs)?;
+    if options.debug {
+        eprintln!(
+            "build-ptx: note: target/ptx now holds unoptimised PTX, which host builds embed and \
+             ptx-check rejects (stack frames); run `cargo xtask build-ptx` to go back"
+        );
+    }
     Ok(archs)
 }
 
@@ -231,24 +244,36 @@ impl Manifest {
 }
 
 /// Records `built` under `fingerprint`. Architectures built earlier from the same sources stay
-/// listed; PTX of other architectures built from other sources is deleted, not left stale.
-fn update_manifest(ptx_dir: &Path, fingerprint: u64, built: &[String]) -> Result<()> {
-    let previous = Manifest::read(ptx_dir).ok();
+/// listed; any other PTX file in the directory (from other sources, or from a build that
+/// failed halfway) is deleted, because a host build must not find it.
+fn update_manifest(
+    ptx_dir: &Path,
+    previous: Option<Manifest>,
+    fingerprint: u64,
+    built: &[String],
+) -> Result<()> {
     let mut archs = BTreeMap::new();
-    if let Some(previous) = previous {
+    if let Some(previous) = previous.filter(|previous| previous.fingerprint == fingerprint) {
         for (key, file) in previous.archs {
-            if built.contains(&key.1) {
-                continue;
-            }
-            if previous.fingerprint == fingerprint && ptx_dir.join(&file).is_file() {
+            if !built.contains(&key.1) && ptx_dir.join(&file).is_file() {
                 archs.insert(key, file);
-            } else if fs::remove_file(ptx_dir.join(&file)).is_ok() {
-                eprintln!("build-ptx: removed stale {file} (built from other sources)");
             }
         }
     }
     for arch in built {
         archs.insert(ArchKey::new(arch), format!("{arch}.ptx"));
+    }
+    for entry in fs::read_dir(ptx_dir)? {
+        let path = entry?.path();
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        if name.ends_with(".ptx") && !archs.values().any(|file| *file == name) {
+            fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+            eprintln!("build-ptx: removed stale {name}");
+        }
     }
     Manifest { fingerprint, archs }.write(ptx_dir)
 }
@@ -297,5 +322,37 @@ mod tests {
         );
         assert_eq!(manifest.fingerprint, 0xabc);
         assert_eq!(manifest.archs.len(), 3);
+    }
+
+    #[test]
+    fn update_manifest_keeps_archs_of_the_same_sources_and_deletes_the_rest() {
+        let dir = std::env::temp_dir().join(format!("xtask-update-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let listed = |manifest: &Manifest| -> Vec<String> {
+            manifest.archs.keys().map(|key| key.1.clone()).collect()
+        };
+        for arch in ["sm_70", "sm_80", "sm_90"] {
+            fs::write(dir.join(format!("{arch}.ptx")), arch).unwrap();
+        }
+        let previous = |fingerprint| Manifest {
+            fingerprint,
+            archs: [ArchKey::new("sm_70")]
+                .into_iter()
+                .map(|key| (key, "sm_70.ptx".into()))
+                .collect(),
+        };
+
+        update_manifest(&dir, Some(previous(1)), 1, &["sm_90".into()]).unwrap();
+        let same_sources = Manifest::read(&dir).unwrap();
+        let sm_80_left = dir.join("sm_80.ptx").exists();
+        update_manifest(&dir, Some(previous(1)), 2, &["sm_90".into()]).unwrap();
+        let other_sources = Manifest::read(&dir).unwrap();
+        let sm_70_left = dir.join("sm_70.ptx").exists();
+        fs::remove_dir_all(&dir).unwrap();
+
+        assert_eq!(listed(&same_sources), ["sm_70", "sm_90"]);
+        assert!(!sm_80_left, "an unlisted PTX file survived");
+        assert_eq!(listed(&other_sources), ["sm_90"]);
+        assert!(!sm_70_left, "PTX of other sources survived");
     }
 }

@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
+use crate::cuda::CudaEnv;
 use crate::{cmd, json};
 
 /// A cargo command run in `root`: the cargo that runs this xtask (`$CARGO`), so the pinned
@@ -37,14 +38,15 @@ pub struct Artifact {
 
 /// Runs a cargo build command (`build`, `test --no-run`, …) with JSON messages and returns
 /// the executables it produced. Diagnostics still reach the terminal, rendered as usual.
-pub fn executables(root: &Path, cmd: &mut Command) -> Result<Vec<Artifact>> {
+pub fn executables(root: &Path, command: &mut Command) -> Result<Vec<Artifact>> {
     let packages = package_names(root)?;
-    cmd.arg("--message-format=json-render-diagnostics")
+    command
+        .arg("--message-format=json-render-diagnostics")
         .stdout(Stdio::piped());
-    eprintln!("$ {}", cmd::display(cmd));
-    let mut child = cmd
+    eprintln!("$ {}", cmd::display(command));
+    let mut child = command
         .spawn()
-        .with_context(|| format!("could not start `{}`", cmd::display(cmd)))?;
+        .with_context(|| format!("could not start `{}`", cmd::display(command)))?;
     let stdout = child.stdout.take().expect("stdout is piped");
     let mut artifacts = Vec::new();
     for line in BufReader::new(stdout).lines() {
@@ -60,7 +62,7 @@ pub fn executables(root: &Path, cmd: &mut Command) -> Result<Vec<Artifact>> {
     }
     let status = child.wait()?;
     if !status.success() {
-        bail!("`{}` failed ({status})", cmd::display(cmd));
+        bail!("`{}` failed ({status})", cmd::display(command));
     }
     Ok(artifacts)
 }
@@ -106,7 +108,7 @@ fn package_names(root: &Path) -> Result<HashMap<String, String>> {
 }
 
 /// The release `ferrocuda` binary, built with `env` so cust links.
-pub fn build_ferrocuda(root: &Path, env: &crate::cuda::CudaEnv) -> Result<Artifact> {
+pub fn build_ferrocuda(root: &Path, env: &CudaEnv) -> Result<Artifact> {
     let mut build = cargo(root);
     build.args([
         "build",

@@ -66,7 +66,7 @@ const DEBIAN_KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
 pub const PROVISION_FIX: &str = "cargo xtask provision";
 
 /// `<workspace>/.cache/ferrocuda`: everything xtask downloads lives here.
-pub fn cache_dir(root: &Path) -> PathBuf {
+fn cache_dir(root: &Path) -> PathBuf {
     root.join(".cache/ferrocuda")
 }
 
@@ -318,7 +318,7 @@ impl Piece {
 }
 
 /// Evidence of an NVIDIA driver on this machine.
-pub fn driver() -> Option<String> {
+fn driver() -> Option<String> {
     if let Ok(version) = fs::read_to_string("/proc/driver/nvidia/version") {
         return Some(
             version
@@ -413,6 +413,16 @@ fn scratch_dir(root: &Path, name: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// Removes a scratch directory, and `downloads/` with it once it is empty.
+fn remove_scratch_dir(dir: &Path) -> Result<()> {
+    fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+    if let Some(downloads) = dir.parent() {
+        // Fails, as it should, while another download is in progress.
+        let _ = fs::remove_dir(downloads);
+    }
+    Ok(())
+}
+
 /// Downloads `wheel` from PyPI and copies its `member` to `piece`'s place in the cache.
 fn fetch_wheel_member(root: &Path, wheel: &Wheel, cache: &Path, piece: Piece) -> Result<()> {
     let requirement = wheel.requirement();
@@ -466,7 +476,7 @@ fn fetch_wheel_member(root: &Path, wheel: &Wheel, cache: &Path, piece: Piece) ->
     }
     fs::rename(&partial, &dest)?;
     piece.write_stamp(cache, &requirement)?;
-    fs::remove_dir_all(&scratch)?;
+    remove_scratch_dir(&scratch)?;
     eprintln!("provision: {} ready", dest.display());
     Ok(())
 }
@@ -563,7 +573,7 @@ fn fetch_debian_libcuda(root: &Path, cache: &Path) -> Result<()> {
         replace_symlink(Path::new(lib_name), &lib64.join(link))?;
     }
     Piece::Libcuda.write_stamp(cache, &format!("{DEBIAN_LIBCUDA_STAMP} {codename}"))?;
-    fs::remove_dir_all(&scratch)?;
+    remove_scratch_dir(&scratch)?;
     eprintln!("provision: {} ready", lib64.join(lib_name).display());
     Ok(())
 }

@@ -182,6 +182,8 @@ cd "$here" || exit 1
 export RUST_BACKTRACE="${RUST_BACKTRACE:-1}"
 # The CLI tests run this binary; the path cargo compiled into them exists only where they were built.
 export FERROCUDA_BIN="${FERROCUDA_BIN:-$here/bin/ferrocuda}"
+# On the GPU machine a missing device is a failure, never a skip.
+export FERROCUDA_REQUIRE_GPU="${FERROCUDA_REQUIRE_GPU:-1}"
 
 passed=0 failed=0 skipped=0 broken=0
 report=()

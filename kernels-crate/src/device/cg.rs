@@ -58,13 +58,21 @@ impl ThreadBlock {
     /// `block.group_index()`: `blockIdx`.
     #[inline(always)]
     pub fn group_index(&self) -> Dim3 {
-        Dim3 { x: thread::block_idx_x(), y: thread::block_idx_y(), z: thread::block_idx_z() }
+        Dim3 {
+            x: thread::block_idx_x(),
+            y: thread::block_idx_y(),
+            z: thread::block_idx_z(),
+        }
     }
 
     /// `block.thread_index()`: `threadIdx`.
     #[inline(always)]
     pub fn thread_index(&self) -> Dim3 {
-        Dim3 { x: thread::thread_idx_x(), y: thread::thread_idx_y(), z: thread::thread_idx_z() }
+        Dim3 {
+            x: thread::thread_idx_x(),
+            y: thread::thread_idx_y(),
+            z: thread::thread_idx_z(),
+        }
     }
 }
 
@@ -80,12 +88,24 @@ pub struct TiledPartition<const N: u32> {
 /// `tiled_partition<N>(block)`.
 #[inline(always)]
 pub fn tiled_partition<const N: u32>(block: &ThreadBlock) -> TiledPartition<N> {
-    const { assert!(N.is_power_of_two() && N <= warp::WARP_SIZE, "tile size must be 1, 2, 4, 8, 16 or 32") };
+    const {
+        assert!(
+            N.is_power_of_two() && N <= warp::WARP_SIZE,
+            "tile size must be 1, 2, 4, 8, 16 or 32"
+        )
+    };
     let rank = block.thread_rank();
     let lane = rank % warp::WARP_SIZE;
-    let tile_bits = if N == warp::WARP_SIZE { u32::MAX } else { ((1u32 << N) - 1) << (lane / N * N) };
+    let tile_bits = if N == warp::WARP_SIZE {
+        u32::MAX
+    } else {
+        ((1u32 << N) - 1) << (lane / N * N)
+    };
     let warp_bits = crate::config::warp_mask_for_threads(block.size(), rank);
-    TiledPartition { mask: tile_bits & warp_bits, rank }
+    TiledPartition {
+        mask: tile_bits & warp_bits,
+        rank,
+    }
 }
 
 impl<const N: u32> TiledPartition<N> {
@@ -167,7 +187,11 @@ impl<const N: u32> TiledPartition<N> {
         // SAFETY: the mask names exactly this tile's existing lanes.
         let bits = unsafe { warp::ballot_sync(self.mask, predicate) };
         let first_lane = (self.rank % warp::WARP_SIZE) / N * N;
-        let tile_bits = if N == warp::WARP_SIZE { u32::MAX } else { (1u32 << N) - 1 };
+        let tile_bits = if N == warp::WARP_SIZE {
+            u32::MAX
+        } else {
+            (1u32 << N) - 1
+        };
         (bits >> first_lane) & tile_bits
     }
 

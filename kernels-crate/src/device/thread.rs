@@ -68,7 +68,11 @@ pub fn grid_size_1d() -> usize {
 /// ```
 #[inline(always)]
 pub fn grid_stride_1d(n: usize) -> GridStride {
-    GridStride { next: index_1d(), stride: grid_size_1d(), end: n }
+    GridStride {
+        next: index_1d(),
+        stride: grid_size_1d(),
+        end: n,
+    }
 }
 
 /// Iterator returned by [`grid_stride_1d`].

@@ -87,3 +87,74 @@ impl<T: Copy> Access16 for Vector16<T, 2> {
         dst.0[1] = v.0[1];
     }
 }
+
+/// An element type read as 16-byte vectors: the vector type and a fold over its lanes.
+pub trait Vectorized: Copy {
+    /// The 16-byte vector of this type.
+    type V: Copy;
+    /// Elements per vector.
+    const LANES: usize;
+    /// [`load_16`] for this type's vector.
+    ///
+    /// # Safety
+    /// As [`load_16`].
+    unsafe fn load(p: *const Self::V) -> Self::V;
+    /// Folds the lanes of `v` into `init`, lane 0 first.
+    fn fold<A>(v: Self::V, init: A, f: impl Fn(A, Self) -> A) -> A;
+}
+
+macro_rules! vectorized {
+    ($n:literal: $($t:ty),*) => {$(
+        impl Vectorized for $t {
+            type V = Vector16<$t, $n>;
+            const LANES: usize = $n;
+            #[inline(always)]
+            unsafe fn load(p: *const Self::V) -> Self::V {
+                // SAFETY: forwarded to the caller.
+                unsafe { load_16(p) }
+            }
+            #[inline(always)]
+            fn fold<A>(v: Self::V, init: A, f: impl Fn(A, Self) -> A) -> A {
+                let mut a = init;
+                for i in 0..$n {
+                    a = f(a, v.0[i]);
+                }
+                a
+            }
+        }
+    )*};
+}
+vectorized!(4: i32, u32, f32);
+vectorized!(2: i64, u64, f64);
+
+/// How a slice of `n` elements of `T` starting at `x` splits into a scalar head (up to the
+/// first 16-byte boundary), whole 16-byte vectors, and a scalar tail. Requires `x` to be
+/// aligned to `size_of::<T>()`, as any valid slice is.
+#[derive(Clone, Copy)]
+pub struct VectorSplit {
+    /// Scalars before the first vector.
+    pub head: usize,
+    /// Whole vectors after the head.
+    pub vectors: usize,
+    /// Index of the first tail scalar (`head + vectors * LANES`); the tail runs to `n`.
+    pub tail_start: usize,
+}
+
+impl VectorSplit {
+    /// The split of `n` elements at `x`.
+    #[inline(always)]
+    pub fn of<T: Vectorized>(x: *const T, n: usize) -> Self {
+        let misalign = x as usize % 16;
+        let head = if misalign == 0 {
+            0
+        } else {
+            ((16 - misalign) / size_of::<T>()).min(n)
+        };
+        let vectors = (n - head) / T::LANES;
+        Self {
+            head,
+            vectors,
+            tail_start: head + vectors * T::LANES,
+        }
+    }
+}

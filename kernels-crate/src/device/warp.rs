@@ -143,7 +143,11 @@ unsafe fn shuffle_words<T: Shuffle, const MODE: u8>(var: T, mask: u32, b: u32, c
     // SAFETY: forwarded to the caller of the public shuffle.
     unsafe {
         let lo = shuffle_word::<MODE>(mask, lo, b, c);
-        let hi = if T::WIDE { shuffle_word::<MODE>(mask, hi, b, c) } else { hi };
+        let hi = if T::WIDE {
+            shuffle_word::<MODE>(mask, hi, b, c)
+        } else {
+            hi
+        };
         T::from_words(lo, hi)
     }
 }

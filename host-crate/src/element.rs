@@ -1,0 +1,165 @@
+//! The element types the kernels support, as the host sees them.
+use std::fmt::{Debug, Display};
+
+use cust::memory::DeviceCopy;
+
+/// The six element types, by name (`i32`, ..., `f64`): the suffix of kernel symbols.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ElemType {
+    /// `i32`.
+    I32,
+    /// `u32`.
+    U32,
+    /// `i64`.
+    I64,
+    /// `u64`.
+    U64,
+    /// `f32`.
+    F32,
+    /// `f64`.
+    F64,
+}
+
+impl ElemType {
+    /// All six.
+    pub const ALL: [ElemType; 6] = [
+        Self::I32,
+        Self::U32,
+        Self::I64,
+        Self::U64,
+        Self::F32,
+        Self::F64,
+    ];
+
+    /// The Rust name, as in kernel symbols.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::I32 => "i32",
+            Self::U32 => "u32",
+            Self::I64 => "i64",
+            Self::U64 => "u64",
+            Self::F32 => "f32",
+            Self::F64 => "f64",
+        }
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            Self::I32 | Self::U32 | Self::F32 => 4,
+            _ => 8,
+        }
+    }
+
+    /// Whether it is `f32` or `f64`.
+    pub fn is_float(self) -> bool {
+        matches!(self, Self::F32 | Self::F64)
+    }
+
+    /// From its name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+impl Display for ElemType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A host type that matches a kernel element type, with the arithmetic the CPU references
+/// need.
+pub trait Element:
+    DeviceCopy + Copy + Default + PartialEq + PartialOrd + Debug + Display + Send + Sync + 'static
+{
+    /// Which of the six.
+    const TYPE: ElemType;
+    /// `self + other`, wrapping for integers (what the kernels compute).
+    fn add(self, other: Self) -> Self;
+    /// The smaller (floats: a NaN operand is ignored, as PTX `min` does).
+    fn min_of(self, other: Self) -> Self;
+    /// The larger (floats: a NaN operand is ignored).
+    fn max_of(self, other: Self) -> Self;
+    /// As `f64` (exact for floats and for integers below 2^53).
+    fn to_f64(self) -> f64;
+    /// Machine epsilon of the type (0 for integers: their sums are exact).
+    const EPSILON: f64;
+    /// Bitwise equality (floats: by bit pattern).
+    fn same_bits(self, other: Self) -> bool;
+    /// A value no kernel produces by chance (every byte `0xA5`), written to outputs before a
+    /// kernel runs so that an output it failed to write is caught.
+    fn poison() -> Self;
+}
+
+macro_rules! element_int {
+    ($($t:ty => $e:ident),*) => {$(
+        impl Element for $t {
+            const TYPE: ElemType = ElemType::$e;
+            const EPSILON: f64 = 0.0;
+            fn add(self, other: Self) -> Self { self.wrapping_add(other) }
+            fn min_of(self, other: Self) -> Self { Ord::min(self, other) }
+            fn max_of(self, other: Self) -> Self { Ord::max(self, other) }
+            fn to_f64(self) -> f64 { self as f64 }
+            fn same_bits(self, other: Self) -> bool { self == other }
+            fn poison() -> Self { <$t>::from_ne_bytes([0xA5; size_of::<$t>()]) }
+        }
+    )*};
+}
+element_int!(i32 => I32, u32 => U32, i64 => I64, u64 => U64);
+
+macro_rules! element_float {
+    ($($t:ty => $e:ident),*) => {$(
+        impl Element for $t {
+            const TYPE: ElemType = ElemType::$e;
+            const EPSILON: f64 = <$t>::EPSILON as f64;
+            fn add(self, other: Self) -> Self { self + other }
+            fn min_of(self, other: Self) -> Self { <$t>::min(self, other) }
+            fn max_of(self, other: Self) -> Self { <$t>::max(self, other) }
+            fn to_f64(self) -> f64 { self as f64 }
+            fn same_bits(self, other: Self) -> bool { self.to_bits() == other.to_bits() }
+            fn poison() -> Self { <$t>::from_ne_bytes([0xA5; size_of::<$t>()]) }
+        }
+    )*};
+}
+element_float!(f32 => F32, f64 => F64);
+
+/// Evaluates `$body` with `$t` bound to the Rust type of an [`ElemType`] value: the bridge from
+/// a type chosen at run time (a CLI flag) to the generic functions.
+///
+/// ```
+/// use ferrocuda::element::{ElemType, Element};
+/// let size = ferrocuda::with_elem_type!(ElemType::F64, T => size_of::<T>());
+/// assert_eq!(size, 8);
+/// ```
+#[macro_export]
+macro_rules! with_elem_type {
+    ($ty:expr, $t:ident => $body:expr) => {
+        match $ty {
+            $crate::element::ElemType::I32 => {
+                type $t = i32;
+                $body
+            }
+            $crate::element::ElemType::U32 => {
+                type $t = u32;
+                $body
+            }
+            $crate::element::ElemType::I64 => {
+                type $t = i64;
+                $body
+            }
+            $crate::element::ElemType::U64 => {
+                type $t = u64;
+                $body
+            }
+            $crate::element::ElemType::F32 => {
+                type $t = f32;
+                $body
+            }
+            $crate::element::ElemType::F64 => {
+                type $t = f64;
+                $body
+            }
+        }
+    };
+}

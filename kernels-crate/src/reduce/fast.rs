@@ -1,0 +1,214 @@
+//! The fast path: sum, min and max in one launch, deterministic.
+//!
+//! Every thread streams its grid-stride share of the input as 16-byte vectors, four loads in
+//! flight per iteration into four independent accumulators (so one thread has 64 bytes in
+//! flight instead of 4). A block combines with warp shuffles (`shfl_xor_sync`, no shared-memory
+//! tree) and one shared slot per warp. Each block writes its partial; the last block to finish
+//! (the classic `threadfence` + atomic ticket) combines the partials in index order and resets
+//! the ticket for the next launch.
+//!
+//! Deterministic: the grid and block depend only on `n` and the device, every thread combines
+//! its elements in a fixed order, and the partials are combined by index, never in arrival
+//! order; so the same input on the same device gives the same bits every run. No float atomics.
+//!
+//! Launch: block a multiple of 32 up to 1024; any grid up to the length of `partials`.
+use super::{Element, Max, Min, Op, Sum};
+use crate::device::atomic::atomic_add;
+use crate::device::sync::{syncthreads, threadfence};
+use crate::device::thread::{
+    block_dim_x, block_idx_x, grid_dim_x, grid_size_1d, index_1d, thread_idx_x,
+};
+use crate::device::vector::{VectorSplit, Vectorized};
+use crate::device::warp::{FULL_MASK, WARP_SIZE, lane_id, shfl_xor_sync};
+use crate::shared_array;
+
+/// Converts an input element to the accumulator type (the identity, or i32 -> i64 widening).
+pub trait Widen<A> {
+    /// The value as an accumulator.
+    fn widen(self) -> A;
+}
+
+impl<T: Element> Widen<T> for T {
+    #[inline(always)]
+    fn widen(self) -> T {
+        self
+    }
+}
+
+impl Widen<i64> for i32 {
+    #[inline(always)]
+    fn widen(self) -> i64 {
+        self as i64
+    }
+}
+
+/// Butterfly combine over a full warp: every lane ends with the warp's result.
+#[inline(always)]
+pub fn warp_reduce<A: Element, O: Op>(mut v: A) -> A {
+    let mut mask = WARP_SIZE / 2;
+    while mask > 0 {
+        // SAFETY: the fast kernels run whole warps only (block a multiple of 32).
+        v = O::combine(v, unsafe { shfl_xor_sync(FULL_MASK, v, mask, WARP_SIZE) });
+        mask >>= 1;
+    }
+    v
+}
+
+shared_array!(
+    /// One slot per warp (32 warps of up to 8 bytes) plus the "last block" flag.
+    fn reduce_fast_scratch() -> [u64; 33]
+);
+
+/// The block's result in every lane of warp 0, through one shared slot per warp. Starts and
+/// ends with every thread past a barrier, so the scratch can be reused right after.
+#[inline(always)]
+unsafe fn block_reduce<A: Element, O: Op>(v: A, scratch: *mut A) -> A {
+    let (tid, warps) = (thread_idx_x(), block_dim_x() / WARP_SIZE);
+    let (lane, warp) = (lane_id(), thread_idx_x() / WARP_SIZE);
+    let v = warp_reduce::<A, O>(v);
+    // SAFETY: `scratch` has 32 slots and there are at most 32 warps; all threads reach the
+    // barriers.
+    unsafe {
+        syncthreads();
+        if lane == 0 {
+            *scratch.add(warp as usize) = v;
+        }
+        syncthreads();
+        let mut r = O::identity();
+        if tid < WARP_SIZE {
+            if lane < warps {
+                r = *scratch.add(lane as usize);
+            }
+            r = warp_reduce::<A, O>(r);
+        }
+        r
+    }
+}
+
+/// This thread's combine of its grid-stride share: head scalars, vectors four at a time into
+/// four accumulators, remaining vectors, tail scalars.
+#[inline(always)]
+unsafe fn thread_partial<T, A, O>(x: *const T, n: usize) -> A
+where
+    T: Vectorized + Widen<A> + Copy,
+    A: Element,
+    O: Op,
+{
+    let split = VectorSplit::of(x, n);
+    let (g, stride) = (index_1d(), grid_size_1d());
+    let fold = |acc: A, v: T::V| T::fold(v, acc, |a, e| O::combine(a, e.widen()));
+    let mut acc = [O::identity::<A>(); 4];
+    // SAFETY: every index is below `n`; vectors start 16-byte aligned after the head.
+    unsafe {
+        if g < split.head {
+            acc[0] = O::combine(acc[0], (*x.add(g)).widen());
+        }
+        let v = x.add(split.head).cast::<T::V>();
+        let mut i = g;
+        while i + 3 * stride < split.vectors {
+            let (a, b, c, d) = (
+                T::load(v.add(i)),
+                T::load(v.add(i + stride)),
+                T::load(v.add(i + 2 * stride)),
+                T::load(v.add(i + 3 * stride)),
+            );
+            acc = [
+                fold(acc[0], a),
+                fold(acc[1], b),
+                fold(acc[2], c),
+                fold(acc[3], d),
+            ];
+            i += 4 * stride;
+        }
+        while i < split.vectors {
+            acc[0] = fold(acc[0], T::load(v.add(i)));
+            i += stride;
+        }
+        if split.tail_start + g < n {
+            acc[1] = O::combine(acc[1], (*x.add(split.tail_start + g)).widen());
+        }
+    }
+    O::combine(O::combine(acc[0], acc[1]), O::combine(acc[2], acc[3]))
+}
+
+/// The whole fast reduction; see the module documentation.
+#[inline(always)]
+pub unsafe fn fast<T, A, O>(x: *const T, n: usize, partials: *mut A, ticket: *mut u32, out: *mut A)
+where
+    T: Vectorized + Widen<A> + Copy,
+    A: Element,
+    O: Op,
+{
+    let scratch = reduce_fast_scratch();
+    let is_last = scratch.wrapping_add(32).cast::<u32>();
+    let scratch = scratch.cast::<A>();
+    let tid = thread_idx_x();
+    // SAFETY: `partials` holds `gridDim.x` elements and `ticket`/`out` one each (the host's
+    // plan); every thread reaches every barrier; `is_last` is uniform after the barrier.
+    unsafe {
+        let block_value = block_reduce::<A, O>(thread_partial::<T, A, O>(x, n), scratch);
+        if tid == 0 {
+            *partials.add(block_idx_x() as usize) = block_value;
+            threadfence();
+            let arrived = atomic_add(ticket, 1);
+            *is_last = (arrived == grid_dim_x() - 1) as u32;
+        }
+        syncthreads();
+        if *is_last != 0 {
+            threadfence();
+            let mut v = O::identity::<A>();
+            let mut b = tid;
+            while b < grid_dim_x() {
+                v = O::combine(v, core::ptr::read_volatile(partials.add(b as usize)));
+                b += block_dim_x();
+            }
+            let total = block_reduce::<A, O>(v, scratch);
+            if tid == 0 {
+                *out = total;
+                *ticket = 0;
+            }
+        }
+    }
+}
+
+macro_rules! fast_entries {
+    ($($name:ident: $op:ty, $t:ty => $a:ty;)*) => {$(
+        #[doc = concat!("Fast deterministic reduction: `", stringify!($op), "` of `", stringify!($t),
+            "` into `", stringify!($a), "`.")]
+        ///
+        /// # Launch
+        /// block a multiple of 32 up to 1024, grid at most the length of `partials`; no dynamic
+        /// shared memory. `*ticket` must be 0 (the kernel leaves it 0).
+        ///
+        /// # Safety
+        /// `x` holds `n` elements aligned to their size; `partials` at least `gridDim.x`;
+        /// `ticket` and `out` one each.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(x: *const $t, n: usize, partials: *mut $a, ticket: *mut u32, out: *mut $a) {
+            // SAFETY: forwarded to the launcher.
+            unsafe { fast::<$t, $a, $op>(x, n, partials, ticket, out) }
+        }
+    )*};
+}
+
+fast_entries! {
+    reduce_fast_sum_i32: Sum, i32 => i32;
+    reduce_fast_sum_u32: Sum, u32 => u32;
+    reduce_fast_sum_i64: Sum, i64 => i64;
+    reduce_fast_sum_u64: Sum, u64 => u64;
+    reduce_fast_sum_f32: Sum, f32 => f32;
+    reduce_fast_sum_f64: Sum, f64 => f64;
+    reduce_fast_sum_i32_to_i64: Sum, i32 => i64;
+    reduce_fast_min_i32: Min, i32 => i32;
+    reduce_fast_min_u32: Min, u32 => u32;
+    reduce_fast_min_i64: Min, i64 => i64;
+    reduce_fast_min_u64: Min, u64 => u64;
+    reduce_fast_min_f32: Min, f32 => f32;
+    reduce_fast_min_f64: Min, f64 => f64;
+    reduce_fast_max_i32: Max, i32 => i32;
+    reduce_fast_max_u32: Max, u32 => u32;
+    reduce_fast_max_i64: Max, i64 => i64;
+    reduce_fast_max_u64: Max, u64 => u64;
+    reduce_fast_max_f32: Max, f32 => f32;
+    reduce_fast_max_f64: Max, f64 => f64;
+}

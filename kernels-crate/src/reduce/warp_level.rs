@@ -1,0 +1,240 @@
+//! 樊哲勇《CUDA 编程基础与实践》ch. 10 (`reduce.cu`, seed 000): the block's values go to shared
+//! memory, a tree brings them down to one warp, and the last 32 -> 1 steps use the warp:
+//! `__syncwarp` between shared-memory steps, `__shfl_down_sync`, or a `thread_block_tile<32>`.
+//!
+//! The first three finish with one `atomic_add` per block into `*d_y` (the host zeroes it), so
+//! the float result depends on the order blocks arrive in: not reproducible bit for bit. The
+//! grid-stride pair (`reduce1_parallelism`, `reduce2_static`) writes one partial per block and
+//! reduces the partials with a second launch of one block: deterministic.
+//!
+//! Launch: block a power of two from 64 to 1024, dynamic shared memory `block * size_of::<T>()`.
+use super::Element;
+use crate::device::atomic::{AtomicAdd, atomic_add};
+use crate::device::cg::{this_thread_block, tiled_partition};
+use crate::device::shared::dynamic_shared;
+use crate::device::sync::{syncthreads, syncwarp};
+use crate::device::thread::{block_dim_x, block_idx_x, grid_stride_1d, index_1d, thread_idx_x};
+use crate::device::warp::{FULL_MASK, WARP_SIZE, shfl_down_sync};
+
+/// Stores `y` in `s[tid]` and runs the shared-memory tree down to 32 values (offsets
+/// `blockDim / 2 ..= 32`), with a barrier after each step.
+#[inline(always)]
+unsafe fn tree_to_one_warp<T: Element>(s: *mut T, y: T, tid: u32) {
+    // SAFETY: `s` holds `blockDim.x` elements (the launch's dynamic shared memory); every
+    // thread reaches every barrier.
+    unsafe {
+        *s.add(tid as usize) = y;
+        syncthreads();
+        let mut offset = block_dim_x() >> 1;
+        while offset >= WARP_SIZE {
+            if tid < offset {
+                *s.add(tid as usize) = (*s.add(tid as usize)).add(*s.add((tid + offset) as usize));
+            }
+            syncthreads();
+            offset >>= 1;
+        }
+    }
+}
+
+#[inline(always)]
+fn load_or_zero<T: Element>(x: *const T, n: usize) -> T {
+    let i = index_1d();
+    // SAFETY: `i < n` and `x` holds `n` elements.
+    if i < n { unsafe { *x.add(i) } } else { T::ZERO }
+}
+
+/// `reduce_syncwarp`: the last five steps in shared memory under `if tid < offset`, each
+/// followed by `__syncwarp()` (seed 000 explains why dropping the `if` races).
+#[inline(always)]
+pub unsafe fn syncwarp_atomic<T: Element + AtomicAdd>(x: *const T, d_y: *mut T, n: usize) {
+    let tid = thread_idx_x();
+    let s = dynamic_shared::<T>();
+    // SAFETY: as `tree_to_one_warp`; warp 0 is complete, so FULL_MASK names existing lanes.
+    unsafe {
+        tree_to_one_warp(s, load_or_zero(x, n), tid);
+        if tid < WARP_SIZE {
+            let mut offset = 16;
+            while offset > 0 {
+                if tid < offset {
+                    *s.add(tid as usize) =
+                        (*s.add(tid as usize)).add(*s.add((tid + offset) as usize));
+                }
+                syncwarp(FULL_MASK);
+                offset >>= 1;
+            }
+        }
+        if tid == 0 {
+            atomic_add(d_y, *s);
+        }
+    }
+}
+
+/// `reduce_shfl`: the last five steps with `y += __shfl_down_sync(FULL_MASK, y, offset)`.
+#[inline(always)]
+pub unsafe fn shfl_atomic<T: Element + AtomicAdd>(x: *const T, d_y: *mut T, n: usize) {
+    let tid = thread_idx_x();
+    let s = dynamic_shared::<T>();
+    // SAFETY: as `syncwarp_atomic`.
+    unsafe {
+        tree_to_one_warp(s, load_or_zero(x, n), tid);
+        if tid < WARP_SIZE {
+            let mut y = *s.add(tid as usize);
+            let mut offset = 16;
+            while offset > 0 {
+                y = y.add(shfl_down_sync(FULL_MASK, y, offset, WARP_SIZE));
+                offset >>= 1;
+            }
+            if tid == 0 {
+                atomic_add(d_y, y);
+            }
+        }
+    }
+}
+
+/// The warp-0 finish with a `thread_block_tile<32>`: `y += g.shfl_down(y, offset)`. Returns
+/// the block's sum in thread 0.
+#[inline(always)]
+unsafe fn tile_finish<T: Element>(s: *const T, tid: u32) -> T {
+    let block = this_thread_block();
+    let g = tiled_partition::<32>(&block);
+    // SAFETY: `s` holds at least 32 reduced values; only warp 0 (complete) shuffles.
+    unsafe {
+        let mut y = *s.add(tid as usize);
+        if tid < WARP_SIZE {
+            let mut offset = g.size() >> 1;
+            while offset > 0 {
+                y = y.add(g.shfl_down(y, offset));
+                offset >>= 1;
+            }
+        }
+        y
+    }
+}
+
+/// `reduce_cp`: the last five steps with the cooperative-groups tile API.
+#[inline(always)]
+pub unsafe fn cg_atomic<T: Element + AtomicAdd>(x: *const T, d_y: *mut T, n: usize) {
+    let tid = thread_idx_x();
+    let s = dynamic_shared::<T>();
+    // SAFETY: as `syncwarp_atomic`.
+    unsafe {
+        tree_to_one_warp(s, load_or_zero(x, n), tid);
+        let y = tile_finish(s, tid);
+        if tid == 0 {
+            atomic_add(d_y, y);
+        }
+    }
+}
+
+/// Grid-stride sum of `x` into a register, then the block tree and tile finish; the block's sum
+/// in thread 0.
+#[inline(always)]
+unsafe fn grid_stride_block_sum<T: Element>(x: *const T, n: usize) -> T {
+    let tid = thread_idx_x();
+    let s = dynamic_shared::<T>();
+    let mut y = T::ZERO;
+    for i in grid_stride_1d(n) {
+        // SAFETY: `i < n`.
+        y = y.add(unsafe { *x.add(i) });
+    }
+    // SAFETY: as `syncwarp_atomic`.
+    unsafe {
+        tree_to_one_warp(s, y, tid);
+        tile_finish(s, tid)
+    }
+}
+
+/// `reduce` of `reduce1parallelism.cu`: a fixed grid (10240 x 128 by default) sweeps the input
+/// with a grid-stride loop, and block `b` writes its sum to `d_y[b]`. Launched a second time
+/// as `<<<1, 1024>>>(d_y, grid, d_out)` it reduces the partials.
+#[inline(always)]
+pub unsafe fn parallelism<T: Element>(x: *const T, n: usize, d_y: *mut T) {
+    // SAFETY: forwarded; `d_y` holds `gridDim.x` elements.
+    unsafe {
+        let y = grid_stride_block_sum(x, n);
+        if thread_idx_x() == 0 {
+            *d_y.add(block_idx_x() as usize) = y;
+        }
+    }
+}
+
+/// Partials of [`reduce2_static_f32`]: a `__device__` array the host finds by name
+/// (`cuModuleGetGlobal`, the notes' `cudaGetSymbolAddress`), so no allocation per call.
+#[unsafe(no_mangle)]
+pub static mut REDUCE2_STATIC_PARTIALS_F32: [f32; crate::config::REDUCE_STATIC_GRID as usize] =
+    [0.0; crate::config::REDUCE_STATIC_GRID as usize];
+
+/// Partials of [`reduce2_static_f64`].
+#[unsafe(no_mangle)]
+pub static mut REDUCE2_STATIC_PARTIALS_F64: [f64; crate::config::REDUCE_STATIC_GRID as usize] =
+    [0.0; crate::config::REDUCE_STATIC_GRID as usize];
+
+macro_rules! atomic_finish_entries {
+    (#[doc = $doc:literal] $f:ident => $($name:ident: $t:ty),*) => {$(
+        #[doc = $doc]
+        ///
+        /// # Launch
+        /// grid `ceil(n / block)`, block a power of two in 64..=1024, dynamic shared memory
+        /// `block * size_of::<T>()`; `*d_y` zeroed before the launch.
+        ///
+        /// # Safety
+        /// `x` holds `n` elements; `d_y` one.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(x: *const $t, d_y: *mut $t, n: usize) {
+            // SAFETY: forwarded to the launcher.
+            unsafe { $f(x, d_y, n) }
+        }
+    )*};
+}
+
+atomic_finish_entries! {
+    /// `reduce_syncwarp` with an atomic finish.
+    syncwarp_atomic => reduce_syncwarp_f32: f32, reduce_syncwarp_f64: f64
+}
+atomic_finish_entries! {
+    /// `reduce_shfl` with an atomic finish.
+    shfl_atomic => reduce_shfl_f32: f32, reduce_shfl_f64: f64
+}
+atomic_finish_entries! {
+    /// `reduce_cp` (cooperative-group tile) with an atomic finish.
+    cg_atomic => reduce_cg_f32: f32, reduce_cg_f64: f64
+}
+
+macro_rules! grid_stride_entries {
+    ($($name:ident, $static_name:ident, $partials:ident: $t:ty;)*) => {$(
+        /// `reduce1parallelism`: grid-stride partial sums, one per block into `d_y`; the second
+        /// pass is the same kernel launched `<<<1, 1024>>>` over the partials.
+        ///
+        /// # Launch
+        /// any grid (10240 by default), block a power of two in 64..=1024, dynamic shared
+        /// memory `block * size_of::<T>()`.
+        ///
+        /// # Safety
+        /// `x` holds `n` elements; `d_y` one per block.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(x: *const $t, n: usize, d_y: *mut $t) {
+            // SAFETY: forwarded to the launcher.
+            unsafe { parallelism(x, n, d_y) }
+        }
+
+        /// `reduce2static`: as `reduce1_parallelism`, the partials in the static device array
+        #[doc = concat!("`", stringify!($partials), "`.")]
+        ///
+        /// # Launch
+        /// grid at most `REDUCE_STATIC_GRID`, block a power of two in 64..=1024, dynamic
+        /// shared memory `block * size_of::<T>()`.
+        ///
+        /// # Safety
+        /// `x` holds `n` elements; the grid is at most `REDUCE_STATIC_GRID` blocks.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $static_name(x: *const $t, n: usize) {
+            // SAFETY: forwarded to the launcher; the grid fits the static array.
+            unsafe { parallelism(x, n, (&raw mut $partials).cast::<$t>()) }
+        }
+    )*};
+}
+
+grid_stride_entries! {
+    reduce1_parallelism_f32, reduce2_static_f32, REDUCE2_STATIC_PARTIALS_F32: f32;
+    reduce1_parallelism_f64, reduce2_static_f64, REDUCE2_STATIC_PARTIALS_F64: f64;
+}
