@@ -83,6 +83,8 @@ pub trait Element:
     fn max_of(self, other: Self) -> Self;
     /// As `f64` (exact for floats and for integers below 2^53).
     fn to_f64(self) -> f64;
+    /// `v as Self`: the nearest value for floats, truncated and saturated for integers.
+    fn from_f64(v: f64) -> Self;
     /// Machine epsilon of the type (0 for integers: their sums are exact).
     const EPSILON: f64;
     /// Bitwise equality (floats: by bit pattern).
@@ -101,6 +103,7 @@ macro_rules! element_int {
             fn min_of(self, other: Self) -> Self { Ord::min(self, other) }
             fn max_of(self, other: Self) -> Self { Ord::max(self, other) }
             fn to_f64(self) -> f64 { self as f64 }
+            fn from_f64(v: f64) -> Self { v as $t }
             fn same_bits(self, other: Self) -> bool { self == other }
             fn poison() -> Self { <$t>::from_ne_bytes([0xA5; size_of::<$t>()]) }
         }
@@ -117,6 +120,7 @@ macro_rules! element_float {
             fn min_of(self, other: Self) -> Self { <$t>::min(self, other) }
             fn max_of(self, other: Self) -> Self { <$t>::max(self, other) }
             fn to_f64(self) -> f64 { self as f64 }
+            fn from_f64(v: f64) -> Self { v as $t }
             fn same_bits(self, other: Self) -> bool { self.to_bits() == other.to_bits() }
             fn poison() -> Self { <$t>::from_ne_bytes([0xA5; size_of::<$t>()]) }
         }

@@ -182,7 +182,10 @@ impl Gpu {
             hint: "update the NVIDIA driver if it is older than the PTX ISA version, or build PTX for an older architecture",
             cause,
         })?;
-        let stream = Stream::new(StreamFlags::NON_BLOCKING, None).call("cuStreamCreate")?;
+        // A blocking stream: it is ordered after work on the legacy default stream, where cust's
+        // synchronous copies (`upload`) go. With NON_BLOCKING, a kernel could start before a
+        // pageable host-to-device copy had landed.
+        let stream = Stream::new(StreamFlags::DEFAULT, None).call("cuStreamCreate")?;
         Ok(Self {
             module,
             stream,

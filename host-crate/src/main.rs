@@ -1,6 +1,9 @@
 //! The `ferrocuda` command line.
 use std::process::ExitCode;
 
+mod bench_cli;
+mod lab_cli;
+
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
 use ferrocuda::args::parse_count;
@@ -72,6 +75,44 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Run 1D stencil variants (seed 001), time them and check every output against the CPU.
+    Stencil {
+        /// A variant name (naive, shared, weighted, fast), or `all`.
+        #[arg(long, default_value = "all")]
+        variant: String,
+        /// Radius R: 1, 2, 3, 4, 8 or 16 (default: 3, or the one --weights implies).
+        #[arg(long)]
+        radius: Option<u32>,
+        /// Elements: 16777216, 2^24, 2^28, 2^20+3, 1<<20.
+        #[arg(long, default_value = "2^24", value_parser = parse_count)]
+        n: usize,
+        /// Threads per block (default: 256).
+        #[arg(long)]
+        block: Option<u32>,
+        /// Element type: i32, f32, f64.
+        #[arg(long = "type", default_value = "f32")]
+        ty: String,
+        /// What inputs outside the array read: zero, clamp or periodic.
+        #[arg(long, default_value = "zero")]
+        boundary: String,
+        /// Coefficients c_0,...,c_2R, comma-separated (floats only; default: all 1, the sum).
+        #[arg(long)]
+        weights: Option<String>,
+        /// Timed repetitions per variant (after 3 warm-up runs).
+        #[arg(long, default_value_t = 20)]
+        reps: usize,
+        /// Seed of the random input.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// The notes' warp-function program: vote and shuffle results per lane, checked.
+    Warp(lab_cli::WarpArgs),
+    /// The simpleDivergence kernels, timed and checked.
+    Divergence(lab_cli::DivergenceArgs),
+    /// Occupancy per kernel and block size, or (--sweep) bandwidth vs occupancy.
+    Occupancy(lab_cli::OccupancyArgs),
+    /// Every kernel family over sizes and types, checked, compared and drawn (the main job).
+    Bench(bench_cli::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -87,6 +128,19 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
+        Command::Bench(a) => {
+            let cfg = a.config()?;
+            bench_cli::bench(&open(cli.device)?, &a, &cfg)
+        }
+        Command::Warp(a) => {
+            a.validate()?;
+            lab_cli::warp(&open(cli.device)?, &a)
+        }
+        Command::Divergence(a) => lab_cli::divergence(&open(cli.device)?, &a),
+        Command::Occupancy(a) => {
+            a.validate()?;
+            lab_cli::occupancy(&open(cli.device)?, &a)
+        }
         Command::Info { bandwidth } => info(cli.device, bandwidth),
         Command::Smoke {
             n,
@@ -134,6 +188,28 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Command::Stencil {
+            variant,
+            radius,
+            n,
+            block,
+            ty,
+            boundary,
+            weights,
+            reps,
+            seed,
+        } => stencil(
+            cli.device,
+            &variant,
+            radius,
+            n,
+            block,
+            &ty,
+            &boundary,
+            weights.as_deref(),
+            reps,
+            seed,
+        ),
     }
 }
 
@@ -274,6 +350,159 @@ fn reduce_table<T: Element + FromSample>(gpu: &Gpu, a: &ReduceArgs) -> Result<bo
         );
     }
     Ok(all_passed)
+}
+
+/// `ferrocuda stencil`: one row per variant with the median time, the effective bandwidth
+/// (input read once plus output written once), its share of the device-to-device copy
+/// bandwidth measured in the same run, and the check of every output against the CPU.
+/// Arguments are checked before the GPU is opened.
+#[allow(clippy::too_many_arguments)]
+fn stencil(
+    device: u32,
+    variant: &str,
+    radius: Option<u32>,
+    n: usize,
+    block: Option<u32>,
+    ty: &str,
+    boundary: &str,
+    weights: Option<&str>,
+    reps: usize,
+    seed: u64,
+) -> Result<()> {
+    use ferrocuda::stencil::{Boundary, STENCIL_DEFAULT_RADIUS, StencilVariant, Taps};
+
+    #[allow(clippy::too_many_arguments)]
+    fn table<T: Element + FromSample>(
+        gpu: &Gpu,
+        variants: &[StencilVariant],
+        taps: &Taps<T>,
+        boundary: Boundary,
+        n: usize,
+        block: Option<u32>,
+        reps: usize,
+        seed: u64,
+    ) -> Result<bool> {
+        let bytes = (n * size_of::<T>()) as u128;
+        let (free, total) = gpu.memory_info()?;
+        if 4 * bytes + (64 << 20) > free as u128 {
+            return Err(ferrocuda::Error::OutOfMemory {
+                what: format!(
+                    "stencil input and output and the copy benchmark's two buffers, n = {n} {}",
+                    T::TYPE
+                ),
+                bytes: 4 * bytes,
+                free,
+                total,
+            }
+            .into());
+        }
+        let host = book_input::<T>(n, seed);
+        let input = gpu.upload(&host, "stencil input")?;
+        // A copy from pageable memory may return before its DMA lands, and the library's
+        // stream does not wait for the legacy stream that copy ran on.
+        cust::context::CurrentContext::synchronize()
+            .context("cuCtxSynchronize after the upload")?;
+        let (copy, copy_bytes) = timing::copy_bandwidth(gpu, (n * size_of::<T>()).max(1), reps)?;
+        let copy_gbs = copy.gbs(copy_bytes);
+        let what = match taps {
+            Taps::Sum { .. } => "sum".to_string(),
+            Taps::Weighted(w) => format!("weights {w:?}"),
+        };
+        println!(
+            "1D stencil R = {} ({what}), {} boundary, n = {n} {} ({:.1} MiB) on {} ({}), {reps} timed runs each, medians of event times",
+            taps.radius(),
+            boundary.name(),
+            T::TYPE,
+            bytes as f64 / (1u64 << 20) as f64,
+            gpu.props().name,
+            gpu.ptx_arch(),
+        );
+        println!("device-to-device copy of the same bytes: {copy_gbs:.0} GB/s (read + write)");
+        println!(
+            "{:<10}{:>9}{:>7}{:>12}{:>10}{:>8}  check",
+            "variant", "grid", "block", "median us", "GB/s", "%copy"
+        );
+        let mut all_passed = true;
+        for &v in variants {
+            let block = block.unwrap_or(v.default_block());
+            let m =
+                ferrocuda::stencil::measure(gpu, v, taps, boundary, &input, &host, block, 3, reps)?;
+            let gbs = m.stats.gbs(m.bytes);
+            all_passed &= m.check.passed;
+            println!(
+                "{:<10}{:>9}{:>7}{:>12.2}{:>10.0}{:>7.0}%  {} ({}: {})",
+                v.name(),
+                m.config.grid[0],
+                block,
+                m.stats.median_s * 1e6,
+                gbs,
+                100.0 * gbs / copy_gbs,
+                if m.check.passed { "PASS" } else { "FAIL" },
+                m.symbol,
+                m.check.detail
+            );
+        }
+        Ok(all_passed)
+    }
+
+    let ty =
+        ElemType::from_name(ty).with_context(|| format!("unknown type `{ty}` (i32, f32, f64)"))?;
+    let boundary = Boundary::from_name(boundary)
+        .with_context(|| format!("unknown boundary `{boundary}` (zero, clamp, periodic)"))?;
+    let coefficients = weights
+        .map(|w| {
+            w.split(',')
+                .map(|c| {
+                    c.trim()
+                        .parse::<f64>()
+                        .with_context(|| format!("--weights: `{c}` is not a number"))
+                })
+                .collect::<Result<Vec<f64>>>()
+        })
+        .transpose()?;
+    let radius = match (&coefficients, radius) {
+        (Some(c), Some(r)) if c.len() != 2 * r as usize + 1 => bail!(
+            "--radius {r} needs 2R + 1 = {} coefficients, but --weights has {}",
+            2 * r + 1,
+            c.len()
+        ),
+        (Some(c), _) => (c.len() / 2) as u32,
+        (None, r) => r.unwrap_or(STENCIL_DEFAULT_RADIUS),
+    };
+    if reps == 0 {
+        bail!("--reps must be at least 1");
+    }
+    let names = || StencilVariant::ALL.map(|v| v.name()).join(", ");
+    let passed = ferrocuda::with_elem_type!(ty, T => {
+        let taps = match &coefficients {
+            Some(c) => Taps::Weighted(c.iter().map(|&v| T::from_f64(v)).collect()),
+            None => Taps::<T>::Sum { radius },
+        };
+        let variants: Vec<StencilVariant> = if variant == "all" {
+            StencilVariant::ALL
+                .into_iter()
+                .filter(|v| v.supports_type(ty) && (v.supports_weights() || !taps.is_weighted()))
+                .collect()
+        } else {
+            vec![StencilVariant::from_name(variant).with_context(|| {
+                format!("unknown stencil variant `{variant}` (all, {})", names())
+            })?]
+        };
+        if variants.is_empty() {
+            bail!("no stencil variant has a {ty} version (i32, f32, f64)");
+        }
+        for v in &variants {
+            if let Some(e) = v.error(&taps, block.unwrap_or(v.default_block())) {
+                bail!("{e}");
+            }
+        }
+        let gpu = open(device)?;
+        table::<T>(&gpu, &variants, &taps, boundary, n, block, reps, seed)?
+    });
+    if !passed {
+        bail!("some stencil outputs differ from the CPU (see the check column)");
+    }
+    Ok(())
 }
 
 fn open(device: u32) -> Result<Gpu> {

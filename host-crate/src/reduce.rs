@@ -12,7 +12,7 @@ use ferrocuda_kernels::config::REDUCE_STATIC_GRID;
 
 use crate::cpu::{Check, ReduceReference};
 use crate::element::{ElemType, Element};
-use crate::error::{CudaContext, Error, Result};
+use crate::error::{CudaContext, Error, Result, check_raw};
 use crate::gpu::Gpu;
 use crate::kernel_args;
 use crate::launch::{Kernel, LaunchConfig};
@@ -202,7 +202,8 @@ impl ReduceVariant {
     pub fn default_block(self) -> u32 {
         match self {
             _ if self.is_textbook() => 512,
-            V::CgVector4 | V::Fast => 256,
+            V::CgVector4 => 256,
+            V::Fast => 512,
             _ => 128,
         }
     }
@@ -306,6 +307,30 @@ pub const COMPLETE_UNROLL_BLOCKS: [u32; 5] = [64, 128, 256, 512, 1024];
 /// The widening fast sum.
 pub const WIDENING_SUM_SYMBOL: &str = "reduce_fast_sum_i32_to_i64";
 
+/// The dynamic shared memory the library launches reduction kernel `symbol` with at `block`
+/// threads (0 for kernels that use none or are not reductions).
+pub fn dynamic_shared_bytes(symbol: &str, block: u32) -> u32 {
+    // One element per thread: the shared trees of seed 000 and (`reduce_cg_vector4_*`) the CG
+    // tree of seed 004.
+    let per_thread = [
+        "reduce_syncwarp_",
+        "reduce_shfl_",
+        "reduce_cg_",
+        "reduce1_parallelism_",
+        "reduce2_static_",
+    ];
+    let elem = symbol
+        .rsplit('_')
+        .next()
+        .and_then(ElemType::from_name)
+        .map_or(0, |t| t.size() as u32);
+    if per_thread.iter().any(|p| symbol.starts_with(p)) {
+        block * elem
+    } else {
+        0
+    }
+}
+
 /// Every reduction entry point the host knows.
 pub fn symbols() -> Vec<String> {
     ReduceVariant::ALL
@@ -340,6 +365,34 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
         op: ReduceOp,
         input: &'a DeviceSlice<T>,
         block: u32,
+    ) -> Result<Self> {
+        Self::build(gpu, variant, op, input, block, None)
+    }
+
+    /// The fast path with an explicit grid instead of the one sized from occupancy (for the
+    /// latency-hiding sweep of `ferrocuda occupancy --sweep`).
+    pub fn fast_with_grid(
+        gpu: &'g Gpu,
+        op: ReduceOp,
+        input: &'a DeviceSlice<T>,
+        block: u32,
+        grid: u32,
+    ) -> Result<Self> {
+        if grid == 0 {
+            return Err(Error::InvalidArgument {
+                what: "reduce variant `fast`: the grid must have at least one block".into(),
+            });
+        }
+        Self::build(gpu, V::Fast, op, input, block, Some(grid))
+    }
+
+    fn build(
+        gpu: &'g Gpu,
+        variant: ReduceVariant,
+        op: ReduceOp,
+        input: &'a DeviceSlice<T>,
+        block: u32,
+        fast_grid: Option<u32>,
     ) -> Result<Self> {
         let (ty, n) = (T::TYPE, input.len());
         let widening = A::TYPE != T::TYPE;
@@ -396,17 +449,30 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
             }
             V::Syncwarp | V::Shfl | V::Cg => {
                 let grid = blocks_for(block as usize).ok_or_else(too_large)?;
-                steps.push((kernel, LaunchConfig::linear(grid, block, block * elem)));
+                steps.push((
+                    kernel,
+                    LaunchConfig::linear(grid, block, dynamic_shared_bytes(&symbol, block)),
+                ));
             }
             V::CgVector4 => {
                 let grid = blocks_for(block as usize * 16 / elem as usize).ok_or_else(too_large)?;
-                steps.push((kernel, LaunchConfig::linear(grid, block, block * elem)));
+                steps.push((
+                    kernel,
+                    LaunchConfig::linear(grid, block, dynamic_shared_bytes(&symbol, block)),
+                ));
             }
             V::Reduce1Parallelism | V::Reduce2Static => {
                 let grid = REDUCE_STATIC_GRID;
-                let finish = gpu.kernel(&format!("reduce1_parallelism_{ty}"))?;
-                steps.push((kernel, LaunchConfig::linear(grid, block, block * elem)));
-                steps.push((finish, LaunchConfig::linear(1, 1024, 1024 * elem)));
+                let finish_symbol = format!("reduce1_parallelism_{ty}");
+                let finish = gpu.kernel(&finish_symbol)?;
+                steps.push((
+                    kernel,
+                    LaunchConfig::linear(grid, block, dynamic_shared_bytes(&symbol, block)),
+                ));
+                steps.push((
+                    finish,
+                    LaunchConfig::linear(1, 1024, dynamic_shared_bytes(&finish_symbol, 1024)),
+                ));
                 if variant == V::Reduce2Static {
                     let symbol = format!("REDUCE2_STATIC_PARTIALS_{}", ty.name().to_uppercase());
                     let (ptr, bytes) = gpu.device_global(&symbol)?;
@@ -423,9 +489,12 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
             }
             V::Fast => {
                 let lanes = 16 / elem as usize;
-                let wanted = blocks_for(block as usize * lanes * 4).ok_or_else(too_large)?;
+                let wanted = blocks_for(
+                    block as usize * lanes * ferrocuda_kernels::config::REDUCE_FAST_ITEMS,
+                )
+                .ok_or_else(too_large)?;
                 let resident = kernel.max_active_blocks_per_sm(block, 0)? * gpu.props().sm_count;
-                let grid = wanted.min(resident.max(1));
+                let grid = fast_grid.unwrap_or(wanted.min(resident.max(1)));
                 steps.push((kernel, LaunchConfig::linear(grid, block, 0)));
                 partials_len = grid as usize;
             }
@@ -498,6 +567,21 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
             let input = unsafe { DeviceSlice::from_raw_parts(self.input, self.n) };
             unsafe { self.scratch.async_copy_from(&input, stream) }.call("cuMemcpyDtoDAsync")?;
         }
+        // Poison what the kernels must write, so that a run that stopped writing cannot pass
+        // on an earlier run's result.
+        let poison = |ptr: u64, bytes: usize| {
+            // SAFETY: `ptr` is a live allocation of at least `bytes` bytes.
+            check_raw("cuMemsetD8Async", unsafe {
+                cust::sys::cuMemsetD8Async(ptr, 0xA5, bytes, stream.as_inner())
+            })
+        };
+        if !self.partials.is_empty() {
+            poison(
+                self.partials.as_device_ptr().as_raw(),
+                self.partials.len() * size_of::<A>(),
+            )?;
+        }
+        poison(self.out.as_device_ptr().as_raw(), size_of::<A>())?;
         if self.variant.is_atomic_finish() {
             // SAFETY: `out` holds one element.
             unsafe { self.out.async_copy_from(&[A::default()][..], stream) }

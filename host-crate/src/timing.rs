@@ -43,8 +43,20 @@ impl Stats {
     }
 }
 
+/// The PTX symbol of the blocking kernel.
+pub const SPIN_SYMBOL: &str = "timing_spin";
+
+/// How long the blocking kernel holds the GPU before each timed repetition: longer than the
+/// host needs to enqueue an event, a few launches and another event.
+pub const SPIN_NS: u64 = 50_000;
+
 /// Runs `setup` then `op`, `warmup` times untimed, then `reps` times with only `op` between two
 /// events on the GPU's stream. Both receive the repetition index (to rotate inputs).
+///
+/// Before each timed repetition a blocking kernel ([`SPIN_SYMBOL`], [`SPIN_NS`]) occupies the
+/// GPU while the host enqueues start event, `op` and stop event (nvbench's method): the
+/// measured interval is GPU time only. Without it, an idle GPU would time the host's launch
+/// overhead too (about 4 us per launch, measured on an H200), which swamps small kernels.
 pub fn time_on_stream(
     gpu: &Gpu,
     warmup: usize,
@@ -57,11 +69,19 @@ pub fn time_on_stream(
         op(i)?;
     }
     gpu.synchronize()?;
+    let spin = gpu.kernel(SPIN_SYMBOL)?;
     let start = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
     let stop = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
     let mut samples = Vec::with_capacity(reps.max(1));
     for i in 0..reps.max(1) {
         setup(i)?;
+        // SAFETY: `timing_spin` takes one u64 and touches no memory.
+        unsafe {
+            spin.launch(
+                crate::LaunchConfig::linear(1, 1, 0),
+                crate::kernel_args![SPIN_NS],
+            )?
+        };
         start.record(gpu.stream()).call("cuEventRecord")?;
         op(i)?;
         stop.record(gpu.stream()).call("cuEventRecord")?;

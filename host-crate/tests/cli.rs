@@ -96,3 +96,93 @@ fn smoke_n_0_is_valid() {
         assert_clean_failure(&o, &["no CUDA device"]);
     }
 }
+
+#[test]
+fn warp_width_3_is_rejected_before_touching_the_gpu() {
+    assert_clean_failure(
+        &ferrocuda(&["warp", "--width", "3"]),
+        &["warp_functions_demo", "power of two", "not 3"],
+    );
+}
+
+#[test]
+fn warp_block_0_and_4096_are_rejected() {
+    for b in ["0", "4096"] {
+        assert_clean_failure(
+            &ferrocuda(&["warp", "--block", b]),
+            &["warp_functions_demo", "block must be 1..=32"],
+        );
+    }
+}
+
+#[test]
+fn occupancy_unknown_kernel_and_block_0_are_rejected() {
+    assert_clean_failure(
+        &ferrocuda(&["occupancy", "--kernel", "no_such_kernel"]),
+        &["unknown kernel `no_such_kernel`"],
+    );
+    assert_clean_failure(
+        &ferrocuda(&["occupancy", "--block", "0"]),
+        &["--block must be 1..=1024"],
+    );
+    assert_clean_failure(
+        &ferrocuda(&["occupancy", "--block", "4096"]),
+        &["--block must be 1..=1024"],
+    );
+}
+
+#[test]
+fn stencil_radius_5_is_rejected_before_touching_the_gpu() {
+    assert_clean_failure(
+        &ferrocuda(&["stencil", "--radius", "5"]),
+        &["radius", "[1, 2, 3, 4, 8, 16]", "not 5"],
+    );
+}
+
+#[test]
+fn stencil_weights_on_i32_and_sum_only_variants_are_rejected() {
+    assert_clean_failure(
+        &ferrocuda(&["stencil", "--type", "i32", "--weights", "1,2,1"]),
+        &["f32 and f64"],
+    );
+    assert_clean_failure(
+        &ferrocuda(&["stencil", "--variant", "shared", "--weights", "1,2,1"]),
+        &["shared", "sums only"],
+    );
+    assert_clean_failure(
+        &ferrocuda(&["stencil", "--radius", "3", "--weights", "1,2,1"]),
+        &["--radius 3", "7 coefficients"],
+    );
+}
+
+#[test]
+fn stencil_block_below_the_radius_or_off_the_warp_grid_is_rejected() {
+    assert_clean_failure(
+        &ferrocuda(&[
+            "stencil",
+            "--variant",
+            "shared",
+            "--radius",
+            "16",
+            "--block",
+            "8",
+        ]),
+        &["shared", "halos", "not 8"],
+    );
+    assert_clean_failure(
+        &ferrocuda(&["stencil", "--variant", "fast", "--block", "100"]),
+        &["fast", "multiple of 32", "not 100"],
+    );
+}
+
+#[test]
+fn bench_rejects_bad_sizes_variants_and_output_flags_before_touching_the_gpu() {
+    assert_clean_failure(&ferrocuda(&["bench", "--sizes", "0"]), &["--sizes"]);
+    assert_clean_failure(&ferrocuda(&["bench", "--sizes", "lots"]), &["not a count"]);
+    assert_clean_failure(
+        &ferrocuda(&["bench", "--variants", "warp_speed"]),
+        &["unknown variant `warp_speed`"],
+    );
+    assert_clean_failure(&ferrocuda(&["bench", "--json", "--csv"]), &["pick one"]);
+    assert_clean_failure(&ferrocuda(&["bench", "--radius", "5"]), &["radius"]);
+}

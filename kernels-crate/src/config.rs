@@ -27,3 +27,41 @@ pub const SELFTEST_SHARED_BLOCK: u32 = 256;
 /// Blocks of the notes' grid-stride reduction (`GRID_SIZE = 10240`), and the length of the
 /// static partials arrays of `reduce2_static_*`.
 pub const REDUCE_STATIC_GRID: u32 = 10240;
+
+/// 16-byte vectors each thread of the fast reduction loads per tile (bytes in flight per thread:
+/// 16 times this).
+pub const REDUCE_FAST_ITEMS: usize = 4;
+
+/// The radii of the 1D stencil (一维模板) with an entry point: `R` inputs on each side of the
+/// centre, `2R + 1` in all. Seed 001 uses `R = 3` (width 7).
+pub const STENCIL_RADII: [u32; 6] = [1, 2, 3, 4, 8, 16];
+
+/// The radius of seed 001's stencil.
+pub const STENCIL_DEFAULT_RADIUS: u32 = 3;
+
+/// Boundary mode of the stencil kernels (their `boundary` argument): inputs outside `0..n` read
+/// as zero.
+pub const STENCIL_BOUNDARY_ZERO: u32 = 0;
+/// Boundary mode: an input index below 0 reads element 0, one at `n` or beyond element `n - 1`.
+pub const STENCIL_BOUNDARY_CLAMP: u32 = 1;
+/// Boundary mode: input indices wrap around modulo `n` (a ring).
+pub const STENCIL_BOUNDARY_PERIODIC: u32 = 2;
+
+/// 16-byte vectors of outputs each thread of the fast stencil computes per tile.
+pub const STENCIL_FAST_VECTORS_PER_THREAD: usize = 2;
+
+/// Elements of the shared tile of `stencil_1d_shared_*` / `stencil_1d_weighted_*`: the block's
+/// own inputs plus a halo of `radius` on each side (the slide's `BLOCK_SIZE + 2 * RADIUS`).
+pub const fn stencil_shared_tile_len(block: u32, radius: u32) -> u32 {
+    block + 2 * radius
+}
+
+/// 16-byte vectors of the shared tile of `stencil_1d_fast_*` for a block of `block` threads and
+/// elements of `lanes` per vector: the tile's outputs plus both halos and up to `lanes - 1`
+/// elements that align the left halo to a vector boundary.
+pub const fn stencil_fast_tile_vectors(block: u32, radius: u32, lanes: u32) -> u32 {
+    block * STENCIL_FAST_VECTORS_PER_THREAD as u32 + (2 * radius + lanes - 1).div_ceil(lanes)
+}
+
+/// Words per lane written by `warp_functions_demo`.
+pub const WARP_DEMO_WORDS: usize = 12;

@@ -26,10 +26,19 @@ pub mod config;
 pub mod device;
 
 #[cfg(target_arch = "nvptx64")]
+pub mod lab;
+
+#[cfg(target_arch = "nvptx64")]
 pub mod reduce;
 
 #[cfg(target_arch = "nvptx64")]
+pub mod stencil;
+
+#[cfg(target_arch = "nvptx64")]
 mod smoke;
+
+#[cfg(target_arch = "nvptx64")]
+mod timing;
 
 #[cfg(target_arch = "nvptx64")]
 mod selftest;

@@ -55,16 +55,32 @@ fn generic_accesses(body: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The 1D stencil kernels that stage their input in a shared tile.
+fn stencil_shared_tile_kernels() -> Vec<String> {
+    use ferrocuda::stencil::StencilVariant;
+    [
+        StencilVariant::Shared,
+        StencilVariant::Weighted,
+        StencilVariant::Fast,
+    ]
+    .iter()
+    .flat_map(|v| v.all_symbols())
+    .collect()
+}
+
 #[test]
 fn shared_memory_kernels_use_ld_st_shared_only() {
-    let shared_kernels = [
+    let mut shared_kernels: Vec<String> = [
         "selftest_shared_static",
         "selftest_shared_dynamic",
         "selftest_last_block_sum",
         "selftest_sync_predicates",
-    ];
+    ]
+    .map(String::from)
+    .to_vec();
+    shared_kernels.extend(stencil_shared_tile_kernels());
     for ptx in EMBEDDED_PTX {
-        for k in shared_kernels {
+        for k in &shared_kernels {
             let body =
                 entry_body(ptx.source, k).unwrap_or_else(|| panic!("{k} missing in {}", ptx.arch));
             assert!(
@@ -97,6 +113,42 @@ fn vector_copy_uses_16_byte_accesses() {
             "{}: {body}",
             ptx.arch
         );
+    }
+}
+
+/// The fast stencil moves its tile and its outputs in 16-byte vectors (`f32`, `i32`: `.v4`;
+/// `f64`: `.v2.b64`), and the textbook tile kernels read and write shared memory.
+#[test]
+fn stencil_kernels_use_16_byte_global_and_shared_accesses() {
+    use ferrocuda::stencil::StencilVariant;
+    for ptx in EMBEDDED_PTX {
+        for k in StencilVariant::Fast.all_symbols() {
+            let body = entry_body(ptx.source, &k).unwrap();
+            let v = if k.ends_with("f64") {
+                ".v2.b64"
+            } else {
+                ".v4.b32"
+            };
+            for op in ["ld.global", "st.global", "ld.shared", "st.shared"] {
+                assert!(
+                    body.contains(&format!("{op}{v}")),
+                    "{} {k}: no {op}{v}",
+                    ptx.arch
+                );
+            }
+        }
+        for v in [StencilVariant::Shared, StencilVariant::Weighted] {
+            for k in v.all_symbols() {
+                let body = entry_body(ptx.source, &k).unwrap();
+                assert!(
+                    body.contains("st.shared")
+                        && body.contains("ld.shared")
+                        && body.contains("bar.sync"),
+                    "{} {k}: no shared tile",
+                    ptx.arch
+                );
+            }
+        }
     }
 }
 

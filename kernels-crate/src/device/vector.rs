@@ -99,12 +99,18 @@ pub trait Vectorized: Copy {
     /// # Safety
     /// As [`load_16`].
     unsafe fn load(p: *const Self::V) -> Self::V;
+    /// Like [`load`](Self::load), through the non-coherent read-only path
+    /// (`ld.global.nc`), for data that nothing writes during the kernel.
+    ///
+    /// # Safety
+    /// As [`load_16`]; `p` must point to global memory.
+    unsafe fn load_nc(p: *const Self::V) -> Self::V;
     /// Folds the lanes of `v` into `init`, lane 0 first.
     fn fold<A>(v: Self::V, init: A, f: impl Fn(A, Self) -> A) -> A;
 }
 
 macro_rules! vectorized {
-    ($n:literal: $($t:ty),*) => {$(
+    ($n:literal, $nc:ident: $($t:ty),*) => {$(
         impl Vectorized for $t {
             type V = Vector16<$t, $n>;
             const LANES: usize = $n;
@@ -112,6 +118,11 @@ macro_rules! vectorized {
             unsafe fn load(p: *const Self::V) -> Self::V {
                 // SAFETY: forwarded to the caller.
                 unsafe { load_16(p) }
+            }
+            #[inline(always)]
+            unsafe fn load_nc(p: *const Self::V) -> Self::V {
+                // SAFETY: forwarded to the caller.
+                unsafe { $nc(p.cast()) }
             }
             #[inline(always)]
             fn fold<A>(v: Self::V, init: A, f: impl Fn(A, Self) -> A) -> A {
@@ -124,8 +135,38 @@ macro_rules! vectorized {
         }
     )*};
 }
-vectorized!(4: i32, u32, f32);
-vectorized!(2: i64, u64, f64);
+vectorized!(4, load_nc_v4: i32, u32, f32);
+vectorized!(2, load_nc_v2: i64, u64, f64);
+
+/// `ld.global.nc.v4.b32` of four 4-byte lanes.
+#[inline(always)]
+unsafe fn load_nc_v4<T: Copy>(p: *const Vector16<u32, 4>) -> Vector16<T, 4> {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller guarantees a 16-byte aligned global address of 16 readable bytes.
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.global.nc.v4.b32 {{{a}, {b}, {c}, {d}}}, [g]; }}",
+            p = in(reg64) p, a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
+            options(pure, readonly, nostack),
+        );
+        core::mem::transmute_copy(&Vector16([a, b, c, d]))
+    }
+}
+
+/// `ld.global.nc.v2.b64` of two 8-byte lanes.
+#[inline(always)]
+unsafe fn load_nc_v2<T: Copy>(p: *const Vector16<u64, 2>) -> Vector16<T, 2> {
+    let (a, b): (u64, u64);
+    // SAFETY: the caller guarantees a 16-byte aligned global address of 16 readable bytes.
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.global.nc.v2.b64 {{{a}, {b}}}, [g]; }}",
+            p = in(reg64) p, a = out(reg64) a, b = out(reg64) b,
+            options(pure, readonly, nostack),
+        );
+        core::mem::transmute_copy(&Vector16([a, b]))
+    }
+}
 
 /// How a slice of `n` elements of `T` starting at `x` splits into a scalar head (up to the
 /// first 16-byte boundary), whole 16-byte vectors, and a scalar tail. Requires `x` to be

@@ -1,0 +1,181 @@
+//! The `bench` subcommand.
+use std::path::PathBuf;
+
+use anyhow::{Context as _, Result, bail};
+use clap::Args;
+use ferrocuda::Gpu;
+use ferrocuda::args::parse_count;
+use ferrocuda::bench::{self, BenchConfig};
+use ferrocuda::element::ElemType;
+use ferrocuda::reduce::ReduceVariant;
+use ferrocuda::stencil::StencilVariant;
+
+/// `ferrocuda bench`.
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Element counts, comma-separated (2^20,2^24,...).
+    #[arg(long, default_value = "2^20,2^22,2^24,2^26,2^28")]
+    sizes: String,
+    /// Element types of the reductions, comma-separated; the stencil runs on f32, f64, i32.
+    #[arg(long, default_value = "f32,i32")]
+    types: String,
+    /// Variants, comma-separated names of reduce or stencil variants, or `all`.
+    #[arg(long, default_value = "all")]
+    variants: String,
+    /// Block sizes to try, comma-separated (default: each variant's own).
+    #[arg(long)]
+    blocks: Option<String>,
+    /// Stencil radius.
+    #[arg(long, default_value_t = ferrocuda::stencil::STENCIL_DEFAULT_RADIUS)]
+    radius: u32,
+    /// Timed repetitions per row.
+    #[arg(long, default_value_t = 20)]
+    reps: usize,
+    /// Where the report, JSON, CSV and charts go.
+    #[arg(long, default_value = "target/ferrocuda/report")]
+    out: PathBuf,
+    /// Print the JSON report on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Print CSV on stdout instead of the table.
+    #[arg(long)]
+    csv: bool,
+    /// Skip the CUDA C and CUB baselines.
+    #[arg(long)]
+    no_baselines: bool,
+}
+
+impl BenchArgs {
+    /// Parses and checks everything that needs no GPU.
+    pub fn config(&self) -> Result<BenchConfig> {
+        let list = |s: &str| {
+            s.split(',')
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        let sizes = list(&self.sizes)
+            .iter()
+            .map(|s| parse_count(s).map_err(anyhow::Error::msg))
+            .collect::<Result<Vec<_>>>()?;
+        if sizes.is_empty() || sizes.contains(&0) {
+            bail!("--sizes needs at least one size, none of them 0");
+        }
+        let types = list(&self.types)
+            .iter()
+            .map(|t| {
+                ElemType::from_name(t)
+                    .with_context(|| format!("unknown type `{t}` (i32, u32, i64, u64, f32, f64)"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let (mut reduce_variants, mut stencil_variants) = (Vec::new(), Vec::new());
+        if self.variants == "all" {
+            reduce_variants = ReduceVariant::ALL.to_vec();
+            stencil_variants = StencilVariant::ALL.to_vec();
+        } else {
+            for v in list(&self.variants) {
+                match (ReduceVariant::from_name(&v), StencilVariant::from_name(&v)) {
+                    (None, None) => {
+                        bail!("unknown variant `{v}` (a reduce or stencil variant name, or all)")
+                    }
+                    (r, s) => {
+                        reduce_variants.extend(r);
+                        stencil_variants.extend(s);
+                    }
+                }
+            }
+        }
+        let blocks = match &self.blocks {
+            None => Vec::new(),
+            Some(b) => list(b)
+                .iter()
+                .map(|x| {
+                    x.parse::<u32>()
+                        .with_context(|| format!("--blocks: `{x}` is not a block size"))
+                })
+                .collect::<Result<_>>()?,
+        };
+        if let Some(e) = ferrocuda::stencil::radius_error(self.radius) {
+            bail!("{e}");
+        }
+        if self.reps == 0 {
+            bail!("--reps must be at least 1");
+        }
+        if self.json && self.csv {
+            bail!("--json and --csv both want stdout; pick one");
+        }
+        Ok(BenchConfig {
+            sizes,
+            types,
+            reduce_variants,
+            stencil_variants,
+            blocks,
+            radius: self.radius,
+            reps: self.reps,
+            out: self.out.clone(),
+            baselines: !self.no_baselines,
+        })
+    }
+}
+
+/// Runs the benchmark and writes the report.
+pub fn bench(gpu: &Gpu, a: &BenchArgs, cfg: &BenchConfig) -> Result<()> {
+    let report = bench::run(gpu, cfg)?;
+    let files = bench::write_report(&report, &cfg.out)?;
+    if a.json {
+        println!("{}", report.to_json());
+    } else if a.csv {
+        print!("{}", report.to_csv());
+    } else {
+        println!(
+            "ferrocuda bench on {} ({}), driver CUDA {}, {}; baselines: {}",
+            report.device, report.ptx_arch, report.driver_cuda, report.date, report.baselines
+        );
+        println!(
+            "{:<8}{:<26}{:>4}{:>7}{:>6}{:>12}{:>19}{:>8}{:>7}{:>8}{:>7}  check",
+            "family",
+            "variant",
+            "ty",
+            "n",
+            "block",
+            "median us",
+            "min..max us",
+            "GB/s",
+            "%copy",
+            "xCUDAC",
+            "xCUB"
+        );
+        for r in &report.rows {
+            let b = |name: &str| {
+                r.baselines
+                    .iter()
+                    .find(|b| b.name == name)
+                    .map_or("-".to_string(), |b| format!("{:.2}", b.speedup))
+            };
+            println!(
+                "{:<8}{:<26}{:>4}{:>7}{:>6}{:>12.2}{:>19}{:>8.0}{:>6.0}%{:>8}{:>7}  {}",
+                r.family,
+                r.variant,
+                r.ty,
+                format!("2^{}", (r.n as f64).log2().round()),
+                r.block,
+                r.median_us,
+                format!("{:.2}..{:.2}", r.min_us, r.max_us),
+                r.gbs,
+                r.pct_copy,
+                b("cuda-c"),
+                b("cub"),
+                if r.passed { "PASS" } else { "FAIL" }
+            );
+        }
+        for f in &files {
+            println!("wrote {}", f.display());
+        }
+    }
+    let failed = report.rows.iter().filter(|r| !r.passed).count();
+    if failed > 0 {
+        bail!("{failed} benchmark rows differ from the CPU");
+    }
+    Ok(())
+}

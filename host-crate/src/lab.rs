@@ -1,0 +1,250 @@
+//! The warp and execution-model lab: the notes' warp-function program (`ferrocuda warp`) and
+//! the `simpleDivergence` kernels (`ferrocuda divergence`), each checked against the CPU.
+use ferrocuda_kernels::config::WARP_DEMO_WORDS;
+
+use crate::cpu::warp::{self as model, ShflMode, WARP_SIZE};
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::kernel_args;
+use crate::launch::LaunchConfig;
+use crate::timing::{Stats, time_on_stream};
+
+/// The PTX symbol of the warp-function demo.
+pub const WARP_DEMO_SYMBOL: &str = "warp_functions_demo";
+
+/// The column names of the demo's table.
+pub const WARP_DEMO_COLUMNS: [&str; WARP_DEMO_WORDS] = [
+    "tid",
+    "lane",
+    "ballot(t>0)",
+    "ballot(t==0)",
+    "all(t)",
+    "all@b>0(t)",
+    "any(t)",
+    "any@b==0(t)",
+    "shfl(y,src)",
+    "shfl_up",
+    "shfl_down",
+    "shfl_xor",
+];
+
+/// The demo's arguments: `<<<1, block>>>`, segments of `width` lanes, broadcast from
+/// `src_lane`, shifts and butterfly by `offset`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WarpDemo {
+    /// Threads (one warp at most).
+    pub block: u32,
+    /// Segment width `w`.
+    pub width: u32,
+    /// Source lane of the broadcast.
+    pub src_lane: u32,
+    /// Delta of up/down and lane mask of xor.
+    pub offset: u32,
+}
+
+impl WarpDemo {
+    /// The notes' configuration: 16 threads, width 8, broadcast from lane 2, offset 4 (which
+    /// reproduces the seed's table: down 4,5,6,7,4,5,6,7; xor 4,5,6,7,0,1,2,3).
+    pub const NOTES: WarpDemo = WarpDemo {
+        block: 16,
+        width: 8,
+        src_lane: 2,
+        offset: 4,
+    };
+
+    /// Checks the arguments without a GPU.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |what: String| {
+            Err(Error::InvalidArgument {
+                what: format!("`{WARP_DEMO_SYMBOL}`: {what}"),
+            })
+        };
+        if self.block == 0 || self.block > WARP_SIZE {
+            return bad(format!(
+                "block must be 1..=32 threads (the demo is one warp), not {}",
+                self.block
+            ));
+        }
+        if !self.width.is_power_of_two() || self.width > WARP_SIZE {
+            return bad(format!(
+                "width must be a power of two from 1 to 32, not {} (the notes list 6 among the widths; shuffles only take powers of two)",
+                self.width
+            ));
+        }
+        if self.src_lane >= WARP_SIZE || self.offset >= WARP_SIZE {
+            return bad(format!(
+                "src_lane and offset must be below 32 (got {} and {})",
+                self.src_lane, self.offset
+            ));
+        }
+        Ok(())
+    }
+
+    /// The mask naming the lanes that exist (the notes' FULL_MASK names 32).
+    pub fn mask(&self) -> u32 {
+        if self.block >= 32 {
+            u32::MAX
+        } else {
+            (1 << self.block) - 1
+        }
+    }
+
+    /// Runs the demo: one row of [`WARP_DEMO_COLUMNS`] per lane.
+    pub fn run(&self, gpu: &Gpu) -> Result<Vec<[u32; WARP_DEMO_WORDS]>> {
+        self.validate()?;
+        let kernel = gpu.kernel(WARP_DEMO_SYMBOL)?;
+        let out = gpu.upload(
+            &vec![0xA5A5_A5A5u32; WARP_DEMO_WORDS * self.block as usize],
+            "warp demo output",
+        )?;
+        let config = LaunchConfig::linear(1, self.block, 0);
+        // SAFETY: `out` holds 12 words per lane; the arguments were validated.
+        unsafe {
+            kernel.launch_and_wait(
+                config,
+                kernel_args![out.as_device_ptr(), self.width, self.src_lane, self.offset],
+            )?
+        };
+        let words = gpu.download(&out)?;
+        Ok(words
+            .chunks(WARP_DEMO_WORDS)
+            .map(|c| c.try_into().expect("12 words per lane"))
+            .collect())
+    }
+
+    /// What each lane must write, from the CPU warp model; `None` where CUDA leaves the value
+    /// undefined (a shuffle source outside the mask).
+    pub fn expected(&self) -> Vec<[Option<u32>; WARP_DEMO_WORDS]> {
+        let lanes = self.block as usize;
+        let tids: Vec<u32> = (0..self.block).collect();
+        let y: Vec<u32> = tids.iter().map(|t| t & (self.width - 1)).collect();
+        let nonzero: Vec<bool> = tids.iter().map(|&t| t != 0).collect();
+        let mask = self.mask();
+        let ballot_pos = model::ballot(&nonzero, mask);
+        let ballot_zero = model::ballot(&tids.iter().map(|&t| t == 0).collect::<Vec<_>>(), mask);
+        let shfl = |mode, b| model::shfl(mode, &y, mask, b, self.width);
+        let (bcast, up, down, xor) = (
+            shfl(ShflMode::Idx, self.src_lane),
+            shfl(ShflMode::Up, self.offset),
+            shfl(ShflMode::Down, self.offset),
+            shfl(ShflMode::Xor, self.offset),
+        );
+        let vote_in = |m: u32, t: usize, v: bool| {
+            Some(if m & (1 << t) != 0 {
+                v as u32
+            } else {
+                u32::MAX
+            })
+        };
+        (0..lanes)
+            .map(|t| {
+                [
+                    Some(t as u32),
+                    Some(y[t]),
+                    Some(ballot_pos),
+                    Some(ballot_zero),
+                    Some(model::all(&nonzero, mask) as u32),
+                    vote_in(ballot_pos, t, model::all(&nonzero, ballot_pos)),
+                    Some(model::any(&nonzero, mask) as u32),
+                    vote_in(ballot_zero, t, model::any(&nonzero, ballot_zero)),
+                    bcast[t],
+                    up[t],
+                    down[t],
+                    xor[t],
+                ]
+            })
+            .collect()
+    }
+}
+
+/// The four `simpleDivergence` kernels.
+pub const DIVERGENCE_KERNELS: [(&str, &str); 4] = [
+    (
+        "math_kernel1",
+        "if tid % 2 == 0: even/odd lanes split every warp",
+    ),
+    (
+        "math_kernel2",
+        "if (tid / warpSize) % 2 == 0: whole warps take one side",
+    ),
+    (
+        "math_kernel3",
+        "two predicated ifs on tid % 2: still divergent",
+    ),
+    (
+        "math_kernel4",
+        "book's (itid & 0x01 == 0) bug fixed to ((tid >> 5) & 1) == 0: warp-uniform",
+    ),
+];
+
+/// The value `math_kernel*` computes on one side: `work` steps of `v = v * 0.999 + 1`.
+pub fn divergence_side(seed: f32, work: u32) -> f32 {
+    (0..work).fold(seed, |v, _| v * 0.999 + 1.0)
+}
+
+/// What kernel `k` (0-based) writes to `c[tid]`.
+pub fn divergence_expected(k: usize, tid: usize, work: u32) -> f32 {
+    let first_side = match k {
+        0 | 2 => tid % 2 == 0,
+        _ => (tid / WARP_SIZE as usize) % 2 == 0,
+    };
+    if first_side {
+        divergence_side(100.0, work)
+    } else {
+        divergence_side(200.0, work)
+    }
+}
+
+/// One divergence kernel timed and checked.
+#[derive(Clone, Debug)]
+pub struct DivergenceRow {
+    /// PTX symbol.
+    pub kernel: &'static str,
+    /// What it branches on.
+    pub branch: &'static str,
+    /// Event timing.
+    pub stats: Stats,
+    /// Elements that differ from the CPU.
+    pub mismatches: usize,
+}
+
+/// Runs the four kernels over `n` elements with `block` threads and `work` steps per side.
+pub fn divergence(
+    gpu: &Gpu,
+    n: usize,
+    block: u32,
+    work: u32,
+    reps: usize,
+) -> Result<Vec<DivergenceRow>> {
+    let config =
+        LaunchConfig::per_element(n.max(1), block, 0).ok_or_else(|| Error::InvalidArgument {
+            what: format!("divergence: cannot cover n = {n} with blocks of {block}"),
+        })?;
+    let mut rows = Vec::new();
+    for (k, (symbol, branch)) in DIVERGENCE_KERNELS.into_iter().enumerate() {
+        let c = gpu.upload(&vec![f32::NAN; n], "divergence output (poisoned)")?;
+        let kernel = gpu.kernel(symbol)?;
+        kernel.validate(config)?;
+        let launch = || {
+            if n == 0 {
+                return Ok(());
+            }
+            // SAFETY: `c` holds `n` floats.
+            unsafe { kernel.launch(config, kernel_args![c.as_device_ptr(), n, work]) }
+        };
+        let stats = time_on_stream(gpu, 2, reps, |_| Ok(()), |_| launch())?;
+        let got = gpu.download(&c)?;
+        let mismatches = got
+            .iter()
+            .enumerate()
+            .filter(|&(i, v)| v.to_bits() != divergence_expected(k, i, work).to_bits())
+            .count();
+        rows.push(DivergenceRow {
+            kernel: symbol,
+            branch,
+            stats,
+            mismatches,
+        });
+    }
+    Ok(rows)
+}

@@ -1,0 +1,297 @@
+//! The `warp`, `divergence` and `occupancy` subcommands: the execution-model lab.
+use anyhow::{Result, bail};
+use clap::Args;
+use ferrocuda::Gpu;
+use ferrocuda::cpu::SplitMix64;
+use ferrocuda::lab::{self, WARP_DEMO_COLUMNS, WarpDemo};
+use ferrocuda::occupancy::{self, Occupancy};
+use ferrocuda::reduce::{ReduceOp, ReduceRun};
+use ferrocuda::timing::time_on_stream;
+
+/// `ferrocuda warp`.
+#[derive(Args)]
+pub struct WarpArgs {
+    /// Threads in the block (one warp at most); the notes use 16.
+    #[arg(long, default_value_t = WarpDemo::NOTES.block)]
+    block: u32,
+    /// Segment width w of the shuffles: 1, 2, 4, 8, 16 or 32.
+    #[arg(long, default_value_t = WarpDemo::NOTES.width)]
+    width: u32,
+    /// Source lane of the broadcast `shfl_sync`.
+    #[arg(long, default_value_t = WarpDemo::NOTES.src_lane)]
+    src_lane: u32,
+    /// Delta of `shfl_up_sync`/`shfl_down_sync`, lane mask of `shfl_xor_sync`.
+    #[arg(long, default_value_t = WarpDemo::NOTES.offset)]
+    offset: u32,
+}
+
+impl WarpArgs {
+    fn demo(&self) -> WarpDemo {
+        WarpDemo {
+            block: self.block,
+            width: self.width,
+            src_lane: self.src_lane,
+            offset: self.offset,
+        }
+    }
+
+    /// Checks the arguments without a GPU.
+    pub fn validate(&self) -> Result<()> {
+        Ok(self.demo().validate()?)
+    }
+}
+
+/// Runs the warp-function demo and prints every lane, each column checked against the model.
+pub fn warp(gpu: &Gpu, a: &WarpArgs) -> Result<()> {
+    let demo = a.demo();
+    let got = demo.run(gpu)?;
+    let want = demo.expected();
+    println!(
+        "warp_functions_demo<<<1, {}>>> on {}: width {}, shfl from lane {}, offset {}",
+        demo.block,
+        gpu.props().name,
+        demo.width,
+        demo.src_lane,
+        demo.offset
+    );
+    println!(
+        "mask = {:#010x}: only the {} lanes that exist. The notes pass FULL_MASK = 0xffffffff with 16 threads, \
+         which names lanes that do not exist: undefined behaviour.",
+        demo.mask(),
+        demo.block
+    );
+    println!(
+        "y = lane within the segment (t & (w - 1)); votes on t != 0; `-` = lane not in that vote's mask"
+    );
+    let header: Vec<String> = WARP_DEMO_COLUMNS
+        .iter()
+        .map(|c| format!("{c:>13}"))
+        .collect();
+    println!("{}", header.join(""));
+    let mut bad = Vec::new();
+    for (t, (g, w)) in got.iter().zip(&want).enumerate() {
+        let cells: Vec<String> = g
+            .iter()
+            .zip(w)
+            .enumerate()
+            .map(|(c, (&v, &e))| {
+                let ok = e.is_none_or(|e| e == v);
+                if !ok {
+                    bad.push(format!(
+                        "lane {t} {}: got {v}, model {e:?}",
+                        WARP_DEMO_COLUMNS[c]
+                    ));
+                }
+                let text = match (c, v) {
+                    (2 | 3, v) => format!("{v:#010x}"),
+                    (_, u32::MAX) => "-".to_string(),
+                    (_, v) => v.to_string(),
+                };
+                format!("{:>12}{}", text, if ok { " " } else { "!" })
+            })
+            .collect();
+        println!("{}", cells.join(""));
+    }
+    if bad.is_empty() {
+        println!("PASS: every column of every lane equals the CPU warp model (cpu::warp)");
+        Ok(())
+    } else {
+        bail!(
+            "{} cells differ from the CPU warp model: {}",
+            bad.len(),
+            bad.join("; ")
+        )
+    }
+}
+
+/// `ferrocuda divergence`.
+#[derive(Args)]
+pub struct DivergenceArgs {
+    /// Elements (enough to fill the GPU).
+    #[arg(long, default_value = "2^24", value_parser = ferrocuda::args::parse_count)]
+    n: usize,
+    /// Threads per block.
+    #[arg(long, default_value_t = 128)]
+    block: u32,
+    /// Steps of arithmetic on each side of the branch.
+    #[arg(long, default_value_t = 64)]
+    work: u32,
+    /// Timed repetitions.
+    #[arg(long, default_value_t = 20)]
+    reps: usize,
+}
+
+/// Times the four `simpleDivergence` kernels and checks their results.
+pub fn divergence(gpu: &Gpu, a: &DivergenceArgs) -> Result<()> {
+    let rows = lab::divergence(gpu, a.n, a.block, a.work, a.reps)?;
+    println!(
+        "simpleDivergence on {}: n = {}, block {}, {} steps per branch side, median of {} event-timed runs",
+        gpu.props().name,
+        a.n,
+        a.block,
+        a.work,
+        a.reps
+    );
+    println!(
+        "{:<14}{:>12}{:>10}  {:<8}branch",
+        "kernel", "median us", "vs k2", "check"
+    );
+    let base = rows[1].stats.median_s;
+    let mut failed = 0;
+    for r in &rows {
+        failed += (r.mismatches > 0) as usize;
+        println!(
+            "{:<14}{:>12.2}{:>9.2}x  {:<8}{}",
+            r.kernel,
+            r.stats.median_s * 1e6,
+            r.stats.median_s / base,
+            if r.mismatches == 0 { "PASS" } else { "FAIL" },
+            r.branch
+        );
+    }
+    if failed > 0 {
+        bail!("{failed} divergence kernels wrote values that differ from the CPU");
+    }
+    Ok(())
+}
+
+/// `ferrocuda occupancy`.
+#[derive(Args)]
+pub struct OccupancyArgs {
+    /// A kernel symbol, or `all`.
+    #[arg(long, default_value = "all")]
+    kernel: String,
+    /// Threads per block (default: 32, 64, 128, 256, 512, 1024).
+    #[arg(long)]
+    block: Option<u32>,
+    /// Instead: time the fast reduction over block sizes and blocks per SM (Little's law).
+    #[arg(long)]
+    sweep: bool,
+}
+
+impl OccupancyArgs {
+    /// Checks the arguments that need no GPU.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(b) = self.block
+            && !(1..=1024).contains(&b)
+        {
+            bail!("--block must be 1..=1024 threads, not {b}");
+        }
+        if self.kernel != "all" && !ferrocuda::library_symbols().contains(&self.kernel) {
+            bail!(
+                "unknown kernel `{}`; `ferrocuda occupancy` with `--kernel all` lists every one",
+                self.kernel
+            );
+        }
+        Ok(())
+    }
+}
+
+fn print_occupancy(o: &Occupancy) {
+    println!(
+        "{:<36}{:>6}{:>6}{:>8}{:>8}{:>8}{:>9}{:>8.0}%  {:<14}{:>6}",
+        o.kernel,
+        o.block,
+        o.registers,
+        o.static_shared,
+        o.dynamic_shared,
+        o.active_blocks,
+        o.computed_blocks,
+        100.0 * o.occupancy,
+        o.limiter.name(),
+        o.suggested_block
+    );
+}
+
+/// Prints the occupancy table, or runs the sweep.
+pub fn occupancy(gpu: &Gpu, a: &OccupancyArgs) -> Result<()> {
+    if a.sweep {
+        return sweep(gpu);
+    }
+    let kernels = if a.kernel == "all" {
+        ferrocuda::library_symbols()
+    } else {
+        vec![a.kernel.clone()]
+    };
+    let blocks = a
+        .block
+        .map_or(vec![32, 64, 128, 256, 512, 1024], |b| vec![b]);
+    let p = gpu.props();
+    println!(
+        "occupancy on {} (cc {}.{}): {} threads, {} blocks, {} registers, {} KiB shared memory per SM",
+        p.name,
+        p.compute_capability.0,
+        p.compute_capability.1,
+        p.max_threads_per_sm,
+        p.max_blocks_per_sm,
+        p.regs_per_sm,
+        p.shared_mem_per_sm / 1024
+    );
+    println!(
+        "{:<36}{:>6}{:>6}{:>8}{:>8}{:>8}{:>9}{:>9}  {:<14}{:>6}",
+        "kernel",
+        "block",
+        "regs",
+        "smem",
+        "dynsmem",
+        "blk/SM",
+        "computed",
+        "occup.",
+        "limited by",
+        "sugg."
+    );
+    let mut mismatches = 0;
+    for k in &kernels {
+        for &b in &blocks {
+            let o = occupancy::occupancy(gpu, k, b)?;
+            mismatches += (o.active_blocks != o.computed_blocks) as usize;
+            print_occupancy(&o);
+        }
+    }
+    if mismatches > 0 {
+        bail!("{mismatches} rows where the driver and the host-side calculation disagree");
+    }
+    println!(
+        "every row: driver's active blocks per SM == host-side calculation from the device limits"
+    );
+    Ok(())
+}
+
+/// Latency hiding made visible: the fast f32 sum over 2^26 elements with `k` blocks per SM.
+fn sweep(gpu: &Gpu) -> Result<()> {
+    let n = 1usize << 26;
+    let mut rng = SplitMix64::new(3);
+    let host: Vec<f32> = (0..n).map(|_| rng.next_f64_signed() as f32).collect();
+    let input = gpu.upload(&host, "sweep input")?;
+    let sms = gpu.props().sm_count;
+    let max_warps = gpu.props().max_threads_per_sm / 32;
+    println!(
+        "fast f32 sum, n = 2^26 ({} MiB), grid = blocks/SM x {} SMs; achieved bandwidth vs theoretical occupancy",
+        n * 4 >> 20,
+        sms
+    );
+    println!(
+        "{:>6}{:>8}{:>8}{:>10}{:>10}",
+        "block", "blk/SM", "warps", "occup.", "GB/s"
+    );
+    for block in [64u32, 128, 256, 512, 1024] {
+        let max = occupancy::occupancy(gpu, "reduce_fast_sum_f32", block)?.active_blocks;
+        let mut k = 1;
+        while k <= max {
+            let mut run =
+                ReduceRun::<f32>::fast_with_grid(gpu, ReduceOp::Sum, &input, block, k * sms)?;
+            let stats = time_on_stream(gpu, 2, 10, |_| Ok(()), |_| run.launch())?;
+            let warps = k * block / 32;
+            println!(
+                "{:>6}{:>8}{:>8}{:>9.0}%{:>10.0}",
+                block,
+                k,
+                warps,
+                100.0 * warps as f64 / max_warps as f64,
+                stats.gbs(run.bytes())
+            );
+            k *= 2;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,515 @@
+//! The 1D stencil (一维模板, seed 001) on the GPU: the library's fast path ([`apply`]) and
+//! the notes' kernels ([`StencilVariant`], run with [`StencilRun`]).
+//!
+//! `out[i] = sum over k in 0..=2R of c_k * in[i + k - R]`, for every `i` in `0..n`, where an
+//! input index outside `0..n` follows the [`Boundary`] rule (zero, clamp or periodic), and the
+//! coefficients are [`Taps`]: all 1 (seed 001's sum) or given. `R` is one of
+//! [`STENCIL_RADII`]. Element types: `i32` (sums only; they wrap), `f32` and `f64`.
+//!
+//! An empty input gives an empty output and launches nothing; an input shorter than the
+//! radius works (periodic then wraps several times).
+use std::ffi::c_void;
+use std::marker::PhantomData;
+
+use cust::memory::{DeviceBuffer, DevicePointer, DeviceSlice};
+use ferrocuda_kernels::config::{
+    STENCIL_BOUNDARY_CLAMP, STENCIL_BOUNDARY_PERIODIC, STENCIL_BOUNDARY_ZERO,
+    STENCIL_FAST_VECTORS_PER_THREAD, STENCIL_RADII, stencil_fast_tile_vectors,
+    stencil_shared_tile_len,
+};
+
+pub use ferrocuda_kernels::config::STENCIL_DEFAULT_RADIUS;
+
+use crate::cpu::{Check, check_stencil};
+use crate::element::{ElemType, Element};
+use crate::error::{CudaContext, Error, KernelLaunch, Result, check_raw};
+use crate::gpu::Gpu;
+use crate::launch::{Kernel, LaunchConfig, param};
+use crate::timing::{Stats, time_on_stream};
+
+/// What an input index outside `0..n` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Boundary {
+    /// Zero.
+    Zero,
+    /// The nearest end: element 0 below the array, element `n - 1` above it.
+    Clamp,
+    /// Wraps around: index `j` reads element `j mod n` (the array is a ring).
+    Periodic,
+}
+
+impl Boundary {
+    /// All three.
+    pub const ALL: [Boundary; 3] = [Self::Zero, Self::Clamp, Self::Periodic];
+
+    /// `zero`, `clamp`, `periodic`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Zero => "zero",
+            Self::Clamp => "clamp",
+            Self::Periodic => "periodic",
+        }
+    }
+
+    /// From its name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    /// The kernels' `boundary` argument (`STENCIL_BOUNDARY_*`).
+    pub fn code(self) -> u32 {
+        match self {
+            Self::Zero => STENCIL_BOUNDARY_ZERO,
+            Self::Clamp => STENCIL_BOUNDARY_CLAMP,
+            Self::Periodic => STENCIL_BOUNDARY_PERIODIC,
+        }
+    }
+}
+
+/// The coefficients of a stencil (the "weights or radius" of [`apply`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Taps<T> {
+    /// Every coefficient 1: seed 001's sum of the `2 * radius + 1` inputs around each output.
+    Sum {
+        /// `R`.
+        radius: u32,
+    },
+    /// The coefficients `c_0 ..= c_2R`, leftmost first: `2R + 1` of them (floats only).
+    Weighted(Vec<T>),
+}
+
+impl<T: Element> Taps<T> {
+    /// `R`: the inputs on each side of the centre.
+    pub fn radius(&self) -> u32 {
+        match self {
+            Self::Sum { radius } => *radius,
+            Self::Weighted(w) => (w.len() / 2) as u32,
+        }
+    }
+
+    /// Whether the coefficients are given (rather than all 1).
+    pub fn is_weighted(&self) -> bool {
+        matches!(self, Self::Weighted(_))
+    }
+
+    /// Coefficient `k` (`0..=2R`) as `f64`.
+    pub fn coefficient(&self, k: usize) -> f64 {
+        match self {
+            Self::Sum { .. } => 1.0,
+            Self::Weighted(w) => w[k].to_f64(),
+        }
+    }
+
+    /// Why these taps cannot be used, if they cannot: a radius without an entry point, an even
+    /// number of coefficients, or coefficients for an integer type.
+    pub fn error(&self) -> Option<String> {
+        if let Self::Weighted(w) = self {
+            if !T::TYPE.is_float() {
+                return Some(format!(
+                    "weighted stencils are f32 and f64 only, not {}",
+                    T::TYPE
+                ));
+            }
+            if w.len() % 2 == 0 {
+                return Some(format!(
+                    "a weighted stencil needs 2R + 1 coefficients (an odd number), not {}",
+                    w.len()
+                ));
+            }
+        }
+        radius_error(self.radius())
+    }
+
+    /// The coefficients the kernels of `variant` receive by value, if they take any: the given
+    /// ones, or all 1 for the weighted kernel running a sum.
+    fn kernel_weights(&self, variant: StencilVariant) -> Option<Vec<T>> {
+        match (self, variant) {
+            (Self::Weighted(w), _) => Some(w.clone()),
+            (Self::Sum { radius }, StencilVariant::Weighted) => {
+                Some(vec![T::from_f64(1.0); 2 * *radius as usize + 1])
+            }
+            (Self::Sum { .. }, _) => None,
+        }
+    }
+}
+
+/// Why `radius` has no entry point, if it has none.
+pub fn radius_error(radius: u32) -> Option<String> {
+    (!STENCIL_RADII.contains(&radius))
+        .then(|| format!("the stencil radius must be one of {STENCIL_RADII:?}, not {radius}"))
+}
+
+/// Every 1D stencil kernel family, by the name the CLI and the reports use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StencilVariant {
+    /// `stencil_1d_naive`: one output per thread, every input read from global memory.
+    Naive,
+    /// `stencil_1d_shared`: seed 001's shared tile of `block + 2R` with halos (sums only).
+    Shared,
+    /// `stencil_1d_weighted`: the shared tile with coefficients passed by value (floats).
+    Weighted,
+    /// The library's fast path: 16-byte accesses, several outputs per thread, grid-stride.
+    Fast,
+}
+
+use StencilVariant as V;
+
+impl StencilVariant {
+    /// All four, slowest first.
+    pub const ALL: [StencilVariant; 4] = [V::Naive, V::Shared, V::Weighted, V::Fast];
+
+    /// `naive`, `shared`, `weighted`, `fast`.
+    pub fn name(self) -> &'static str {
+        match self {
+            V::Naive => "naive",
+            V::Shared => "shared",
+            V::Weighted => "weighted",
+            V::Fast => "fast",
+        }
+    }
+
+    /// From its name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.name() == name)
+    }
+
+    /// Element types with an entry point.
+    pub fn supports_type(self, ty: ElemType) -> bool {
+        match self {
+            V::Weighted => ty.is_float(),
+            _ => matches!(ty, ElemType::I32 | ElemType::F32 | ElemType::F64),
+        }
+    }
+
+    /// Whether the variant can apply given coefficients (the others compute sums only).
+    pub fn supports_weights(self) -> bool {
+        matches!(self, V::Weighted | V::Fast)
+    }
+
+    /// Whether the variant loads its inputs into a shared tile of `block + 2R` elements, so that
+    /// the threads below `R` must be able to load both halos.
+    pub fn needs_block_of_radius(self) -> bool {
+        matches!(self, V::Shared | V::Weighted)
+    }
+
+    /// The block size used when none is given.
+    pub fn default_block(self) -> u32 {
+        256
+    }
+
+    /// Why `block` cannot be used with this variant and `radius`, if it cannot.
+    pub fn block_error(self, block: u32, radius: u32) -> Option<String> {
+        let name = self.name();
+        match self {
+            V::Fast if !block.is_multiple_of(32) || !(32..=1024).contains(&block) => Some(format!(
+                "stencil variant `{name}` needs a block size that is a multiple of 32 from 32 to 1024, not {block}"
+            )),
+            _ if !(1..=1024).contains(&block) => Some(format!(
+                "stencil variant `{name}` needs a block size from 1 to 1024, not {block}"
+            )),
+            _ if self.needs_block_of_radius() && block < radius => Some(format!(
+                "stencil variant `{name}` needs a block of at least the radius ({radius}) threads, so that the threads below R can load both halos, not {block}"
+            )),
+            _ => None,
+        }
+    }
+
+    /// Why this variant cannot run `taps` on `ty` with `block`, if it cannot.
+    pub fn error<T: Element>(self, taps: &Taps<T>, block: u32) -> Option<String> {
+        let name = self.name();
+        if !self.supports_type(T::TYPE) {
+            return Some(format!(
+                "stencil variant `{name}` has no {} version",
+                T::TYPE
+            ));
+        }
+        if taps.is_weighted() && !self.supports_weights() {
+            return Some(format!(
+                "stencil variant `{name}` computes sums only; coefficients need `weighted` or `fast`"
+            ));
+        }
+        taps.error()
+            .or_else(|| self.block_error(block, taps.radius()))
+    }
+
+    /// The PTX entry point for `ty`, `radius`, and whether the taps are given.
+    pub fn symbol(self, ty: ElemType, radius: u32, weighted: bool) -> String {
+        match self {
+            V::Fast if weighted => format!("stencil_1d_fast_weighted_r{radius}_{ty}"),
+            _ => format!("stencil_1d_{}_r{radius}_{ty}", self.name()),
+        }
+    }
+
+    /// Every entry point of this variant (for the PTX test).
+    pub fn all_symbols(self) -> Vec<String> {
+        let mut v = Vec::new();
+        for ty in ElemType::ALL.into_iter().filter(|&t| self.supports_type(t)) {
+            for radius in STENCIL_RADII {
+                v.push(self.symbol(ty, radius, false));
+                if self == V::Fast && ty.is_float() {
+                    v.push(self.symbol(ty, radius, true));
+                }
+            }
+        }
+        v
+    }
+}
+
+/// Every stencil entry point the host knows.
+pub fn symbols() -> Vec<String> {
+    StencilVariant::ALL
+        .iter()
+        .flat_map(|v| v.all_symbols())
+        .collect()
+}
+
+/// Fills `slice` with poison (every byte `0xA5`, [`Element::poison`]), so that an output a
+/// kernel fails to write is caught. Asynchronous on the GPU's stream.
+pub fn poison<T: Element>(gpu: &Gpu, slice: &mut DeviceSlice<T>) -> Result<()> {
+    if slice.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: the slice is `len` elements of device memory; every byte pattern is a valid `T`.
+    check_raw("cuMemsetD8Async", unsafe {
+        cust::sys::cuMemsetD8Async(
+            slice.as_device_ptr().as_raw(),
+            0xA5,
+            slice.len() * size_of::<T>(),
+            gpu.stream().as_inner(),
+        )
+    })
+}
+
+/// One prepared stencil: kernel looked up, configuration validated. [`launch`](Self::launch)
+/// enqueues the kernel (what the benchmark times), [`finish`](Self::finish) waits for it.
+pub struct StencilRun<'g, 'a, T: Element> {
+    variant: StencilVariant,
+    boundary: Boundary,
+    n: usize,
+    input: DevicePointer<T>,
+    output: DevicePointer<T>,
+    kernel: Kernel<'g>,
+    config: LaunchConfig,
+    weights: Option<Vec<T>>,
+    _slices: PhantomData<(&'a DeviceSlice<T>, &'a mut DeviceSlice<T>)>,
+}
+
+impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
+    /// Prepares `variant` computing `taps` over `input` into `output` (the same length, not
+    /// overlapping) with `block` threads per block.
+    pub fn new(
+        gpu: &'g Gpu,
+        variant: StencilVariant,
+        taps: &Taps<T>,
+        boundary: Boundary,
+        input: &'a DeviceSlice<T>,
+        output: &'a mut DeviceSlice<T>,
+        block: u32,
+    ) -> Result<Self> {
+        let n = input.len();
+        let invalid = |what: String| Err(Error::InvalidArgument { what });
+        let radius = taps.radius();
+        let symbol = variant.symbol(T::TYPE, radius, taps.is_weighted());
+        if let Some(e) = variant.error(taps, block) {
+            return invalid(format!("`{symbol}` with block {block}, n = {n}: {e}"));
+        }
+        if output.len() != n {
+            return invalid(format!(
+                "`{symbol}`: the input has {n} elements but the output {}",
+                output.len()
+            ));
+        }
+        let bytes = (n * size_of::<T>()) as u64;
+        let (a, b) = (
+            input.as_device_ptr().as_raw(),
+            output.as_device_ptr().as_raw(),
+        );
+        if n > 0 && a < b + bytes && b < a + bytes {
+            return invalid(format!(
+                "`{symbol}`: the output overlaps the input (the stencil cannot run in place)"
+            ));
+        }
+        let kernel = gpu.kernel(&symbol)?;
+        let elem = size_of::<T>() as u32;
+        let too_large = || Error::InvalidArgument {
+            what: format!("`{symbol}`: n = {n} needs more than 2^32 blocks of {block}"),
+        };
+        let config = match variant {
+            V::Naive => LaunchConfig::per_element(n, block, 0).ok_or_else(too_large)?,
+            V::Shared | V::Weighted => {
+                let shared = stencil_shared_tile_len(block, radius) * elem;
+                LaunchConfig::per_element(n, block, shared).ok_or_else(too_large)?
+            }
+            V::Fast => {
+                let lanes = 16 / elem;
+                let shared = 16 * stencil_fast_tile_vectors(block, radius, lanes);
+                let tile = block as usize * STENCIL_FAST_VECTORS_PER_THREAD * lanes as usize;
+                let tiles = (n + 2 * lanes as usize).div_ceil(tile);
+                let resident =
+                    kernel.max_active_blocks_per_sm(block, shared)? * gpu.props().sm_count;
+                let grid = tiles.min(resident.max(1) as usize) as u32;
+                LaunchConfig::linear(grid, block, shared)
+            }
+        };
+        // An empty input launches nothing; its configuration must still be one that could run.
+        kernel.validate(LaunchConfig {
+            grid: [config.grid[0].max(1), 1, 1],
+            ..config
+        })?;
+        Ok(Self {
+            variant,
+            boundary,
+            n,
+            input: input.as_device_ptr(),
+            output: output.as_device_ptr(),
+            kernel,
+            config,
+            weights: taps.kernel_weights(variant),
+            _slices: PhantomData,
+        })
+    }
+
+    /// The variant.
+    pub fn variant(&self) -> StencilVariant {
+        self.variant
+    }
+
+    /// The PTX entry point.
+    pub fn symbol(&self) -> &str {
+        self.kernel.symbol()
+    }
+
+    /// The launch configuration (grid 0 for an empty input, which launches nothing).
+    pub fn config(&self) -> LaunchConfig {
+        self.config
+    }
+
+    /// Bytes the stencil must move: the input read once and the output written once.
+    pub fn bytes(&self) -> u64 {
+        2 * (self.n * size_of::<T>()) as u64
+    }
+
+    /// Enqueues the kernel (asynchronous). An empty input launches nothing.
+    pub fn launch(&mut self) -> Result<()> {
+        if self.n == 0 {
+            return Ok(());
+        }
+        let (input, output, n, boundary) = (self.input, self.output, self.n, self.boundary.code());
+        let mut args = vec![param(&input), param(&output), param(&n), param(&boundary)];
+        if let Some(w) = &self.weights {
+            // The kernel's last parameter is a `[T; 2R + 1]` by value; the driver copies that
+            // many bytes from this address, which are exactly `w`'s elements.
+            args.push(w.as_ptr() as *mut c_void);
+        }
+        // SAFETY: `input` and `output` are `n`-element device slices that do not overlap, the
+        // weights have 2R + 1 elements, the configuration was validated for this kernel, and the
+        // arguments match its parameters (see `new`).
+        unsafe { self.kernel.launch(self.config, &args) }
+    }
+
+    /// Waits for the kernel; an execution error names it and its configuration.
+    pub fn finish(&self) -> Result<()> {
+        self.kernel.gpu().stream().synchronize().launch(
+            "cuStreamSynchronize",
+            &KernelLaunch {
+                kernel: self.kernel.symbol().to_string(),
+                config: self.config,
+            },
+        )
+    }
+
+    /// `launch`, then `finish`.
+    pub fn run(&mut self) -> Result<()> {
+        self.launch()?;
+        self.finish()
+    }
+}
+
+/// The stencil of `input` on the GPU with the fast path, into a new device buffer (left on
+/// the device, so that it can feed the next kernel; [`Gpu::download`] brings it to the host).
+/// An empty input gives an empty buffer without launching anything.
+pub fn apply<T: Element>(
+    gpu: &Gpu,
+    input: &DeviceSlice<T>,
+    taps: &Taps<T>,
+    boundary: Boundary,
+) -> Result<DeviceBuffer<T>> {
+    let mut output = gpu.alloc::<T>(input.len(), "stencil output")?;
+    StencilRun::new(
+        gpu,
+        V::Fast,
+        taps,
+        boundary,
+        input,
+        &mut output,
+        V::Fast.default_block(),
+    )?
+    .run()?;
+    Ok(output)
+}
+
+/// One variant measured: its launch, event-timed repetitions, and the CPU check of its output
+/// (first run and last timed run).
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    /// The variant.
+    pub variant: StencilVariant,
+    /// The kernel.
+    pub symbol: String,
+    /// Its launch configuration.
+    pub config: LaunchConfig,
+    /// Timing of the kernel alone.
+    pub stats: Stats,
+    /// Bytes moved: input read once plus output written once.
+    pub bytes: u64,
+    /// The check against the CPU.
+    pub check: Check,
+}
+
+/// Runs `variant` once on a poisoned output and checks every element against the CPU stencil
+/// of `host_input` (the same data as `input`), then times `reps` launches (after `warmup`)
+/// and checks the last output again.
+#[allow(clippy::too_many_arguments)]
+pub fn measure<T: Element>(
+    gpu: &Gpu,
+    variant: StencilVariant,
+    taps: &Taps<T>,
+    boundary: Boundary,
+    input: &DeviceSlice<T>,
+    host_input: &[T],
+    block: u32,
+    warmup: usize,
+    reps: usize,
+) -> Result<Measurement> {
+    let mut output = gpu.alloc::<T>(input.len(), "stencil output")?;
+    poison(gpu, &mut output)?;
+    let mut run = StencilRun::new(gpu, variant, taps, boundary, input, &mut output, block)?;
+    let (symbol, config, bytes) = (run.symbol().to_string(), run.config(), run.bytes());
+    run.run()?;
+    drop(run);
+    let first = check_stencil(host_input, taps, boundary, &gpu.download(&output)?);
+    let mut run = StencilRun::new(gpu, variant, taps, boundary, input, &mut output, block)?;
+    let stats = time_on_stream(gpu, warmup, reps, |_| Ok(()), |_| run.launch())?;
+    run.finish()?;
+    drop(run);
+    let last = check_stencil(host_input, taps, boundary, &gpu.download(&output)?);
+    let check = match (first.passed, last.passed) {
+        (true, true) => first,
+        (false, _) => Check {
+            passed: false,
+            detail: format!("first run: {}", first.detail),
+        },
+        (true, false) => Check {
+            passed: false,
+            detail: format!("last timed run: {}", last.detail),
+        },
+    };
+    Ok(Measurement {
+        variant,
+        symbol,
+        config,
+        stats,
+        bytes,
+        check,
+    })
+}

@@ -1,0 +1,179 @@
+//! The warp and execution-model lab (seeds 000, 003, 004): the notes' warp-function program and
+//! the `simpleDivergence` kernels of "Professional CUDA C".
+use crate::device::thread::{index_1d, thread_idx_x};
+use crate::device::warp::{self, WARP_SIZE};
+
+/// Words each lane of [`warp_functions_demo`] writes.
+pub const DEMO_WORDS: usize = crate::config::WARP_DEMO_WORDS;
+
+/// Written for a vote a lane does not take part in.
+const NOT_IN_MASK: u32 = u32::MAX;
+
+/// The notes' `warp.cu` (`<<<1, 16>>>`, width `w = 8`), with masks that name only lanes that
+/// exist: lane `t` writes, at `out[12 t..]`, `t`, its lane in the width segment
+/// (`t % w`), `ballot(t > 0)`, `ballot(t == 0)`, `all(t != 0)` over every lane,
+/// `all(t != 0)` over the lanes of `ballot(t > 0)`, `any(t != 0)` over every lane,
+/// `any(t != 0)` over the lanes of `ballot(t == 0)`, and, with `y` = the lane in the segment,
+/// `shfl(y, src_lane, w)`, `shfl_up(y, offset, w)`, `shfl_down(y, offset, w)`,
+/// `shfl_xor(y, offset, w)`. A lane outside a vote's mask does not vote and writes `u32::MAX`
+/// for it (the notes call `__all_sync(mask1, tid)` from thread 0, which `mask1` excludes:
+/// undefined behaviour).
+///
+/// # Launch
+/// `<<<1, B>>>`, `1 <= B <= 32`, no shared memory; `width` a power of two up to 32.
+///
+/// # Safety
+/// `out` holds `12 * B` words.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn warp_functions_demo(
+    out: *mut u32,
+    width: u32,
+    src_lane: u32,
+    offset: u32,
+) {
+    let t = thread_idx_x();
+    // `t & (w - 1)` is `t % w` for a power-of-two `w` (the notes' bitwise form), and has no
+    // division by zero to guard against.
+    let lane = t & width.wrapping_sub(1);
+    let all_lanes = warp::mask_for_lanes(crate::device::thread::block_dim_x());
+    // SAFETY: every mask below names existing lanes only, and only lanes in a mask call the
+    // collective with it; `out` holds 12 words per lane.
+    unsafe {
+        let ballot_pos = warp::ballot_sync(all_lanes, t > 0);
+        let ballot_zero = warp::ballot_sync(all_lanes, t == 0);
+        let in_mask = |mask: u32| mask & (1 << t) != 0;
+        let vote_in = |mask: u32, f: unsafe fn(u32, bool) -> bool| {
+            if in_mask(mask) {
+                f(mask, t != 0) as u32
+            } else {
+                NOT_IN_MASK
+            }
+        };
+        let words = [
+            t,
+            lane,
+            ballot_pos,
+            ballot_zero,
+            warp::all_sync(all_lanes, t != 0) as u32,
+            vote_in(ballot_pos, warp::all_sync),
+            warp::any_sync(all_lanes, t != 0) as u32,
+            vote_in(ballot_zero, warp::any_sync),
+            warp::shfl_sync(all_lanes, lane, src_lane, width),
+            warp::shfl_up_sync(all_lanes, lane, offset, width),
+            warp::shfl_down_sync(all_lanes, lane, offset, width),
+            warp::shfl_xor_sync(all_lanes, lane, offset, width),
+        ];
+        for (k, w) in words.into_iter().enumerate() {
+            *out.add(DEMO_WORDS * t as usize + k) = w;
+        }
+    }
+}
+
+/// The two sides of every divergence kernel: `work` steps of a recurrence that LLVM cannot
+/// turn into a select (with the book's one-assignment bodies the branch disappears into
+/// predication and there is no divergence left to see).
+#[inline(always)]
+fn side(seed: f32, work: u32) -> f32 {
+    let mut v = seed;
+    for _ in 0..work {
+        v = v * 0.999 + 1.0;
+    }
+    v
+}
+
+/// Writes `ia + ib` to `c[tid]`, as the book does.
+#[inline(always)]
+unsafe fn store(c: *mut f32, n: usize, tid: usize, ia: f32, ib: f32) {
+    if tid < n {
+        // SAFETY: `tid < n`, and `c` holds `n` elements.
+        unsafe { *c.add(tid) = ia + ib };
+    }
+}
+
+/// `mathKernel1`: branches on `tid % 2`; even and odd lanes of every warp take different
+/// sides, so each warp runs both one after the other (分支发散, branch divergence).
+///
+/// # Launch
+/// grid `ceil(n / block)`, any block; no shared memory.
+///
+/// # Safety
+/// `c` holds `n` elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn math_kernel1(c: *mut f32, n: usize, work: u32) {
+    let tid = index_1d();
+    let (mut ia, mut ib) = (0.0, 0.0);
+    if tid % 2 == 0 {
+        ia = side(100.0, work);
+    } else {
+        ib = side(200.0, work);
+    }
+    // SAFETY: forwarded to the launcher.
+    unsafe { store(c, n, tid, ia, ib) };
+}
+
+/// `mathKernel2`: branches on `(tid / warpSize) % 2`; whole warps take one side, no warp
+/// diverges.
+///
+/// # Launch
+/// As [`math_kernel1`].
+///
+/// # Safety
+/// `c` holds `n` elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn math_kernel2(c: *mut f32, n: usize, work: u32) {
+    let tid = index_1d();
+    let (mut ia, mut ib) = (0.0, 0.0);
+    if (tid / WARP_SIZE as usize) % 2 == 0 {
+        ia = side(100.0, work);
+    } else {
+        ib = side(200.0, work);
+    }
+    // SAFETY: forwarded to the launcher.
+    unsafe { store(c, n, tid, ia, ib) };
+}
+
+/// `mathKernel3`: the same split as `math_kernel1` written as two independent `if`s on a
+/// predicate; still divergent.
+///
+/// # Launch
+/// As [`math_kernel1`].
+///
+/// # Safety
+/// `c` holds `n` elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn math_kernel3(c: *mut f32, n: usize, work: u32) {
+    let tid = index_1d();
+    let (mut ia, mut ib) = (0.0, 0.0);
+    let ipred = tid % 2 == 0;
+    if ipred {
+        ia = side(100.0, work);
+    }
+    if !ipred {
+        ib = side(200.0, work);
+    }
+    // SAFETY: forwarded to the launcher.
+    unsafe { store(c, n, tid, ia, ib) };
+}
+
+/// `mathKernel4`, fixed: the book writes `if (itid & 0x01 == 0)`, which C parses as
+/// `itid & (0x01 == 0)`, i.e. `itid & 0`: always false, so every thread took the `else` side.
+/// Here `(itid & 1) == 0` with `itid = tid >> 5`: warp-uniform like `math_kernel2`.
+///
+/// # Launch
+/// As [`math_kernel1`].
+///
+/// # Safety
+/// `c` holds `n` elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn math_kernel4(c: *mut f32, n: usize, work: u32) {
+    let tid = index_1d();
+    let itid = tid >> 5;
+    let (mut ia, mut ib) = (0.0, 0.0);
+    if (itid & 1) == 0 {
+        ia = side(100.0, work);
+    } else {
+        ib = side(200.0, work);
+    }
+    // SAFETY: forwarded to the launcher.
+    unsafe { store(c, n, tid, ia, ib) };
+}

@@ -1,0 +1,103 @@
+//! The benchmark's outputs, checked without a GPU on a synthetic report: JSON round-trips,
+//! CSV has one line per row, the charts have one line per variant plus the copy ceiling.
+use ferrocuda::bench::{Baseline, Report, Row, markdown, utc_date};
+use ferrocuda::chart::bandwidth_chart;
+
+fn row(family: &str, variant: &str, n: u64, gbs: f64) -> Row {
+    Row {
+        family: family.into(),
+        variant: variant.into(),
+        ty: "f32".into(),
+        n,
+        block: 256,
+        grid: "528".into(),
+        bytes: 4 * n,
+        median_us: 4.0 * n as f64 / gbs / 1e3,
+        min_us: 1.0,
+        max_us: 2.0,
+        gbs,
+        pct_copy: 90.5,
+        passed: true,
+        check: "|err| = 1e-6 <= 1e-3".into(),
+        baselines: vec![Baseline {
+            name: "cub".into(),
+            median_us: 2.5,
+            speedup: 1.07,
+        }],
+    }
+}
+
+fn report() -> Report {
+    let mut rows = Vec::new();
+    for n in [1u64 << 20, 1 << 24, 1 << 28] {
+        rows.push(row("copy", "cuMemcpyDtoD", n, 3900.0));
+        rows.push(row("reduce", "fast", n, 4400.0));
+        rows.push(row("reduce", "interleaved", n, 700.0));
+        rows.push(row("stencil", "fast_r3", n, 3700.0));
+    }
+    Report {
+        device: "NVIDIA H200".into(),
+        compute_capability: "9.0".into(),
+        driver_cuda: "13.0".into(),
+        ptx_arch: "sm_90".into(),
+        date: "2026-11-21".into(),
+        reps: 20,
+        baselines: "CUDA C and CUB".into(),
+        rows,
+    }
+}
+
+#[test]
+fn json_round_trips_exactly() {
+    let r = report();
+    let text = r.to_json();
+    assert_eq!(Report::from_json(&text).expect("parses"), r);
+    assert!(Report::from_json("{\"device\": 1}").is_err());
+}
+
+#[test]
+fn csv_has_a_header_and_one_line_per_row() {
+    let r = report();
+    let csv = r.to_csv();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + r.rows.len());
+    assert!(lines[0].starts_with("family,variant,type,n,block"));
+    assert!(
+        lines[2].starts_with("reduce,fast,f32,1048576,256,528,"),
+        "{}",
+        lines[2]
+    );
+    assert!(lines[2].ends_with(",true,,1.070"), "{}", lines[2]);
+}
+
+#[test]
+fn chart_draws_every_variant_and_the_copy_ceiling() {
+    let svg = bandwidth_chart(&report(), "reduce", "f32");
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert_eq!(
+        svg.matches("<polyline").count(),
+        3,
+        "copy + fast + interleaved"
+    );
+    assert!(
+        svg.contains("copy (ceiling)") && svg.contains(">fast<") && svg.contains(">interleaved<")
+    );
+    assert!(svg.contains("2^20") && svg.contains("2^28"));
+}
+
+#[test]
+fn markdown_has_a_table_per_family_and_links_the_charts() {
+    let md = markdown(&report(), &["reduce-f32.svg".into()]);
+    assert!(
+        md.contains("## reduce f32") && md.contains("## stencil f32") && md.contains("## copy")
+    );
+    assert!(md.contains("| fast | 2^24 |"));
+    assert!(md.contains("![reduce-f32.svg](reduce-f32.svg)"));
+}
+
+#[test]
+fn utc_date_is_an_iso_date() {
+    let d = utc_date();
+    assert_eq!(d.len(), 10);
+    assert!(d.starts_with("20") && &d[4..5] == "-" && &d[7..8] == "-");
+}

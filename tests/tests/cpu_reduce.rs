@@ -1,0 +1,349 @@
+//! CPU-only checks of what the reduction suite stands on: element counts from the command line,
+//! the variants' metadata (names, symbols, supported types, operations and block sizes), the
+//! reference check with its stated float bound, and the compensated sum behind it.
+use ferrocuda::args::parse_count;
+use ferrocuda::cpu::{ReduceReference, SplitMix64, compensated_sum};
+use ferrocuda::element::ElemType;
+use ferrocuda::reduce::{
+    COMPLETE_UNROLL_BLOCKS, ReduceOp, ReduceVariant as V, WIDENING_SUM_SYMBOL, symbols,
+};
+
+#[test]
+fn parse_count_reads_plain_numbers_powers_shifts_and_offsets() {
+    assert_eq!(parse_count("1000"), Ok(1000));
+    assert_eq!(parse_count("2^24"), Ok(1 << 24));
+    assert_eq!(parse_count("2^24+3"), Ok((1 << 24) + 3));
+    assert_eq!(parse_count("2^20-1"), Ok((1 << 20) - 1));
+    assert_eq!(parse_count("1<<20"), Ok(1 << 20));
+    assert_eq!(parse_count("1<<20+5"), Ok((1 << 20) + 5));
+    assert_eq!(parse_count("2^0"), Ok(1));
+}
+
+#[test]
+fn parse_count_rejects_non_counts_overflow_and_negative_results() {
+    for bad in [
+        "x",
+        "2^99",
+        "2^64",
+        "2^3-9",
+        "18446744073709551615+1",
+        "",
+        "2^",
+        "-5",
+        "1.5",
+    ] {
+        let err = parse_count(bad).expect_err(bad);
+        assert!(
+            err.contains(&format!("`{bad}`")),
+            "the error for {bad:?} does not quote it: {err}"
+        );
+    }
+}
+
+#[test]
+fn variant_and_op_names_round_trip_and_are_unique() {
+    for v in V::ALL {
+        assert_eq!(V::from_name(v.name()), Some(v));
+    }
+    let mut names: Vec<&str> = V::ALL.iter().map(|v| v.name()).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), V::ALL.len());
+    assert_eq!(V::from_name("reduceInterleaved"), None);
+    for op in ReduceOp::ALL {
+        assert_eq!(ReduceOp::from_name(op.name()), Some(op));
+    }
+    assert_eq!(ReduceOp::from_name("product"), None);
+}
+
+#[test]
+fn symbols_follow_the_notes_names_for_every_type() {
+    for v in V::ALL {
+        let all = v.all_symbols();
+        for ty in ElemType::ALL.into_iter().filter(|&t| v.supports_type(t)) {
+            for op in ReduceOp::ALL.into_iter().filter(|&o| v.supports_op(o)) {
+                for block in COMPLETE_UNROLL_BLOCKS {
+                    let s = v.symbol(ty, op, block);
+                    assert!(s.ends_with(&format!("_{ty}")), "{s} lacks the type");
+                    assert!(s.starts_with("reduce"), "{s}");
+                    assert!(all.contains(&s), "{s} is not in all_symbols of {v:?}");
+                    if v != V::CompleteUnroll {
+                        assert_eq!(s, v.symbol(ty, op, 0), "only complete_unroll is per block");
+                    }
+                }
+            }
+        }
+    }
+    let f32 = ElemType::F32;
+    assert_eq!(
+        V::Neighbored.symbol(f32, ReduceOp::Sum, 512),
+        "reduce_neighbored_f32"
+    );
+    assert_eq!(
+        V::NeighboredLess.symbol(ElemType::I32, ReduceOp::Sum, 512),
+        "reduce_neighbored_less_i32"
+    );
+    assert_eq!(
+        V::UnrollWarps8.symbol(ElemType::U64, ReduceOp::Sum, 512),
+        "reduce_unroll_warps8_u64"
+    );
+    assert_eq!(
+        V::CompleteUnroll.symbol(f32, ReduceOp::Sum, 512),
+        "reduce_complete_unroll_b512_f32"
+    );
+    assert_eq!(V::Shfl.symbol(f32, ReduceOp::Sum, 128), "reduce_shfl_f32");
+    assert_eq!(
+        V::Reduce1Parallelism.symbol(ElemType::F64, ReduceOp::Sum, 128),
+        "reduce1_parallelism_f64"
+    );
+    assert_eq!(
+        V::Reduce2Static.symbol(f32, ReduceOp::Sum, 128),
+        "reduce2_static_f32"
+    );
+    assert_eq!(
+        V::CgVector4.symbol(ElemType::I32, ReduceOp::Sum, 256),
+        "reduce_cg_vector4_i32"
+    );
+    assert_eq!(
+        V::Fast.symbol(ElemType::F64, ReduceOp::Max, 256),
+        "reduce_fast_max_f64"
+    );
+    assert!(
+        V::Fast
+            .all_symbols()
+            .contains(&WIDENING_SUM_SYMBOL.to_string())
+    );
+}
+
+#[test]
+fn all_symbols_has_one_entry_per_type_op_and_template_block() {
+    let expected = [
+        (V::Neighbored, 6),
+        (V::NeighboredLess, 6),
+        (V::Interleaved, 6),
+        (V::Unrolling2, 6),
+        (V::Unrolling4, 6),
+        (V::Unrolling8, 6),
+        (V::UnrollWarps8, 6),
+        (V::CompleteUnrollWarps8, 6),
+        (V::CompleteUnroll, 6 * 5),
+        (V::Syncwarp, 2),
+        (V::Shfl, 2),
+        (V::Cg, 2),
+        (V::Reduce1Parallelism, 2),
+        // Its own two, plus the second-pass kernels it shares with reduce1_parallelism.
+        (V::Reduce2Static, 2 + 2),
+        (V::CgVector4, 2),
+        // Sum, min and max of six types, plus the widening sum.
+        (V::Fast, 6 * 3 + 1),
+    ];
+    assert_eq!(expected.map(|(v, _)| v), V::ALL);
+    for (v, count) in expected {
+        let mut s = v.all_symbols();
+        assert_eq!(s.len(), count, "{v:?}: {s:?}");
+        s.sort();
+        s.dedup();
+        assert_eq!(s.len(), count, "{v:?} lists a symbol twice");
+    }
+    let mut all = symbols();
+    assert_eq!(all.len(), 111);
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 109);
+}
+
+#[test]
+fn supported_types_and_ops_match_the_entry_points() {
+    for v in V::ALL {
+        let types: Vec<ElemType> = ElemType::ALL
+            .into_iter()
+            .filter(|&t| v.supports_type(t))
+            .collect();
+        let want = match v {
+            V::Syncwarp | V::Shfl | V::Cg | V::Reduce1Parallelism | V::Reduce2Static => {
+                vec![ElemType::F32, ElemType::F64]
+            }
+            V::CgVector4 => vec![ElemType::I32, ElemType::F32],
+            _ => ElemType::ALL.to_vec(),
+        };
+        assert_eq!(types, want, "{v:?}");
+        assert!(v.supports_op(ReduceOp::Sum));
+        assert_eq!(v.supports_op(ReduceOp::Min), v == V::Fast, "{v:?}");
+        assert_eq!(v.supports_op(ReduceOp::Max), v == V::Fast, "{v:?}");
+    }
+}
+
+#[test]
+fn the_textbook_family_is_the_first_nine_with_the_books_unrolling() {
+    for (i, v) in V::ALL.into_iter().enumerate() {
+        assert_eq!(v.is_textbook(), i < 9, "{v:?}");
+        let want = match v {
+            V::Unrolling2 => 2,
+            V::Unrolling4 => 4,
+            V::Unrolling8 | V::UnrollWarps8 | V::CompleteUnrollWarps8 | V::CompleteUnroll => 8,
+            _ => 1,
+        };
+        assert_eq!(v.unroll(), want, "{v:?}");
+    }
+}
+
+#[test]
+fn only_float_sums_with_an_atomic_finish_are_nondeterministic() {
+    for v in V::ALL {
+        let atomic = matches!(v, V::Syncwarp | V::Shfl | V::Cg | V::CgVector4);
+        assert_eq!(v.is_atomic_finish(), atomic, "{v:?}");
+        for ty in ElemType::ALL {
+            assert_eq!(
+                v.is_deterministic(ty),
+                !(atomic && ty.is_float()),
+                "{v:?} {ty}"
+            );
+        }
+    }
+}
+
+#[test]
+fn block_error_allows_exactly_the_documented_block_sizes() {
+    let allowed =
+        |v: V| -> Vec<u32> { (0..=4096).filter(|&b| v.block_error(b).is_none()).collect() };
+    let powers_of_two_from =
+        |min: u32| -> Vec<u32> { (0..=10).map(|e| 1 << e).filter(|&b| b >= min).collect() };
+    for v in V::ALL {
+        let want = match v {
+            V::Fast => (1..=32).map(|k| 32 * k).collect(),
+            V::CgVector4 => powers_of_two_from(32),
+            _ => powers_of_two_from(64),
+        };
+        assert_eq!(allowed(v), want, "{v:?}");
+        assert!(v.block_error(v.default_block()).is_none(), "{v:?}");
+    }
+    assert_eq!(allowed(V::CompleteUnroll), COMPLETE_UNROLL_BLOCKS);
+    // The notes' block sizes; the fast path's default is a tuning choice, only checked above.
+    for v in V::ALL.into_iter().filter(|&v| v != V::Fast) {
+        let want = match v {
+            _ if v.is_textbook() => 512,
+            V::CgVector4 => 256,
+            _ => 128,
+        };
+        assert_eq!(v.default_block(), want, "{v:?}");
+    }
+    let e = V::Interleaved.block_error(96).unwrap();
+    assert!(
+        e.contains("`interleaved`") && e.contains("96") && e.contains("power of two"),
+        "{e}"
+    );
+    let e = V::Fast.block_error(100).unwrap();
+    assert!(
+        e.contains("`fast`") && e.contains("100") && e.contains("multiple of 32"),
+        "{e}"
+    );
+    let e = V::CgVector4.block_error(2048).unwrap();
+    assert!(e.contains("`cg_vector4`") && e.contains("2048"), "{e}");
+}
+
+#[test]
+fn reference_check_is_exact_for_integer_sums_min_and_max() {
+    let r = ReduceReference::of(ReduceOp::Sum, &[1i32, 2, 3], |v| v);
+    assert_eq!(r.exact, Some(6));
+    assert!(r.check(6, 0.0).passed);
+    let wrong = r.check(7, 1e9);
+    assert!(
+        !wrong.passed,
+        "a depth bound does not loosen an exact check"
+    );
+    assert!(wrong.detail.contains("got 7, want 6"), "{}", wrong.detail);
+
+    let wraps = ReduceReference::of(ReduceOp::Sum, &[i32::MAX, 1], |v| v);
+    assert_eq!(wraps.exact, Some(i32::MIN));
+    let widened = ReduceReference::of(ReduceOp::Sum, &[i32::MAX, 1], i64::from);
+    assert_eq!(widened.exact, Some(1i64 << 31));
+    let unsigned = ReduceReference::of(ReduceOp::Sum, &[u64::MAX, 2], |v| v);
+    assert_eq!(unsigned.exact, Some(1));
+
+    let x = [3.5f32, -1.25, 2.0];
+    let min = ReduceReference::of(ReduceOp::Min, &x, |v| v);
+    assert!(min.check(-1.25, 0.0).passed);
+    assert!(!min.check(-1.250_000_1, 1e6).passed);
+    let max = ReduceReference::of(ReduceOp::Max, &x, |v| v);
+    assert!(max.check(3.5, 0.0).passed);
+    assert!(!max.check(2.0, 0.0).passed);
+    let zero = ReduceReference::of(ReduceOp::Max, &[0.0f32], |v| v);
+    assert!(!zero.check(-0.0, 0.0).passed, "exact means the same bits");
+    let ints = ReduceReference::of(ReduceOp::Min, &[5u32, 9, 1, 7], |v| v);
+    assert!(ints.check(1, 0.0).passed && !ints.check(5, 0.0).passed);
+}
+
+#[test]
+fn reference_check_accepts_float_sums_within_the_stated_bound_only() {
+    let r = ReduceReference::of(ReduceOp::Sum, &[1.0f32; 1000], |v| v);
+    assert_eq!(r.exact, None);
+    assert_eq!((r.sum, r.abs_sum), (1000.0, 1000.0));
+    let depth = 10.0;
+    // (depth + 2) * eps * sum|x|: about 23 f32 ulps of 1000.
+    let bound = (depth + 2.0) * f64::from(f32::EPSILON) * r.abs_sum;
+    let off_by = |k: f64| (1000.0 + k * bound) as f32;
+    assert!(r.check(1000.0, depth).passed);
+    assert!(r.check(off_by(0.9), depth).passed);
+    assert!(r.check(off_by(-0.9), depth).passed);
+    assert!(!r.check(off_by(1.1), depth).passed);
+    assert!(!r.check(off_by(-1.1), depth).passed);
+    assert!(
+        r.check(off_by(1.1), 2.0 * depth).passed,
+        "a deeper tree is allowed more"
+    );
+    assert!(r.check(off_by(0.9), depth).detail.contains("<="));
+    assert!(r.check(off_by(1.1), depth).detail.contains(">"));
+    assert!(!r.check(f32::NAN, 1e30).passed);
+    assert!(!r.check(f32::INFINITY, 1e30).passed);
+
+    // The bound scales with sum|x|, not with the (here cancelled) sum.
+    let r = ReduceReference::of(ReduceOp::Sum, &[1.0e8f64, 1.0, -1.0e8], |v| v);
+    assert_eq!((r.sum, r.abs_sum), (1.0, 2.0e8 + 1.0));
+    assert!(r.check(1.0 + 1e-8, 1.0).passed);
+    assert!(!r.check(1.0 + 1e-6, 1.0).passed);
+
+    let empty = ReduceReference::of(ReduceOp::Sum, &[] as &[f64], |v| v);
+    assert!(empty.check(0.0, 1.0).passed);
+    assert!(!empty.check(1.0, 1.0).passed);
+}
+
+#[test]
+fn compensated_sum_recovers_what_naive_summation_loses() {
+    let x = [1e16, 1.0, -1e16];
+    assert_ne!(x.iter().sum::<f64>(), 1.0, "naive summation is wrong here");
+    assert_eq!(compensated_sum(x), 1.0);
+    assert_eq!(compensated_sum([1.0, 1e100, 1.0, -1e100]), 2.0);
+    assert_eq!(compensated_sum([]), 0.0);
+}
+
+/// Values `k * 2^e` (`|k| < 2^20`, `e` in `-30..=30`) between `2^80` and `-2^80` add exactly in
+/// `i128` units of `2^-30`, which gives the exact sum; naive summation loses every bit of it
+/// below `2^28` while the big term is in the running sum.
+#[test]
+fn compensated_sum_is_within_rounding_of_the_exact_sum_where_naive_summation_is_not() {
+    let mut rng = SplitMix64::new(2024);
+    let mut terms: Vec<(i64, i32)> = vec![(1, 80)];
+    terms.extend((0..100_000).map(|_| {
+        let k = (rng.next_u64() % (1 << 21)) as i64 - (1 << 20);
+        let e = (rng.next_u64() % 61) as i32 - 30;
+        (k, e)
+    }));
+    terms.push((-1, 80));
+    let x: Vec<f64> = terms
+        .iter()
+        .map(|&(k, e)| k as f64 * 2f64.powi(e))
+        .collect();
+    let exact_units: i128 = terms.iter().map(|&(k, e)| i128::from(k) << (e + 30)).sum();
+    let exact = exact_units as f64 * 2f64.powi(-30);
+    let tolerance = f64::EPSILON * exact.abs();
+    let got = compensated_sum(x.iter().copied());
+    assert!(
+        (got - exact).abs() <= tolerance,
+        "compensated {got}, exact {exact}"
+    );
+    let naive: f64 = x.iter().sum();
+    assert!(
+        (naive - exact).abs() > tolerance,
+        "naive {naive}, exact {exact}: the case does not need compensation"
+    );
+}

@@ -1,0 +1,260 @@
+//! CPU-only checks of the 1D stencil (一维模板): the CPU reference on hand-computed cases for
+//! every boundary rule (also with inputs shorter than the radius), its check and tolerance,
+//! and the host's variant table (names, symbols, what each variant accepts). No GPU needed.
+use ferrocuda::cpu::{self, StencilPoint};
+use ferrocuda::element::{ElemType, Element};
+use ferrocuda::stencil::{self, Boundary, StencilVariant, Taps};
+use ferrocuda_kernels::config::STENCIL_RADII;
+
+fn sum<T: Element>(x: &[T], radius: u32, boundary: Boundary) -> Vec<T> {
+    cpu::stencil(x, &Taps::Sum { radius }, boundary)
+}
+
+#[test]
+fn seed_001_sum_of_radius_1_at_each_boundary() {
+    let x = [1, 2, 3, 4, 5];
+    assert_eq!(sum(&x, 1, Boundary::Zero), [3, 6, 9, 12, 9]);
+    assert_eq!(sum(&x, 1, Boundary::Clamp), [4, 6, 9, 12, 14]);
+    assert_eq!(sum(&x, 1, Boundary::Periodic), [8, 6, 9, 12, 10]);
+}
+
+#[test]
+fn seed_001_width_7_sum_away_from_the_ends_is_the_window() {
+    let x: Vec<i32> = (0..20).collect();
+    let out = sum(&x, 3, Boundary::Zero);
+    for (i, &o) in out.iter().enumerate().take(17).skip(3) {
+        assert_eq!(o, 7 * i as i32, "output {i}");
+    }
+    assert_eq!(out[0], 1 + 2 + 3);
+    assert_eq!(out[19], 16 + 17 + 18 + 19);
+}
+
+#[test]
+fn radius_2_over_3_elements_wraps_and_clamps_more_than_once() {
+    let x = [1, 2, 3];
+    assert_eq!(sum(&x, 2, Boundary::Zero), [6, 6, 6]);
+    assert_eq!(sum(&x, 2, Boundary::Clamp), [8, 10, 12]);
+    assert_eq!(sum(&x, 2, Boundary::Periodic), [11, 10, 9]);
+}
+
+#[test]
+fn inputs_shorter_than_the_radius() {
+    for boundary in Boundary::ALL {
+        let want = if boundary == Boundary::Zero { 5 } else { 35 };
+        assert_eq!(sum(&[5], 3, boundary), [want], "{boundary:?}");
+    }
+    // Periodic, n = 2, R = 3: indices -3..=3 read x[1], x[0], x[1], x[0], x[1], x[0], x[1].
+    assert_eq!(sum(&[1, 10], 3, Boundary::Periodic), [43, 34]);
+    assert_eq!(sum(&[1, 10], 3, Boundary::Clamp), [4 + 30, 3 + 40]);
+    assert_eq!(sum(&[1, 10], 3, Boundary::Zero), [11, 11]);
+    assert!(sum::<i32>(&[], 3, Boundary::Periodic).is_empty());
+}
+
+#[test]
+fn i32_sums_wrap_as_the_kernels_compute_them() {
+    let x = [i32::MAX, 1];
+    assert_eq!(sum(&x, 1, Boundary::Zero), [i32::MIN, i32::MIN]);
+}
+
+#[test]
+fn weighted_taps_apply_leftmost_coefficient_to_leftmost_input() {
+    let x = [1.0f64, 2.0, 3.0, 4.0];
+    let taps = Taps::Weighted(vec![0.5, 1.0, -1.0]);
+    assert_eq!(
+        cpu::stencil(&x, &taps, Boundary::Zero),
+        [-1.0, -0.5, 0.0, 5.5]
+    );
+    assert_eq!(
+        cpu::stencil(&x, &taps, Boundary::Clamp),
+        [-0.5, -0.5, 0.0, 1.5]
+    );
+    assert_eq!(
+        cpu::stencil(&x, &taps, Boundary::Periodic),
+        [2.0 + 1.0 - 2.0, -0.5, 0.0, 1.5 + 4.0 - 1.0]
+    );
+    let p = cpu::stencil_point(&x, &taps, Boundary::Zero, 1);
+    assert_eq!(
+        p,
+        StencilPoint {
+            value: -0.5,
+            scale: 0.5 + 2.0 + 3.0
+        }
+    );
+}
+
+#[test]
+fn float_reference_rounds_the_f64_value_once() {
+    let x = [0.1f32; 3];
+    let got = cpu::stencil(&x, &Taps::Sum { radius: 1 }, Boundary::Periodic);
+    let exact = 3.0 * f64::from(0.1f32);
+    assert_eq!(got, [exact as f32; 3]);
+}
+
+#[test]
+fn source_index_follows_each_boundary_rule() {
+    use Boundary::*;
+    assert_eq!(cpu::stencil_source(2, 5, Zero), Some(2));
+    assert_eq!(cpu::stencil_source(-1, 5, Zero), None);
+    assert_eq!(cpu::stencil_source(5, 5, Zero), None);
+    assert_eq!(cpu::stencil_source(-7, 5, Clamp), Some(0));
+    assert_eq!(cpu::stencil_source(9, 5, Clamp), Some(4));
+    assert_eq!(cpu::stencil_source(-1, 5, Periodic), Some(4));
+    assert_eq!(cpu::stencil_source(-11, 5, Periodic), Some(4));
+    assert_eq!(cpu::stencil_source(12, 5, Periodic), Some(2));
+    assert_eq!(cpu::stencil_source(-16, 1, Periodic), Some(0));
+    for b in Boundary::ALL {
+        assert_eq!(cpu::stencil_source(0, 0, b), None, "{b:?}");
+    }
+}
+
+#[test]
+fn tolerance_grows_with_the_radius_and_the_scale() {
+    let t = cpu::stencil_tolerance::<f32>(3, 2.0);
+    assert_eq!(
+        t,
+        9.0 * f64::from(f32::EPSILON) * 2.0 + f64::from(f32::MIN_POSITIVE)
+    );
+    assert!(cpu::stencil_tolerance::<f64>(3, 2.0) < t);
+    assert!(cpu::stencil_tolerance::<f32>(16, 2.0) > t);
+}
+
+#[test]
+fn check_accepts_the_reference_and_catches_errors_and_poison() {
+    let x: Vec<f32> = (0..100).map(|i| (i as f32 * 0.37).sin()).collect();
+    let taps = Taps::Weighted(vec![0.25, -0.5, 1.0, 0.125, 2.0]);
+    let want = cpu::stencil(&x, &taps, Boundary::Clamp);
+    let check = cpu::check_stencil(&x, &taps, Boundary::Clamp, &want);
+    assert!(check.passed, "{}", check.detail);
+
+    let mut off = want.clone();
+    off[42] += 1e-3;
+    let check = cpu::check_stencil(&x, &taps, Boundary::Clamp, &off);
+    assert!(
+        !check.passed && check.detail.contains("first at 42"),
+        "{}",
+        check.detail
+    );
+
+    let mut unwritten = want.clone();
+    unwritten[7] = f32::poison();
+    let check = cpu::check_stencil(&x, &taps, Boundary::Clamp, &unwritten);
+    assert!(
+        !check.passed && check.detail.contains("first at 7"),
+        "{}",
+        check.detail
+    );
+
+    let ints: Vec<i32> = (0..50).collect();
+    let taps = Taps::Sum { radius: 2 };
+    let mut got = cpu::stencil(&ints, &taps, Boundary::Periodic);
+    assert!(cpu::check_stencil(&ints, &taps, Boundary::Periodic, &got).passed);
+    got[49] += 1;
+    let check = cpu::check_stencil(&ints, &taps, Boundary::Periodic, &got);
+    assert!(
+        !check.passed && check.detail.contains("1 of 50"),
+        "{}",
+        check.detail
+    );
+    assert!(!cpu::check_stencil(&ints, &taps, Boundary::Periodic, &got[1..]).passed);
+}
+
+#[test]
+fn boundary_names_and_kernel_codes_round_trip() {
+    for b in Boundary::ALL {
+        assert_eq!(Boundary::from_name(b.name()), Some(b));
+    }
+    let codes: Vec<u32> = Boundary::ALL.iter().map(|b| b.code()).collect();
+    assert_eq!(codes, [0, 1, 2]);
+    assert_eq!(Boundary::from_name("wrap"), None);
+}
+
+#[test]
+fn variant_symbols_follow_the_naming_rule() {
+    use StencilVariant::*;
+    assert_eq!(
+        Shared.symbol(ElemType::F32, 3, false),
+        "stencil_1d_shared_r3_f32"
+    );
+    assert_eq!(
+        Naive.symbol(ElemType::I32, 16, false),
+        "stencil_1d_naive_r16_i32"
+    );
+    assert_eq!(
+        Weighted.symbol(ElemType::F64, 1, true),
+        "stencil_1d_weighted_r1_f64"
+    );
+    assert_eq!(
+        Fast.symbol(ElemType::F32, 3, false),
+        "stencil_1d_fast_r3_f32"
+    );
+    assert_eq!(
+        Fast.symbol(ElemType::F32, 3, true),
+        "stencil_1d_fast_weighted_r3_f32"
+    );
+    for v in StencilVariant::ALL {
+        assert_eq!(StencilVariant::from_name(v.name()), Some(v));
+    }
+    let symbols = stencil::symbols();
+    assert_eq!(symbols.len(), 18 + 18 + 12 + 18 + 12);
+    let mut unique = symbols.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), symbols.len());
+    assert!(ferrocuda::library_symbols().contains(&"stencil_1d_shared_r3_i32".to_string()));
+}
+
+#[test]
+fn variants_accept_what_they_have_kernels_for() {
+    use StencilVariant::*;
+    let sum = |radius| Taps::<f32>::Sum { radius };
+    for v in StencilVariant::ALL {
+        for r in STENCIL_RADII {
+            assert_eq!(v.error(&sum(r), 256), None, "{v:?} R = {r}");
+        }
+        let e = v.error(&sum(5), 256).unwrap();
+        assert!(e.contains("radius") && e.contains('5'), "{e}");
+        assert!(!v.supports_type(ElemType::U32));
+    }
+    assert!(
+        Weighted
+            .error(&Taps::<i32>::Sum { radius: 3 }, 256)
+            .is_some()
+    );
+    assert!(Fast.error(&Taps::<i32>::Sum { radius: 3 }, 256).is_none());
+    let weights = Taps::Weighted(vec![1.0f32; 7]);
+    assert!(Naive.error(&weights, 256).unwrap().contains("sums only"));
+    assert!(Shared.error(&weights, 256).unwrap().contains("sums only"));
+    assert!(Weighted.error(&weights, 256).is_none() && Fast.error(&weights, 256).is_none());
+    assert!(Fast.error(&Taps::Weighted(vec![1i32; 7]), 256).is_some());
+    assert!(
+        Fast.error(&Taps::Weighted(vec![1.0f64; 4]), 256)
+            .unwrap()
+            .contains("2R + 1")
+    );
+}
+
+#[test]
+fn block_rules_per_variant() {
+    use StencilVariant::*;
+    assert!(Naive.block_error(1, 16).is_none() && Naive.block_error(1025, 1).is_some());
+    assert!(Shared.block_error(16, 16).is_none());
+    assert!(Shared.block_error(15, 16).unwrap().contains("halos"));
+    assert!(Weighted.block_error(3, 3).is_none() && Weighted.block_error(2, 3).is_some());
+    assert!(Fast.block_error(32, 16).is_none() && Fast.block_error(1024, 16).is_none());
+    assert!(Fast.block_error(100, 1).unwrap().contains("multiple of 32"));
+    assert!(Fast.block_error(0, 1).is_some());
+}
+
+#[test]
+fn taps_radius_and_coefficients() {
+    let w = Taps::Weighted(vec![1.0f32, 2.0, 3.0, 4.0, 5.0]);
+    assert_eq!(w.radius(), 2);
+    assert_eq!(w.coefficient(4), 5.0);
+    assert!(w.is_weighted());
+    let s = Taps::<f32>::Sum { radius: 8 };
+    assert_eq!(
+        (s.radius(), s.coefficient(16), s.is_weighted()),
+        (8, 1.0, false)
+    );
+    assert!(stencil::radius_error(3).is_none() && stencil::radius_error(0).is_some());
+}

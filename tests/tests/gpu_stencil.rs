@@ -1,0 +1,493 @@
+//! GPU tests of the 1D stencil (一维模板, issue 4): every [`StencilVariant`] against the CPU
+//! stencil of `ferrocuda::cpu`.
+//!
+//! - One trial per element type x taps (the sum; coefficients for `f32` and `f64`) x radius
+//!   (1, 2, 3, 4, 8, 16) x boundary (zero, clamp, periodic). Each runs every variant that
+//!   supports the type and taps on the sizes 1, R, 2R, 2R + 1, 31, 33, block - 1, block and
+//!   block + 1 with every block size the variant accepts of 32, 100, 128, 256 and 1024 (`fast`
+//!   takes multiples of 32 only), and on 2^20 + 3 and 2^24 with one of those block sizes per
+//!   variant, rotating with radius and boundary so that every block size meets the large inputs
+//!   across the trials (one launch of 2^24 costs more than all the small ones together).
+//! - An empty input (no launch, empty output), `apply` on inputs shorter than the radius, and
+//!   the errors for what a variant does not support.
+//!
+//! The oracle is [`cpu::stencil_point`]: each output in `f64` (products in `f64`, compensated
+//! sum) and its error scale `sum |c_k * x[i + k - R]|`. Integer outputs (`i32`, wrapping sums)
+//! must equal the CPU's bit for bit. A float output must be within
+//! `(2R + 3) * eps * sum |c_k * x[i + k - R]| + f32::MIN_POSITIVE` of the `f64` value
+//! ([`cpu::stencil_tolerance`]; `eps` of the output type): the kernels' chain of `2R + 1`
+//! roundings is within `(2R + 1) * eps / 2` of that scale, and the reference within
+//! `2.5 * eps_f64`. Checked with `approx::abs_diff_eq!`.
+//!
+//! Every launch writes into a slice of an output pool that is poisoned first (every byte
+//! `0xA5`), from 8 elements before the slice to 8 after it: every output must have been
+//! written (an output still holding poison fails unless the reference rounds to the poison
+//! value), and the guard elements must still hold poison (nothing written outside the output).
+//!
+//! Inputs: one buffer of 2^24 + 4096 random elements per element type (full-range `i32`, so
+//! sums wrap; floats uniform in `[-1, 1)`) is uploaded once per test thread; each size reads a
+//! sub-slice at a random offset, so it sees fresh data, and the input and output offsets are
+//! random modulo 4 elements, so the fast path meets every relative alignment of input and
+//! output. Coefficients are random in `[-1, 1)`. A failure names variant, kernel, size, block,
+//! offsets, the element and the expected value.
+use std::any::Any;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail, ensure};
+use cust::memory::{CopyDestination, DeviceBuffer, DeviceSlice};
+use ferrocuda::cpu::{self, SplitMix64, StencilPoint};
+use ferrocuda::element::{ElemType, Element};
+use ferrocuda::stencil::{self, Boundary, StencilRun, StencilVariant, Taps};
+use ferrocuda::{Error, Gpu, with_elem_type};
+use ferrocuda_kernels::config::STENCIL_RADII;
+use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite};
+
+fn main() -> ExitCode {
+    let mut trials = Vec::new();
+    for ty in [ElemType::I32, ElemType::F32, ElemType::F64] {
+        for weighted in [false, true].into_iter().filter(|&w| !w || ty.is_float()) {
+            for (r, &radius) in STENCIL_RADII.iter().enumerate() {
+                for (b, boundary) in Boundary::ALL.into_iter().enumerate() {
+                    let taps = if weighted { "weighted" } else { "sum" };
+                    let rotation = 3 * r + b;
+                    trials.push(with_elem_type!(ty, T => gpu_test(
+                        &format!(
+                            "stencil_{taps}_{ty}_r{radius}_{}_matches_cpu_for_every_variant_size_and_block",
+                            boundary.name()
+                        ),
+                        move |gpu| sweep::<T>(gpu, weighted, radius, boundary, rotation),
+                    )));
+                }
+            }
+        }
+    }
+    trials.extend([
+        gpu_test(
+            "stencil_of_an_empty_input_is_empty_for_every_variant",
+            empty_input,
+        ),
+        gpu_test(
+            "stencil_apply_matches_cpu_on_inputs_shorter_than_the_radius",
+            shorter_than_radius,
+        ),
+        gpu_test(
+            "stencil_run_rejects_unsupported_radius_type_block_weights_and_slices",
+            rejects_unsupported,
+        ),
+    ]);
+    run_gpu_suite(trials)
+}
+
+/// The element types of the stencil, with what the tests need of them.
+trait Elem: Element + ferrocuda_tests::Element {}
+impl<T: Element + ferrocuda_tests::Element> Elem for T {}
+
+/// Bitwise equality (floats by bit pattern).
+fn same<T: Elem>(a: T, b: T) -> bool {
+    Element::same_bits(a, b)
+}
+
+/// The largest input.
+const LARGEST: usize = 1 << 24;
+/// Elements in each input pool: the largest input plus room to start it at 4096 offsets.
+const POOL_LEN: usize = LARGEST + 4096;
+/// Poisoned elements checked on each side of an output slice.
+const GUARD: usize = 8;
+/// Elements in each output pool: the largest output, the guards, and room to move it.
+const OUT_POOL_LEN: usize = LARGEST + 64 + 2 * GUARD;
+/// Block sizes tried, where a variant accepts them.
+const BLOCKS: [u32; 5] = [32, 100, 128, 256, 1024];
+/// Sizes above which a variant runs with one block size per trial.
+const LARGE: usize = 1 << 20;
+
+/// A random input on the host and on the device, and an output buffer.
+struct Pool<T: Elem> {
+    host: Vec<T>,
+    input: DeviceBuffer<T>,
+    output: DeviceBuffer<T>,
+}
+
+thread_local! {
+    /// One pool per element type for the test thread (and its GPU context), leaked so that it
+    /// lives as long as the context.
+    static POOLS: RefCell<HashMap<ElemType, &'static dyn Any>> = RefCell::new(HashMap::new());
+}
+
+fn pool<T: Elem>(gpu: &Gpu) -> anyhow::Result<&'static Pool<T>> {
+    if let Some(pool) = POOLS.with_borrow(|pools| pools.get(&T::TYPE).copied()) {
+        return Ok(pool
+            .downcast_ref()
+            .expect("pools are keyed by their element type"));
+    }
+    let host: Vec<T> = random_vec(POOL_LEN, 0x57e9 + T::TYPE as u64);
+    let input = gpu.upload(&host, &format!("{} stencil input pool", T::TYPE))?;
+    let output = gpu.alloc(OUT_POOL_LEN, &format!("{} stencil output pool", T::TYPE))?;
+    // A synchronous copy from pageable memory may return before its DMA lands, and the
+    // library's stream does not wait for the legacy stream that copy ran on.
+    cust::context::CurrentContext::synchronize().context("cuCtxSynchronize after the upload")?;
+    let pool: &'static Pool<T> = Box::leak(Box::new(Pool {
+        host,
+        input,
+        output,
+    }));
+    POOLS.with_borrow_mut(|pools| pools.insert(T::TYPE, pool));
+    Ok(pool)
+}
+
+/// What every output of one input must be.
+enum Reference<T> {
+    /// Integers: the wrapping sums.
+    Exact(Vec<T>),
+    /// Floats: the `f64` values and their error scales.
+    Float(Vec<StencilPoint>),
+}
+
+/// `f` over the chunks of `0..n`, on all the host's cores, in order.
+fn parallel_chunks<R: Send>(n: usize, f: impl Fn(std::ops::Range<usize>) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let chunk = n.div_ceil(threads).max(1 << 14);
+    std::thread::scope(|s| {
+        let f = &f;
+        let handles: Vec<_> = (0..n)
+            .step_by(chunk)
+            .map(|start| s.spawn(move || f(start..(start + chunk).min(n))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("stencil test thread"))
+            .collect()
+    })
+}
+
+/// `f(i)` for every `i` in `0..n`, on all the host's cores.
+fn parallel_map<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    parallel_chunks(n, |r| r.map(&f).collect::<Vec<_>>())
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+fn reference<T: Elem>(x: &[T], taps: &Taps<T>, boundary: Boundary) -> Reference<T> {
+    if T::TYPE.is_float() {
+        Reference::Float(parallel_map(x.len(), |i| {
+            cpu::stencil_point(x, taps, boundary, i)
+        }))
+    } else {
+        Reference::Exact(parallel_map(x.len(), |i| {
+            cpu::stencil_at(x, taps, boundary, i)
+        }))
+    }
+}
+
+/// Why `got` (the output, with `GUARD` elements on each side) is wrong, if it is.
+fn compare<T: Elem>(got: &[T], want: &Reference<T>, radius: u32) -> Option<String> {
+    let n = got.len() - 2 * GUARD;
+    let poison = T::poison();
+    for (k, g) in got[..GUARD].iter().chain(&got[GUARD + n..]).enumerate() {
+        if !same(*g, poison) {
+            let at = if k < GUARD {
+                format!("{} before", GUARD - k)
+            } else {
+                format!("{} after", k - GUARD + 1)
+            };
+            return Some(format!("wrote {g} at the guard element {at} the output"));
+        }
+    }
+    let out = &got[GUARD..GUARD + n];
+    let ok = |i: usize| {
+        let g = out[i];
+        match want {
+            Reference::Exact(w) => same(g, w[i]),
+            Reference::Float(p) => {
+                let (value, bound) = (p[i].value, cpu::stencil_tolerance::<T>(radius, p[i].scale));
+                let unwritten = same(g, poison) && !same(T::from_f64(value), poison);
+                approx::abs_diff_eq!(g.to_f64(), value, epsilon = bound) && !unwritten
+            }
+        }
+    };
+    let tallies = parallel_chunks(n, |r| {
+        let mut bad = r.filter(|&i| !ok(i));
+        let first = bad.next();
+        (first, first.map_or(0, |_| 1 + bad.count()))
+    });
+    let first = tallies.iter().find_map(|t| t.0)?;
+    let count: usize = tallies.iter().map(|t| t.1).sum();
+    let want = match want {
+        Reference::Exact(w) => w[first].to_string(),
+        Reference::Float(p) => format!(
+            "{} ± {:.2e}",
+            p[first].value,
+            cpu::stencil_tolerance::<T>(radius, p[first].scale)
+        ),
+    };
+    Some(format!(
+        "{count} of {n} outputs wrong; first at {first}: got {}{}, want {want}",
+        out[first],
+        if same(out[first], poison) {
+            " (poison: never written)"
+        } else {
+            ""
+        }
+    ))
+}
+
+/// Runs `variant` on the `n` inputs at `in_offset` into the output pool at `out_offset` (past
+/// the leading guard), and compares.
+#[allow(clippy::too_many_arguments)]
+fn run_case<T: Elem>(
+    gpu: &Gpu,
+    pool: &Pool<T>,
+    variant: StencilVariant,
+    taps: &Taps<T>,
+    boundary: Boundary,
+    (n, in_offset, out_offset): (usize, usize, usize),
+    block: u32,
+    want: &Reference<T>,
+) -> TestResult {
+    let input = pool.input.index(in_offset..in_offset + n);
+    let mut region = pool
+        .output
+        .index(out_offset - GUARD..out_offset + n + GUARD);
+    stencil::poison(gpu, &mut region)?;
+    let mut output = pool.output.index(out_offset..out_offset + n);
+    let mut run = StencilRun::new(gpu, variant, taps, boundary, &input, &mut output, block)?;
+    let symbol = run.symbol().to_string();
+    let what = || {
+        format!(
+            "{} ({symbol}), {} boundary: n = {n}, block {block}, input offset {in_offset}, output offset {out_offset}",
+            variant.name(),
+            boundary.name()
+        )
+    };
+    run.run().with_context(what)?;
+    let mut got = vec![T::default(); n + 2 * GUARD];
+    region.copy_to(&mut got[..]).context("cuMemcpyDtoH")?;
+    if let Some(why) = compare(&got, want, taps.radius()) {
+        bail!("{}: {why}", what());
+    }
+    Ok(())
+}
+
+/// The block sizes of `BLOCKS` that `variant` accepts with `radius`.
+fn blocks_for(variant: StencilVariant, radius: u32) -> Vec<u32> {
+    BLOCKS
+        .into_iter()
+        .filter(|&b| variant.block_error(b, radius).is_none())
+        .collect()
+}
+
+fn sweep<T: Elem>(
+    gpu: &Gpu,
+    weighted: bool,
+    radius: u32,
+    boundary: Boundary,
+    rotation: usize,
+) -> TestResult {
+    let pool = pool::<T>(gpu)?;
+    let mut rng = SplitMix64::new(0x5e3d ^ ((rotation as u64) << 8) ^ T::TYPE as u64);
+    let taps = if weighted {
+        Taps::Weighted(random_vec(2 * radius as usize + 1, rng.next_u64()))
+    } else {
+        Taps::Sum { radius }
+    };
+    let variants: Vec<StencilVariant> = StencilVariant::ALL
+        .into_iter()
+        .filter(|v| v.supports_type(T::TYPE) && (v.supports_weights() || !weighted))
+        .collect();
+    let r = radius as usize;
+    let mut sizes = vec![1, r, 2 * r, 2 * r + 1, 31, 33];
+    sizes.extend(
+        BLOCKS
+            .iter()
+            .flat_map(|&b| [b as usize - 1, b as usize, b as usize + 1]),
+    );
+    sizes.extend([LARGE + 3, LARGEST]);
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut launches = 0;
+    for n in sizes {
+        let in_offset = (rng.next_u64() % (POOL_LEN - n + 1) as u64) as usize;
+        let out_offset = GUARD + (rng.next_u64() % 64) as usize;
+        let want = reference(&pool.host[in_offset..in_offset + n], &taps, boundary);
+        for (v, &variant) in variants.iter().enumerate() {
+            let blocks = blocks_for(variant, radius);
+            let blocks = if n > LARGE {
+                vec![blocks[(rotation + v) % blocks.len()]]
+            } else {
+                blocks
+            };
+            for block in blocks {
+                run_case(
+                    gpu,
+                    pool,
+                    variant,
+                    &taps,
+                    boundary,
+                    (n, in_offset, out_offset),
+                    block,
+                    &want,
+                )?;
+                launches += 1;
+            }
+        }
+    }
+    ensure!(launches > 50, "only {launches} launches ran");
+    Ok(())
+}
+
+fn empty_input(gpu: &Gpu) -> TestResult {
+    let input: DeviceBuffer<f32> = gpu.alloc(0, "empty input")?;
+    for variant in StencilVariant::ALL {
+        let mut output: DeviceBuffer<f32> = gpu.alloc(0, "empty output")?;
+        let mut run = StencilRun::new(
+            gpu,
+            variant,
+            &Taps::Sum { radius: 3 },
+            Boundary::Periodic,
+            &input,
+            &mut output,
+            variant.default_block(),
+        )?;
+        ensure!(
+            run.config().grid[0] <= 1,
+            "{}: {}",
+            variant.name(),
+            run.config()
+        );
+        run.run()?;
+    }
+    let out = stencil::apply(gpu, &input, &Taps::Weighted(vec![1.0; 33]), Boundary::Zero)?;
+    ensure!(
+        out.is_empty(),
+        "apply of nothing gave {} elements",
+        out.len()
+    );
+    Ok(())
+}
+
+fn shorter_than_radius(gpu: &Gpu) -> TestResult {
+    for n in [1usize, 2, 3, 5, 15] {
+        for boundary in Boundary::ALL {
+            let x: Vec<f64> = random_vec(n, n as u64);
+            let input = gpu.upload(&x, "short input")?;
+            cust::context::CurrentContext::synchronize()?;
+            let taps = Taps::Weighted(random_vec(33, 7 + n as u64));
+            let got = gpu.download(&stencil::apply(gpu, &input, &taps, boundary)?)?;
+            for (i, g) in got.iter().enumerate() {
+                let p = cpu::stencil_point(&x, &taps, boundary, i);
+                ensure!(
+                    approx::abs_diff_eq!(
+                        *g,
+                        p.value,
+                        epsilon = cpu::stencil_tolerance::<f64>(16, p.scale)
+                    ),
+                    "apply R = 16, {} boundary, n = {n}: output {i} is {g}, want {}",
+                    boundary.name(),
+                    p.value
+                );
+            }
+            let ints: Vec<i32> = random_vec(n, 100 + n as u64);
+            let input = gpu.upload(&ints, "short input")?;
+            cust::context::CurrentContext::synchronize()?;
+            let taps = Taps::Sum { radius: 8 };
+            let got = gpu.download(&stencil::apply(gpu, &input, &taps, boundary)?)?;
+            let want = cpu::stencil(&ints, &taps, boundary);
+            ensure!(
+                got == want,
+                "apply i32 R = 8, {} boundary, n = {n}: got {got:?}, want {want:?}",
+                boundary.name()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `StencilRun::new` of `variant` fails with an `InvalidArgument` that contains `needles`.
+fn expect_invalid<T: Elem>(
+    gpu: &Gpu,
+    variant: StencilVariant,
+    taps: &Taps<T>,
+    (input, output): (&DeviceSlice<T>, &mut DeviceSlice<T>),
+    block: u32,
+    needles: &[&str],
+) -> TestResult {
+    match StencilRun::new(gpu, variant, taps, Boundary::Zero, input, output, block) {
+        Err(Error::InvalidArgument { what }) => {
+            ensure!(
+                needles.iter().all(|n| what.contains(n)),
+                "message lacks {needles:?}: {what}"
+            );
+            Ok(())
+        }
+        Err(e) => bail!("{}: expected InvalidArgument, got {e}", variant.name()),
+        Ok(_) => bail!("{}: accepted, expected {needles:?}", variant.name()),
+    }
+}
+
+fn rejects_unsupported(gpu: &Gpu) -> TestResult {
+    use StencilVariant::{Fast, Naive, Shared, Weighted};
+    let f = gpu.alloc::<f32>(300, "f32 buffer")?;
+    let (input, mut output) = (f.index(0..100), f.index(100..200));
+    let sum = |radius| Taps::<f32>::Sum { radius };
+    for variant in StencilVariant::ALL {
+        let s = (&input, &mut output);
+        expect_invalid(gpu, variant, &sum(5), s, 256, &["radius", "5", "_r5_f32"])?;
+        let s = (&input, &mut output);
+        expect_invalid(gpu, variant, &sum(3), s, 2048, &["_r3_f32", "2048"])?;
+    }
+    for variant in [Shared, Weighted] {
+        let s = (&input, &mut output);
+        expect_invalid(gpu, variant, &sum(16), s, 8, &["radius", "8", "halos"])?;
+    }
+    let s = (&input, &mut output);
+    expect_invalid(gpu, Fast, &sum(3), s, 100, &["multiple of 32", "100"])?;
+    for variant in [Naive, Shared] {
+        let taps = Taps::Weighted(vec![0.5f32; 7]);
+        let s = (&input, &mut output);
+        expect_invalid(gpu, variant, &taps, s, 256, &["sums only"])?;
+    }
+    let even = Taps::Weighted(vec![0.5f32; 6]);
+    let s = (&input, &mut output);
+    expect_invalid(gpu, Fast, &even, s, 256, &["2R + 1", "6"])?;
+    let mut short = f.index(200..250);
+    expect_invalid(
+        gpu,
+        Fast,
+        &sum(3),
+        (&input, &mut short),
+        256,
+        &["100", "50"],
+    )?;
+    let mut shifted = f.index(50..150);
+    expect_invalid(
+        gpu,
+        Fast,
+        &sum(3),
+        (&input, &mut shifted),
+        256,
+        &["overlaps"],
+    )?;
+    let ints = gpu.alloc::<i32>(200, "i32 buffer")?;
+    let (i_in, mut i_out) = (ints.index(0..100), ints.index(100..200));
+    let taps = Taps::Weighted(vec![1i32; 7]);
+    let s = (&i_in, &mut i_out);
+    expect_invalid(gpu, Fast, &taps, s, 256, &["f32 and f64"])?;
+    let s = (&i_in, &mut i_out);
+    expect_invalid(
+        gpu,
+        Weighted,
+        &Taps::Sum { radius: 3 },
+        s,
+        256,
+        &["weighted", "i32"],
+    )?;
+    let u = gpu.alloc::<u32>(200, "u32 buffer")?;
+    let (u_in, mut u_out) = (u.index(0..100), u.index(100..200));
+    for variant in StencilVariant::ALL {
+        let s = (&u_in, &mut u_out);
+        expect_invalid(gpu, variant, &Taps::Sum { radius: 3 }, s, 256, &["u32"])?;
+    }
+    Ok(())
+}
