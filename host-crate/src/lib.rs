@@ -19,6 +19,7 @@ pub mod lab;
 pub mod launch;
 pub mod occupancy;
 pub mod reduce;
+pub mod sanitize;
 pub mod smoke;
 pub mod stencil;
 pub mod timing;

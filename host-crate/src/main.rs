@@ -3,6 +3,7 @@ use std::process::ExitCode;
 
 mod bench_cli;
 mod lab_cli;
+mod sanitize_cli;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
@@ -113,6 +114,12 @@ enum Command {
     Occupancy(lab_cli::OccupancyArgs),
     /// Every kernel family over sizes and types, checked, compared and drawn (the main job).
     Bench(bench_cli::BenchArgs),
+    /// Every library kernel under compute-sanitizer (memcheck, racecheck, synccheck, initcheck),
+    /// and the broken-on-purpose kernels to show the checkers bite.
+    Sanitize(sanitize_cli::SanitizeArgs),
+    /// What `sanitize` runs under each tool (every library kernel on small inputs with tails).
+    #[command(hide = true)]
+    SanitizeCases(sanitize_cli::CasesArgs),
 }
 
 fn main() -> ExitCode {
@@ -132,6 +139,8 @@ fn run(cli: Cli) -> Result<()> {
             let cfg = a.config()?;
             bench_cli::bench(&open(cli.device)?, &a, &cfg)
         }
+        Command::Sanitize(a) => sanitize_cli::sanitize(cli.device, &a),
+        Command::SanitizeCases(a) => sanitize_cli::cases(&open(cli.device)?, &a),
         Command::Warp(a) => {
             a.validate()?;
             lab_cli::warp(&open(cli.device)?, &a)

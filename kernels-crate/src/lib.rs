@@ -1,10 +1,10 @@
 //! # ferrocuda-kernels
 //!
 //! The GPU side of ferrocuda: a small device layer in the spirit of rust-cuda's `cuda_std`
-//! ([`device`]) and the kernels written with it. The crate is `no_std` when built for
-//! `nvptx64-nvidia-cuda` (by `cargo xtask build-ptx`); on the host it compiles as an ordinary
-//! library so that the host crate shares its constants ([`config`]) and its plain per-element
-//! functions, and so that host tests can call them.
+//! (the `device` module) and the kernels written with it. The crate is `no_std` when built for
+//! `nvptx64-nvidia-cuda` (by `cargo xtask build-ptx`); every module but [`config`] exists only
+//! there. On the host it compiles as an ordinary library holding [`config`], so that the host
+//! crate shares its constants and launch arithmetic.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(
     target_arch = "nvptx64",
@@ -24,6 +24,9 @@ pub mod config;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod device;
+
+#[cfg(target_arch = "nvptx64")]
+pub mod broken;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod lab;

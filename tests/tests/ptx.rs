@@ -17,6 +17,7 @@ fn known_symbols() -> Vec<String> {
         .map(String::from)
         .collect();
     v.extend(ferrocuda_tests::selftest::symbols());
+    v.extend(ferrocuda::sanitize::BROKEN_KERNELS.map(String::from));
     v
 }
 

@@ -1,4 +1,5 @@
-//! `cargo xtask bench`: builds and checks everything, then runs `ferrocuda bench` on the GPU.
+//! `cargo xtask bench` and `cargo xtask sanitize`: build and check everything, then run `ferrocuda
+//! bench` (or `ferrocuda sanitize`) on the GPU.
 //!
 //! Everything up to running is done on any machine, so a machine without a GPU still learns
 //! whether the benchmark would build; the run itself needs a device and says so in one line.
@@ -11,7 +12,7 @@ use anyhow::{Result, bail};
 use crate::cuda::{self, Cuda};
 use crate::{build_ptx, cargo, cmd, ptx_check};
 
-pub fn run(root: &Path, bench_args: &[String]) -> Result<()> {
+pub fn run(root: &Path, subcommand: &str, bench_args: &[String]) -> Result<()> {
     let cuda = Cuda::provision(root)?;
     let env = cuda.env()?;
     let archs = build_ptx::run(root, &build_ptx::Options::default())?;
@@ -20,12 +21,12 @@ pub fn run(root: &Path, bench_args: &[String]) -> Result<()> {
 
     if let Err(reason) = cuda::gpu(cuda.driver.as_deref()) {
         bail!(
-            "a CUDA device is required for `ferrocuda bench` ({reason}); PTX built and checked for {}",
+            "a CUDA device is required for `ferrocuda {subcommand}` ({reason}); PTX built and checked for {}",
             archs.join(", ")
         );
     }
     let mut bench = Command::new(&ferrocuda.executable);
-    bench.arg("bench").args(bench_args).current_dir(root);
+    bench.arg(subcommand).args(bench_args).current_dir(root);
     env.link_and_load(&mut bench);
     cmd::run(&mut bench)
 }

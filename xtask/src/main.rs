@@ -51,6 +51,10 @@ Tasks:
       `ferrocuda: N passed, N failed, N skipped`.
   bench [-- BENCH_ARGS...]
       provision, build-ptx, ptx-check, build ferrocuda, then run `ferrocuda bench` (needs a GPU).
+  sanitize [-- SANITIZE_ARGS...]
+      As bench, then run `ferrocuda sanitize`: every library kernel under compute-sanitizer
+      (memcheck, racecheck, synccheck, initcheck) and the broken-on-purpose kernels (needs a
+      GPU and compute-sanitizer).
   gpu-bundle [--out DIR]
       Put the release ferrocuda binary, every test executable, the PTX and a run.sh into DIR
       (default .gpu), for a GPU machine without a Rust toolchain.
@@ -66,6 +70,7 @@ enum Task {
     Provision,
     Test { cargo_args: Vec<String> },
     Bench { bench_args: Vec<String> },
+    Sanitize { args: Vec<String> },
     GpuBundle { out: PathBuf },
 }
 
@@ -108,7 +113,8 @@ fn run() -> Result<()> {
         Task::Doctor => doctor::run(&root),
         Task::Provision => provision::run(&root),
         Task::Test { cargo_args } => test::run(&root, &cargo_args),
-        Task::Bench { bench_args } => bench::run(&root, &bench_args),
+        Task::Bench { bench_args } => bench::run(&root, "bench", &bench_args),
+        Task::Sanitize { args } => bench::run(&root, "sanitize", &args),
         Task::GpuBundle { out } => gpu_bundle::run(&root, &out),
     }
 }
@@ -160,6 +166,9 @@ fn parse(args: Vec<String>) -> Result<Option<Task>> {
         },
         "bench" => Task::Bench {
             bench_args: words.rest_after_dashes(&name)?,
+        },
+        "sanitize" => Task::Sanitize {
+            args: words.rest_after_dashes(&name)?,
         },
         "gpu-bundle" => {
             let mut out = None;

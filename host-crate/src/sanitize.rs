@@ -1,0 +1,268 @@
+//! `ferrocuda sanitize`: every library kernel under NVIDIA's `compute-sanitizer`
+//! (`memcheck`, `racecheck`, `synccheck`, `initcheck`), and the two broken-on-purpose kernels
+//! of `kernels-crate/src/broken.rs` to show that the checkers bite.
+//!
+//! The driver re-runs this binary (`ferrocuda sanitize-cases`) once per tool under
+//! `compute-sanitizer`, and attributes every reported error to the kernel it names.
+use std::collections::BTreeMap;
+
+use cust::memory::DeviceBuffer;
+
+use crate::cpu::{ReduceReference, SplitMix64, check_stencil};
+use crate::element::{ElemType, Element};
+use crate::error::Result;
+use crate::gpu::Gpu;
+use crate::kernel_args;
+use crate::launch::LaunchConfig;
+use crate::reduce::{ReduceOp, ReduceRun, ReduceVariant};
+use crate::stencil::{Boundary, StencilRun, StencilVariant, Taps};
+
+/// The sanitizer tools, in the order of the table.
+pub const TOOLS: [&str; 4] = ["memcheck", "racecheck", "synccheck", "initcheck"];
+
+/// The demonstration kernels that must be flagged.
+pub const BROKEN_KERNELS: [&str; 2] = [
+    "broken_stencil_1d_no_sync_f32",
+    "broken_reduce_volatile_warp_i32",
+];
+
+/// Sizes with tails: one past a warp, and a non-multiple of every block and vector width
+/// (small, because the tools slow every launch down by orders of magnitude).
+pub const CASE_SIZES: [usize; 2] = [33, 4099];
+
+/// Runs every library kernel on small inputs with tails, checking each result; returns
+/// `(symbol, passed)` per kernel (a kernel that ran several cases passes if all did).
+pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
+    let mut results = BTreeMap::new();
+    let mut record = |symbol: &str, ok: bool| {
+        *results.entry(symbol.to_string()).or_insert(true) &= ok;
+    };
+    for n in CASE_SIZES {
+        let r = crate::smoke::run(gpu, n, 100, 0, n as u64)?;
+        record(crate::smoke::SYMBOL, r.mismatches == 0);
+    }
+    for ty in ElemType::ALL {
+        crate::with_elem_type!(ty, T => reduce_cases::<T>(gpu, &mut record))?;
+        if matches!(ty, ElemType::I32 | ElemType::F32 | ElemType::F64) {
+            crate::with_elem_type!(ty, T => stencil_cases::<T>(gpu, &mut record))?;
+        }
+    }
+    let wide: Vec<i32> = (0..4099).map(|i| i32::MAX - i).collect();
+    let d = gpu.upload(&wide, "widening input")?;
+    let want: i64 = wide.iter().map(|&v| v as i64).sum();
+    record(
+        crate::reduce::WIDENING_SUM_SYMBOL,
+        crate::reduce::sum_i32_to_i64(gpu, &d)? == want,
+    );
+    let demo = crate::lab::WarpDemo::NOTES;
+    let rows = demo.run(gpu)?;
+    let ok = rows
+        .iter()
+        .zip(demo.expected())
+        .all(|(g, w)| g.iter().zip(w).all(|(&g, w)| w.is_none_or(|w| w == g)));
+    record(crate::lab::WARP_DEMO_SYMBOL, ok);
+    for row in crate::lab::divergence(gpu, 1000, 128, 4, 1)? {
+        record(row.kernel, row.mismatches == 0);
+    }
+    record(crate::timing::SPIN_SYMBOL, true);
+    Ok(results)
+}
+
+fn reduce_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Result<()> {
+    let mut rng = SplitMix64::new(7);
+    let host: Vec<T> = (0..CASE_SIZES[1] + 1)
+        .map(|_| from_bits::<T>(rng.next_u64()))
+        .collect();
+    let input = gpu.upload(&host, "sanitize reduce input")?;
+    for v in ReduceVariant::ALL
+        .into_iter()
+        .filter(|v| v.supports_type(T::TYPE))
+    {
+        let blocks: Vec<u32> = if v == ReduceVariant::CompleteUnroll {
+            crate::reduce::COMPLETE_UNROLL_BLOCKS.to_vec()
+        } else {
+            vec![v.default_block()]
+        };
+        for op in ReduceOp::ALL.into_iter().filter(|&o| v.supports_op(o)) {
+            for &block in &blocks {
+                for n in CASE_SIZES {
+                    // Offset 1: an odd start, so the vector paths take their scalar head.
+                    let (lo, hi) = if v == ReduceVariant::Fast {
+                        (1, n + 1)
+                    } else {
+                        (0, n)
+                    };
+                    let slice = input.index(lo..hi);
+                    let mut run = ReduceRun::<T>::new(gpu, v, op, &slice, block)?;
+                    let got = run.run()?;
+                    let reference = ReduceReference::of(op, &host[lo..hi], |x| x);
+                    let ok = reference.check(got, run.rounding_depth()).passed;
+                    for (symbol, _) in run.launches() {
+                        record(symbol, ok);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A value from random bits: the full range for integers, [-1, 1) for floats.
+fn from_bits<T: Element>(bits: u64) -> T {
+    if T::TYPE.is_float() {
+        T::from_f64((bits >> 11) as f64 / (1u64 << 52) as f64 - 1.0)
+    } else {
+        let bytes = bits.to_ne_bytes();
+        // SAFETY: integer element types are valid for any bit pattern of their size (<= 8).
+        unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
+    }
+}
+
+fn stencil_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Result<()> {
+    let mut rng = SplitMix64::new(9);
+    let n_max = CASE_SIZES[1];
+    let host: Vec<T> = (0..n_max)
+        .map(|_| from_bits::<T>(rng.next_u64() & 0xFF))
+        .collect();
+    for v in StencilVariant::ALL
+        .into_iter()
+        .filter(|v| v.supports_type(T::TYPE))
+    {
+        // The smallest and the largest radius: the halo shorter and longer than a vector.
+        for radius in [1u32, 16] {
+            let mut taps_list = vec![Taps::<T>::Sum { radius }];
+            if T::TYPE.is_float() && v.supports_weights() {
+                taps_list.push(Taps::Weighted(
+                    (0..=2 * radius)
+                        .map(|k| T::from_f64(0.5 + k as f64 / 8.0))
+                        .collect(),
+                ));
+            }
+            for taps in &taps_list {
+                if v.error(taps, v.default_block()).is_some() {
+                    continue;
+                }
+                for boundary in Boundary::ALL {
+                    for n in CASE_SIZES {
+                        let input = gpu.upload(&host[..n], "sanitize stencil input")?;
+                        let mut output: DeviceBuffer<T> =
+                            gpu.alloc(n, "sanitize stencil output")?;
+                        crate::stencil::poison(gpu, &mut output)?;
+                        let mut run = StencilRun::new(
+                            gpu,
+                            v,
+                            taps,
+                            boundary,
+                            &input,
+                            &mut output,
+                            v.default_block(),
+                        )?;
+                        run.run()?;
+                        let symbol = run.symbol().to_string();
+                        drop(run);
+                        let ok = check_stencil(&host[..n], taps, boundary, &gpu.download(&output)?)
+                            .passed;
+                        record(&symbol, ok);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Launches the two broken kernels once each (results not checked: they are wrong by design).
+pub fn broken_cases(gpu: &Gpu) -> Result<()> {
+    let n = 4099usize;
+    let block = 128u32;
+    let grid = n.div_ceil(block as usize) as u32;
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let d = gpu.upload(&x, "broken stencil input")?;
+    let out = gpu.alloc::<f32>(n, "broken stencil output")?;
+    let k = gpu.kernel(BROKEN_KERNELS[0])?;
+    // SAFETY: `n` floats each way; shared memory for the tile and its 2 x 3 halo slots.
+    unsafe {
+        k.launch_and_wait(
+            LaunchConfig::linear(grid, block, (block + 6) * 4),
+            kernel_args![d.as_device_ptr(), out.as_device_ptr(), n],
+        )?
+    };
+    let xi: Vec<i32> = (0..n as i32).collect();
+    let di = gpu.upload(&xi, "broken reduce input")?;
+    let partials = gpu.alloc::<i32>(grid as usize, "broken reduce partials")?;
+    let k = gpu.kernel(BROKEN_KERNELS[1])?;
+    // SAFETY: `n` ints in, one partial per block out; one shared int per thread.
+    unsafe {
+        k.launch_and_wait(
+            LaunchConfig::linear(grid, block, block * 4),
+            kernel_args![di.as_device_ptr(), partials.as_device_ptr(), n],
+        )?
+    };
+    Ok(())
+}
+
+/// What one sanitizer tool reported.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolReport {
+    /// The total of the tool's summary line (`ERROR SUMMARY: N errors`, or racecheck's hazards).
+    pub total: usize,
+    /// Errors attributed to each kernel named in them.
+    pub per_kernel: BTreeMap<String, usize>,
+}
+
+/// Parses compute-sanitizer's output: the summary total, and each error block (a line
+/// `========= <text>` that is not indented further) attributed to the first of `kernels`
+/// named in the block.
+pub fn parse_report(text: &str, kernels: &[String]) -> ToolReport {
+    let mut report = ToolReport::default();
+    let mut open = false;
+    for line in text.lines() {
+        let Some(body) = line.strip_prefix("=========") else {
+            continue;
+        };
+        if let Some(rest) = body.trim().strip_prefix("ERROR SUMMARY:") {
+            report.total = report.total.max(
+                rest.split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0),
+            );
+            continue;
+        }
+        if let Some(rest) = body.trim().strip_prefix("RACECHECK SUMMARY:") {
+            report.total = report.total.max(
+                rest.split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0),
+            );
+            continue;
+        }
+        let header = body.starts_with(' ') && !body.starts_with("  ") && !body.trim().is_empty();
+        if header {
+            open = true;
+        }
+        if open {
+            // The longest name first: `reduce_cg_f32` must not claim `reduce_cg_vector4_f32`.
+            if let Some(k) = kernels
+                .iter()
+                .filter(|k| mentions(body, k))
+                .max_by_key(|k| k.len())
+            {
+                *report.per_kernel.entry(k.clone()).or_insert(0) += 1;
+                open = false;
+            }
+        }
+    }
+    report
+}
+
+/// Whether `line` names `kernel` as a whole word.
+fn mentions(line: &str, kernel: &str) -> bool {
+    line.match_indices(kernel).any(|(i, _)| {
+        let before = line[..i].chars().next_back();
+        let after = line[i + kernel.len()..].chars().next();
+        let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !word(before) && !word(after)
+    })
+}

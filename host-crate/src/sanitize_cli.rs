@@ -1,0 +1,242 @@
+//! The `sanitize` and `sanitize-cases` subcommands.
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{Context as _, Result, bail};
+use clap::Args;
+use ferrocuda::Gpu;
+use ferrocuda::sanitize::{self, BROKEN_KERNELS, TOOLS, ToolReport};
+
+/// `ferrocuda sanitize`.
+#[derive(Args)]
+pub struct SanitizeArgs {
+    /// The compute-sanitizer executable (default: from PATH, then /usr/local/cuda/bin).
+    #[arg(long)]
+    sanitizer: Option<PathBuf>,
+    /// Tools to run, comma-separated.
+    #[arg(long, default_value = "memcheck,racecheck,synccheck,initcheck")]
+    tools: String,
+    /// Also write the table as Markdown to this file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// `ferrocuda sanitize-cases` (what `sanitize` runs under each tool).
+#[derive(Args)]
+pub struct CasesArgs {
+    /// Launch the two broken-on-purpose kernels instead of the library's.
+    #[arg(long)]
+    broken: bool,
+}
+
+/// Runs the cases in this process: one `kernel <symbol> PASS|FAIL` line per library kernel.
+pub fn cases(gpu: &Gpu, a: &CasesArgs) -> Result<()> {
+    if a.broken {
+        sanitize::broken_cases(gpu)?;
+        for k in BROKEN_KERNELS {
+            println!("kernel {k} LAUNCHED");
+        }
+        return Ok(());
+    }
+    let results = sanitize::library_cases(gpu)?;
+    let failed: Vec<&String> = results
+        .iter()
+        .filter(|(_, ok)| !**ok)
+        .map(|(k, _)| k)
+        .collect();
+    for (k, ok) in &results {
+        println!("kernel {k} {}", if *ok { "PASS" } else { "FAIL" });
+    }
+    if !failed.is_empty() {
+        bail!(
+            "{} kernels gave results that differ from the CPU: {failed:?}",
+            failed.len()
+        );
+    }
+    Ok(())
+}
+
+fn find_sanitizer(explicit: &Option<PathBuf>) -> Result<PathBuf> {
+    if let Some(p) = explicit {
+        return Ok(p.clone());
+    }
+    ["compute-sanitizer", "/usr/local/cuda/bin/compute-sanitizer"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| {
+            Command::new(p)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .context(
+            "compute-sanitizer not found (it comes with the CUDA toolkit); pass --sanitizer PATH",
+        )
+}
+
+fn run_tool(
+    sanitizer: &PathBuf,
+    tool: &str,
+    device: u32,
+    broken: bool,
+) -> Result<(String, Vec<String>, bool)> {
+    let me = std::env::current_exe().context("locating this executable")?;
+    let mut c = Command::new(sanitizer);
+    c.args(["--tool", tool, "--print-limit", "100000"]);
+    if tool == "racecheck" {
+        c.args(["--racecheck-report", "hazard"]);
+    }
+    c.arg(&me)
+        .args(["--device", &device.to_string(), "sanitize-cases"]);
+    if broken {
+        c.arg("--broken");
+    }
+    let out = c
+        .output()
+        .with_context(|| format!("running {} --tool {tool}", sanitizer.display()))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kernels: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("kernel "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(String::from)
+        .collect();
+    let results_ok = !text
+        .lines()
+        .any(|l| l.starts_with("kernel ") && l.ends_with(" FAIL"));
+    Ok((text, kernels, results_ok))
+}
+
+/// Runs every tool over the library's kernels and the broken ones; prints the table.
+pub fn sanitize(device: u32, a: &SanitizeArgs) -> Result<()> {
+    let sanitizer = find_sanitizer(&a.sanitizer)?;
+    let tools: Vec<&str> = a.tools.split(',').map(str::trim).collect();
+    if let Some(t) = tools.iter().find(|t| !TOOLS.contains(t)) {
+        bail!("unknown tool `{t}` ({})", TOOLS.join(", "));
+    }
+    // The tools run side by side (one process each) and the broken cases after them.
+    eprintln!(
+        "compute-sanitizer --tool {{{}}}: every library kernel, then the broken-on-purpose ones ...",
+        tools.join(",")
+    );
+    let sanitizer = &sanitizer;
+    let runs: Vec<Result<(String, Vec<String>, bool)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = tools
+            .iter()
+            .map(|&tool| s.spawn(move || run_tool(sanitizer, tool, device, false)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("sanitizer thread"))
+            .collect()
+    });
+    let mut kernels: Vec<String> = Vec::new();
+    let mut texts = Vec::new();
+    for r in runs {
+        let (text, names, ok) = r?;
+        for n in names {
+            if !kernels.contains(&n) {
+                kernels.push(n);
+            }
+        }
+        texts.push((text, ok));
+    }
+    let all: Vec<String> = kernels
+        .iter()
+        .cloned()
+        .chain(BROKEN_KERNELS.map(String::from))
+        .collect();
+    let reports: Vec<(String, ToolReport, bool)> = tools
+        .iter()
+        .zip(texts)
+        .map(|(t, (text, ok))| (t.to_string(), sanitize::parse_report(&text, &all), ok))
+        .collect();
+    let broken_tools: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|t| *t == "racecheck" || *t == "synccheck")
+        .collect();
+    let mut broken_reports = Vec::new();
+    for &tool in &broken_tools {
+        let (text, _, _) = run_tool(sanitizer, tool, device, true)?;
+        let names: Vec<String> = BROKEN_KERNELS.map(String::from).to_vec();
+        broken_reports.push((tool.to_string(), sanitize::parse_report(&text, &names)));
+    }
+
+    let mut md = String::new();
+    let header = format!("| kernel | {} |", tools.join(" | "));
+    md.push_str(&format!("{header}\n|---|{}\n", "---:|".repeat(tools.len())));
+    let mut dirty = 0;
+    for k in &kernels {
+        let counts: Vec<usize> = reports
+            .iter()
+            .map(|(_, r, _)| r.per_kernel.get(k).copied().unwrap_or(0))
+            .collect();
+        dirty += counts.iter().any(|&c| c > 0) as usize;
+        md.push_str(&format!(
+            "| {k} | {} |\n",
+            counts
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ));
+    }
+    let totals: Vec<String> = reports
+        .iter()
+        .map(|(t, r, _)| format!("{t}: {} errors", r.total))
+        .collect();
+    md.push_str(&format!(
+        "\nLibrary kernels: {} checked, {} with errors; totals: {}.\n",
+        kernels.len(),
+        dirty,
+        totals.join(", ")
+    ));
+    md.push_str("\nBroken on purpose (must be flagged):\n\n| kernel | tool | errors reported |\n|---|---|---:|\n");
+    let mut unflagged = Vec::new();
+    for k in BROKEN_KERNELS {
+        let flagged: Vec<(String, usize)> = broken_reports
+            .iter()
+            .map(|(t, r)| (t.clone(), r.per_kernel.get(k).copied().unwrap_or(0)))
+            .collect();
+        for (t, c) in &flagged {
+            md.push_str(&format!("| {k} | {t} | {c} |\n"));
+        }
+        if !broken_reports.is_empty() && flagged.iter().all(|(_, c)| *c == 0) {
+            unflagged.push(k);
+        }
+    }
+    print!("{md}");
+    if let Some(path) = &a.out {
+        std::fs::write(path, &md).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let results_failed: Vec<&str> = reports
+        .iter()
+        .filter(|(_, _, ok)| !ok)
+        .map(|(t, _, _)| t.as_str())
+        .collect();
+    let totals_nonzero: Vec<&str> = reports
+        .iter()
+        .filter(|(_, r, _)| r.total > 0)
+        .map(|(t, _, _)| t.as_str())
+        .collect();
+    if dirty > 0
+        || !totals_nonzero.is_empty()
+        || !results_failed.is_empty()
+        || !unflagged.is_empty()
+    {
+        bail!(
+            "sanitize failed: {dirty} library kernels with errors; tools with non-zero totals {totals_nonzero:?}; \
+             wrong results under {results_failed:?}; broken kernels not flagged {unflagged:?}"
+        );
+    }
+    println!(
+        "PASS: zero errors on every library kernel under {}; both broken kernels flagged",
+        tools.join(", ")
+    );
+    Ok(())
+}

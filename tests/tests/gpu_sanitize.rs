@@ -1,0 +1,68 @@
+//! compute-sanitizer bites: `racecheck` reports hazards on both broken-on-purpose kernels
+//! (the stencil without `syncthreads`, the `volatile` warp unrolling without `syncwarp`).
+//! Needs the `ferrocuda` binary (`FERROCUDA_BIN`, set by the GPU bundle, or the one next to
+//! this test's build) and `compute-sanitizer` on the GPU machine.
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, ensure};
+use ferrocuda::sanitize::{BROKEN_KERNELS, parse_report};
+use ferrocuda_tests::{TestResult, gpu_test, run_gpu_suite};
+
+fn ferrocuda_bin() -> anyhow::Result<PathBuf> {
+    if let Ok(p) = std::env::var("FERROCUDA_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe()?;
+    let bin = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .map(|d| d.join("ferrocuda"))
+        .context("no build directory")?;
+    ensure!(
+        bin.is_file(),
+        "set FERROCUDA_BIN: {} does not exist",
+        bin.display()
+    );
+    Ok(bin)
+}
+
+fn racecheck_flags_both_broken_kernels(_gpu: &ferrocuda::Gpu) -> TestResult {
+    let sanitizer = ["compute-sanitizer", "/usr/local/cuda/bin/compute-sanitizer"]
+        .into_iter()
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .context(
+            "compute-sanitizer not found: this test needs the CUDA toolkit on the GPU machine",
+        )?;
+    let device = std::env::var("FERROCUDA_DEVICE").unwrap_or_else(|_| "0".into());
+    let out = Command::new(sanitizer)
+        .args(["--tool", "racecheck", "--racecheck-report", "hazard"])
+        .arg(ferrocuda_bin()?)
+        .args(["--device", &device, "sanitize-cases", "--broken"])
+        .output()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = parse_report(&text, &BROKEN_KERNELS.map(String::from));
+    for k in BROKEN_KERNELS {
+        ensure!(
+            report.per_kernel.get(k).copied().unwrap_or(0) > 0,
+            "racecheck did not flag {k}:\n{text}"
+        );
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    run_gpu_suite(vec![gpu_test(
+        "racecheck_reports_hazards_on_both_broken_kernels",
+        racecheck_flags_both_broken_kernels,
+    )])
+}
