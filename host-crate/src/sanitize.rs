@@ -201,6 +201,28 @@ pub fn broken_cases(gpu: &Gpu) -> Result<()> {
     Ok(())
 }
 
+/// The command that runs `ferrocuda_bin sanitize-cases` (with `--broken`: the broken kernels)
+/// under `compute-sanitizer --tool tool`, printing every error (the default print limit cuts
+/// the report short after the first kernel's hazards).
+pub fn sanitizer_command(
+    sanitizer: &std::path::Path,
+    tool: &str,
+    ferrocuda_bin: &std::path::Path,
+    device: u32,
+    broken: bool,
+) -> std::process::Command {
+    let mut c = std::process::Command::new(sanitizer);
+    c.args(["--tool", tool, "--print-limit", "100000"]);
+    if tool == "racecheck" {
+        c.args(["--racecheck-report", "hazard"]);
+    }
+    c.arg(ferrocuda_bin).args(["--device", &device.to_string(), "sanitize-cases"]);
+    if broken {
+        c.arg("--broken");
+    }
+    c
+}
+
 /// What one sanitizer tool reported.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToolReport {

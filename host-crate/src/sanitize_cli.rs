@@ -81,16 +81,7 @@ fn run_tool(
     broken: bool,
 ) -> Result<(String, Vec<String>, bool)> {
     let me = std::env::current_exe().context("locating this executable")?;
-    let mut c = Command::new(sanitizer);
-    c.args(["--tool", tool, "--print-limit", "100000"]);
-    if tool == "racecheck" {
-        c.args(["--racecheck-report", "hazard"]);
-    }
-    c.arg(&me)
-        .args(["--device", &device.to_string(), "sanitize-cases"]);
-    if broken {
-        c.arg("--broken");
-    }
+    let mut c = sanitize::sanitizer_command(sanitizer, tool, &me, device, broken);
     let out = c
         .output()
         .with_context(|| format!("running {} --tool {tool}", sanitizer.display()))?;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
 use anyhow::{Context, ensure};
-use ferrocuda::sanitize::{BROKEN_KERNELS, parse_report};
+use ferrocuda::sanitize::{BROKEN_KERNELS, parse_report, sanitizer_command};
 use ferrocuda_tests::{TestResult, gpu_test, run_gpu_suite};
 
 fn ferrocuda_bin() -> anyhow::Result<PathBuf> {
@@ -39,12 +39,8 @@ fn racecheck_flags_both_broken_kernels(_gpu: &ferrocuda::Gpu) -> TestResult {
         .context(
             "compute-sanitizer not found: this test needs the CUDA toolkit on the GPU machine",
         )?;
-    let device = std::env::var("FERROCUDA_DEVICE").unwrap_or_else(|_| "0".into());
-    let out = Command::new(sanitizer)
-        .args(["--tool", "racecheck", "--racecheck-report", "hazard"])
-        .arg(ferrocuda_bin()?)
-        .args(["--device", &device, "sanitize-cases", "--broken"])
-        .output()?;
+    let device = std::env::var("FERROCUDA_DEVICE").ok().and_then(|d| d.parse().ok()).unwrap_or(0);
+    let out = sanitizer_command(sanitizer.as_ref(), "racecheck", &ferrocuda_bin()?, device, true).output()?;
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
