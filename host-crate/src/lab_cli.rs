@@ -121,6 +121,29 @@ pub struct DivergenceArgs {
     reps: usize,
 }
 
+impl DivergenceArgs {
+    /// Checks the arguments without a GPU.
+    pub fn validate(&self) -> Result<()> {
+        for (symbol, _) in lab::DIVERGENCE_KERNELS {
+            let config = ferrocuda::LaunchConfig::per_element(self.n.max(1), self.block, 0)
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "`{symbol}`: cannot cover n = {} with blocks of {}",
+                        self.n,
+                        self.block
+                    )
+                })?;
+            if let Some(reason) = config.architectural_violation() {
+                bail!("invalid launch of kernel `{symbol}` {config}: {reason}");
+            }
+        }
+        if self.reps == 0 {
+            bail!("--reps must be at least 1");
+        }
+        Ok(())
+    }
+}
+
 /// Times the four `simpleDivergence` kernels and checks their results.
 pub fn divergence(gpu: &Gpu, a: &DivergenceArgs) -> Result<()> {
     let rows = lab::divergence(gpu, a.n, a.block, a.work, a.reps)?;

@@ -87,7 +87,7 @@ enum Command {
         /// Elements: 16777216, 2^24, 2^28, 2^20+3, 1<<20.
         #[arg(long, default_value = "2^24", value_parser = parse_count)]
         n: usize,
-        /// Threads per block (default: 256).
+        /// Threads per block (default: 128 for the fast path, 256 for the others).
         #[arg(long)]
         block: Option<u32>,
         /// Element type: i32, f32, f64.
@@ -145,7 +145,10 @@ fn run(cli: Cli) -> Result<()> {
             a.validate()?;
             lab_cli::warp(&open(cli.device)?, &a)
         }
-        Command::Divergence(a) => lab_cli::divergence(&open(cli.device)?, &a),
+        Command::Divergence(a) => {
+            a.validate()?;
+            lab_cli::divergence(&open(cli.device)?, &a)
+        }
         Command::Occupancy(a) => {
             a.validate()?;
             lab_cli::occupancy(&open(cli.device)?, &a)

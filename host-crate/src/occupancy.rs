@@ -128,6 +128,7 @@ pub struct Occupancy {
 /// The dynamic shared memory the library launches `symbol` with at `block` threads.
 pub fn dynamic_shared_bytes(symbol: &str, block: u32) -> u32 {
     crate::reduce::dynamic_shared_bytes(symbol, block)
+        + crate::stencil::dynamic_shared_bytes(symbol, block)
 }
 
 /// The occupancy of `symbol` at `block` threads.

@@ -333,10 +333,14 @@ pub fn dynamic_shared_bytes(symbol: &str, block: u32) -> u32 {
 
 /// Every reduction entry point the host knows.
 pub fn symbols() -> Vec<String> {
-    ReduceVariant::ALL
-        .iter()
-        .flat_map(|v| v.all_symbols())
-        .collect()
+    let mut v: Vec<String> = Vec::new();
+    // `reduce2_static` also lists the `reduce1_parallelism` kernels of its second pass.
+    for s in ReduceVariant::ALL.iter().flat_map(|v| v.all_symbols()) {
+        if !v.contains(&s) {
+            v.push(s);
+        }
+    }
+    v
 }
 
 /// One prepared reduction: kernels looked up, configurations validated, buffers allocated.

@@ -216,7 +216,8 @@ pub fn sanitizer_command(
     if tool == "racecheck" {
         c.args(["--racecheck-report", "hazard"]);
     }
-    c.arg(ferrocuda_bin).args(["--device", &device.to_string(), "sanitize-cases"]);
+    c.arg(ferrocuda_bin)
+        .args(["--device", &device.to_string(), "sanitize-cases"]);
     if broken {
         c.arg("--broken");
     }

@@ -192,6 +192,17 @@ impl StencilVariant {
         matches!(self, V::Shared | V::Weighted)
     }
 
+    /// The dynamic shared memory this variant is launched with: the `block + 2R` tile of the
+    /// textbook kernels, the 16-byte-vector tile with halos of the fast path, none for naive.
+    pub fn dynamic_shared_bytes(self, ty: ElemType, radius: u32, block: u32) -> u32 {
+        let elem = ty.size() as u32;
+        match self {
+            V::Naive => 0,
+            V::Shared | V::Weighted => stencil_shared_tile_len(block, radius) * elem,
+            V::Fast => 16 * stencil_fast_tile_vectors(block, radius, 16 / elem),
+        }
+    }
+
     /// The block size used when none is given.
     pub fn default_block(self) -> u32 {
         // Measured on an H200, f32, R = 3, n = 2^28: the fast path at 128 / 256 / 512 / 1024
@@ -258,6 +269,29 @@ impl StencilVariant {
             }
         }
         v
+    }
+}
+
+/// The dynamic shared memory the library launches stencil kernel `symbol`
+/// (`stencil_1d_<variant>_r<R>_<type>`) with at `block` threads; 0 for other symbols.
+pub fn dynamic_shared_bytes(symbol: &str, block: u32) -> u32 {
+    let Some(rest) = symbol.strip_prefix("stencil_1d_") else {
+        return 0;
+    };
+    let Some((head, ty)) = rest.rsplit_once('_') else {
+        return 0;
+    };
+    let Some((variant, radius)) = head.rsplit_once("_r") else {
+        return 0;
+    };
+    let variant = variant.strip_suffix("_weighted").unwrap_or(variant);
+    match (
+        StencilVariant::from_name(variant),
+        radius.parse::<u32>(),
+        ElemType::from_name(ty),
+    ) {
+        (Some(v), Ok(r), Some(t)) => v.dynamic_shared_bytes(t, r, block),
+        _ => 0,
     }
 }
 
@@ -340,15 +374,13 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         let too_large = || Error::InvalidArgument {
             what: format!("`{symbol}`: n = {n} needs more than 2^32 blocks of {block}"),
         };
+        let shared = variant.dynamic_shared_bytes(T::TYPE, radius, block);
         let config = match variant {
-            V::Naive => LaunchConfig::per_element(n, block, 0).ok_or_else(too_large)?,
-            V::Shared | V::Weighted => {
-                let shared = stencil_shared_tile_len(block, radius) * elem;
+            V::Naive | V::Shared | V::Weighted => {
                 LaunchConfig::per_element(n, block, shared).ok_or_else(too_large)?
             }
             V::Fast => {
                 let lanes = 16 / elem;
-                let shared = 16 * stencil_fast_tile_vectors(block, radius, lanes);
                 let tile = block as usize * STENCIL_FAST_VECTORS_PER_THREAD * lanes as usize;
                 let tiles = (n + 2 * lanes as usize).div_ceil(tile);
                 let resident =

@@ -186,3 +186,15 @@ fn bench_rejects_bad_sizes_variants_and_output_flags_before_touching_the_gpu() {
     assert_clean_failure(&ferrocuda(&["bench", "--json", "--csv"]), &["pick one"]);
     assert_clean_failure(&ferrocuda(&["bench", "--radius", "5"]), &["radius"]);
 }
+
+#[test]
+fn divergence_block_0_and_2048_are_rejected_before_touching_the_gpu() {
+    assert_clean_failure(
+        &ferrocuda(&["divergence", "--block", "0"]),
+        &["math_kernel1", "block"],
+    );
+    assert_clean_failure(
+        &ferrocuda(&["divergence", "--block", "2048"]),
+        &["math_kernel1", "at most 1024"],
+    );
+}

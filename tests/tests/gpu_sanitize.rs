@@ -39,8 +39,18 @@ fn racecheck_flags_both_broken_kernels(_gpu: &ferrocuda::Gpu) -> TestResult {
         .context(
             "compute-sanitizer not found: this test needs the CUDA toolkit on the GPU machine",
         )?;
-    let device = std::env::var("FERROCUDA_DEVICE").ok().and_then(|d| d.parse().ok()).unwrap_or(0);
-    let out = sanitizer_command(sanitizer.as_ref(), "racecheck", &ferrocuda_bin()?, device, true).output()?;
+    let device = std::env::var("FERROCUDA_DEVICE")
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(0);
+    let out = sanitizer_command(
+        sanitizer.as_ref(),
+        "racecheck",
+        &ferrocuda_bin()?,
+        device,
+        true,
+    )
+    .output()?;
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

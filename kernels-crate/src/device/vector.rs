@@ -25,8 +25,8 @@ macro_rules! lanes16 {
 lanes16!(4: i32, u32, f32);
 lanes16!(2: i64, u64, f64);
 
-/// Reads 16 bytes at `p` with one vector load (`ld.global.nc.v4.b32` / `.v2.b64`) through the
-/// read-only path.
+/// Reads 16 bytes at `p` with one vector load (`ld.global.v4.b32` / `.v2.b64`); see
+/// [`Vectorized::load_nc`] for the read-only (`.nc`) path.
 ///
 /// # Safety
 /// `p` must be 16-byte aligned, point to `N` valid elements of global memory, and nothing may

@@ -5,8 +5,10 @@
 //! a thread issues its four `ld.global.nc.v4` loads of a tile before using any of them, into
 //! four independent accumulators (64 bytes in flight per thread instead of 4). Measured on an
 //! H200 against the grid-stride form that spaces a thread's four loads a whole grid apart:
-//! 278 us -> 242 us for 2^28 f32 (contiguous tiles keep DRAM pages open). A block combines with warp shuffles (`shfl_xor_sync`, no shared-memory
-//! tree) and one shared slot per warp. Each block writes its partial; the last block to finish
+//! 278 us -> 242 us for 2^28 f32 (docs/results/runs/tuning-notes.md).
+//!
+//! A block combines with warp shuffles (`shfl_xor_sync`, no shared-memory tree) and one shared
+//! slot per warp. Each block writes its partial; the last block to finish
 //! (the classic `threadfence` + atomic ticket) combines the partials in index order and resets
 //! the ticket for the next launch.
 //!
