@@ -215,8 +215,16 @@ impl Gpu {
         &self.module
     }
 
+    /// Makes this GPU's context current on the calling thread. Every entry point of the library
+    /// calls it first, so one `Gpu` can be shared by several host threads (`Gpu` is `Sync`):
+    /// their work goes to the same stream, in the order the calls reach it.
+    pub fn make_current(&self) -> Result<()> {
+        cust::context::CurrentContext::set_current(&self._context).call("cuCtxSetCurrent")
+    }
+
     /// Looks up a kernel by its PTX symbol.
     pub fn kernel(&self, symbol: &str) -> Result<Kernel<'_>> {
+        self.make_current()?;
         Kernel::new(self, symbol)
     }
 
@@ -224,6 +232,7 @@ impl Gpu {
     /// (the notes' `cudaGetSymbolAddress`): `cuFuncGetModule` on a kernel of the module, then
     /// `cuModuleGetGlobal`.
     pub fn device_global(&self, name: &str) -> Result<(u64, usize)> {
+        self.make_current()?;
         let probe = self.kernel(crate::smoke::SYMBOL)?;
         let cname = std::ffi::CString::new(name).map_err(|_| Error::InvalidArgument {
             what: format!("symbol `{name}` contains a NUL"),
@@ -252,11 +261,13 @@ impl Gpu {
 
     /// Waits for all work on the stream.
     pub fn synchronize(&self) -> Result<()> {
+        self.make_current()?;
         self.stream.synchronize().call("cuStreamSynchronize")
     }
 
     /// Free and total device memory in bytes.
     pub fn memory_info(&self) -> Result<(usize, usize)> {
+        self.make_current()?;
         let (mut free, mut total) = (0, 0);
         // SAFETY: valid out-pointers; the context is current on this thread.
         check_raw("cuMemGetInfo", unsafe {
@@ -268,6 +279,7 @@ impl Gpu {
     /// Allocates `len` elements, uninitialised; an allocation larger than the free memory is
     /// reported as [`Error::OutOfMemory`] naming `what`.
     pub fn alloc<T: DeviceCopy>(&self, len: usize, what: &str) -> Result<DeviceBuffer<T>> {
+        self.make_current()?;
         let bytes = len as u128 * size_of::<T>() as u128;
         let (free, total) = self.memory_info()?;
         if bytes > free as u128 {
@@ -297,6 +309,7 @@ impl Gpu {
 
     /// Copies `data` to a new device buffer.
     pub fn upload<T: DeviceCopy>(&self, data: &[T], what: &str) -> Result<DeviceBuffer<T>> {
+        self.make_current()?;
         let mut buf = self.alloc::<T>(data.len(), what)?;
         if !data.is_empty() {
             buf.copy_from(data).call("cuMemcpyHtoD")?;
@@ -309,6 +322,7 @@ impl Gpu {
         &self,
         buf: &DeviceBuffer<T>,
     ) -> Result<Vec<T>> {
+        self.make_current()?;
         self.synchronize()?;
         let mut out = vec![T::default(); buf.len()];
         if !out.is_empty() {

@@ -307,6 +307,7 @@ impl<'g> Kernel<'g> {
     /// pointer among them must be valid for what the kernel's `# Safety` section requires.
     pub unsafe fn launch(&self, config: LaunchConfig, args: &[*mut c_void]) -> Result<()> {
         self.validate(config)?;
+        self.gpu.make_current()?;
         let [gx, gy, gz] = config.grid;
         let [bx, by, bz] = config.block;
         // SAFETY: forwarded to the caller; the configuration was validated.

@@ -198,3 +198,15 @@ fn divergence_block_0_and_2048_are_rejected_before_touching_the_gpu() {
         &["math_kernel1", "at most 1024"],
     );
 }
+
+#[test]
+fn unknown_reduce_and_stencil_variants_are_rejected_with_the_list() {
+    assert_clean_failure(
+        &ferrocuda(&["reduce", "--variant", "quantum"]),
+        &["unknown reduce variant `quantum`", "interleaved"],
+    );
+    assert_clean_failure(
+        &ferrocuda(&["stencil", "--variant", "quantum"]),
+        &["unknown stencil variant `quantum`", "shared"],
+    );
+}

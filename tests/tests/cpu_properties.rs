@@ -1,0 +1,106 @@
+//! Property tests of the launch arithmetic and the CPU models (proptest, fixed seed by the
+//! runner's defaults; a failure prints the minimal case to replay), and the messages of the
+//! errors a GPU machine cannot easily produce on demand.
+use ferrocuda::LaunchConfig;
+use ferrocuda::args::parse_count;
+use ferrocuda::cpu::warp::{ShflMode, shfl_source};
+use ferrocuda::reduce::ReduceVariant;
+use ferrocuda::{Error, stencil};
+use proptest::prelude::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// One thread per element: enough blocks, and not one block too many; `None` exactly when
+    /// the grid would not fit in `u32`.
+    #[test]
+    fn per_element_grid_covers_n_exactly(n in 1usize..1 << 44, block in 1u32..=1024) {
+        let blocks = n.div_ceil(block as usize);
+        match LaunchConfig::per_element(n, block, 0) {
+            None => prop_assert!(blocks > u32::MAX as usize),
+            Some(c) => {
+                let threads = c.grid[0] as u64 * block as u64;
+                prop_assert!(threads >= n as u64 && threads - (block as u64) < n as u64);
+                prop_assert_eq!(c.architectural_violation().is_none(), c.grid[0] <= i32::MAX as u32);
+            }
+        }
+    }
+
+    /// Blocks over 1024 threads never pass, whatever the shape.
+    #[test]
+    fn architectural_limits_reject_every_oversized_block(x in 1u32..2048, y in 1u32..64, z in 1u32..8) {
+        let c = LaunchConfig { grid: [1, 1, 1], block: [x, y, z], dynamic_shared_bytes: 0 };
+        let threads = x as u64 * y as u64 * z as u64;
+        prop_assert_eq!(c.architectural_violation().is_none(), threads <= 1024 && x <= 1024 && y <= 1024 && z <= 64);
+    }
+
+    #[test]
+    fn counts_parse_in_every_notation(k in 0u32..40, c in 0usize..1000) {
+        prop_assert_eq!(parse_count(&format!("2^{k}+{c}")), Ok((1usize << k) + c));
+        prop_assert_eq!(parse_count(&format!("1<<{k}")), Ok(1usize << k));
+        prop_assert_eq!(parse_count(&((1usize << k) + c).to_string()), Ok((1usize << k) + c));
+    }
+
+    /// A shuffle reads inside its segment, except xor, which may also read an earlier one.
+    #[test]
+    fn shuffles_read_inside_the_segment(width_log in 0u32..=5, lane in 0u32..32, b in 0u32..64) {
+        let width = 1 << width_log;
+        let seg = lane / width * width;
+        for mode in [ShflMode::Idx, ShflMode::Up, ShflMode::Down] {
+            let src = shfl_source(mode, lane, b, width);
+            prop_assert!((seg..seg + width).contains(&src), "{mode:?} lane {lane} b {b} w {width} -> {src}");
+        }
+        let src = shfl_source(ShflMode::Xor, lane, b, width);
+        prop_assert!(src < seg + width);
+    }
+
+    /// The textbook reductions take exactly the powers of two from 64 to 1024.
+    #[test]
+    fn textbook_blocks_are_powers_of_two_from_64(block in 0u32..4096) {
+        let ok = block.is_power_of_two() && (64..=1024).contains(&block);
+        prop_assert_eq!(ReduceVariant::Interleaved.block_error(block).is_none(), ok);
+        prop_assert_eq!(ReduceVariant::Fast.block_error(block).is_none(), block % 32 == 0 && (32..=1024).contains(&block));
+    }
+
+    /// The occupancy table finds each stencil kernel's tile from its symbol alone.
+    #[test]
+    fn stencil_shared_memory_is_found_from_the_symbol(v in 0usize..4, r in 0usize..6, t in 0usize..3, block in 1u32..=32) {
+        let variant = stencil::StencilVariant::ALL[v];
+        let radius = [1u32, 2, 3, 4, 8, 16][r];
+        let ty = [ferrocuda::element::ElemType::I32, ferrocuda::element::ElemType::F32, ferrocuda::element::ElemType::F64][t];
+        let block = block * 32;
+        let symbol = variant.symbol(ty, radius, false);
+        prop_assert_eq!(stencil::dynamic_shared_bytes(&symbol, block), variant.dynamic_shared_bytes(ty, radius, block));
+    }
+}
+
+#[test]
+fn a_device_older_than_every_ptx_is_named_with_its_capability() {
+    let e = Error::NoPtxForDevice {
+        device: "Tesla P100".into(),
+        compute_capability: (6, 0),
+        oldest: "sm_70",
+    };
+    let msg = e.to_string();
+    assert!(
+        msg.contains("Tesla P100") && msg.contains("6.0") && msg.contains("sm_70"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_driver_too_old_for_the_ptx_is_named_with_the_fix() {
+    let e = Error::ModuleLoad {
+        arch: "sm_90",
+        driver_version: 11040,
+        hint: "update the NVIDIA driver if it is older than the PTX ISA version, or build PTX for an older architecture",
+        cause: cust::error::CudaError::InvalidPtx,
+    };
+    let msg = e.to_string();
+    assert!(
+        msg.contains("sm_90")
+            && msg.contains("CUDA 11.4")
+            && msg.contains("update the NVIDIA driver"),
+        "{msg}"
+    );
+}
