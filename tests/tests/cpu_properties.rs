@@ -104,3 +104,17 @@ fn a_driver_too_old_for_the_ptx_is_named_with_the_fix() {
         "{msg}"
     );
 }
+
+#[test]
+fn a_device_with_another_warp_size_is_refused_by_name() {
+    let e = Error::WarpSizeMismatch {
+        device: "wave64 GPU".into(),
+        found: 64,
+        expected: 32,
+    };
+    let msg = e.to_string();
+    assert!(
+        msg.contains("wave64 GPU") && msg.contains("64") && msg.contains("32-lane"),
+        "{msg}"
+    );
+}
