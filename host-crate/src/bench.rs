@@ -143,6 +143,19 @@ impl Report {
         serde_json::from_str(text)
     }
 
+    /// The (family, type) pairs measured, copy excluded, sorted: one table and one chart each.
+    pub fn families(&self) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = self
+            .rows
+            .iter()
+            .filter(|r| r.family != "copy")
+            .map(|r| (r.family.clone(), r.ty.clone()))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
     /// CSV with a header line.
     pub fn to_csv(&self) -> String {
         let mut s = String::from(
@@ -350,8 +363,7 @@ fn reduce_rows<T: Sample>(
             let runs = runs.into_inner();
             let lastrun = &runs[(cfg.reps.max(1) - 1) % k];
             let last = reference.check(lastrun.finish()?, lastrun.rounding_depth());
-            // The first failure, if any: the first run's, else the last timed run's.
-            let check = if first.passed { last } else { first };
+            let check = Check::first_then_last(first, last);
             let grid = lastrun
                 .launches()
                 .iter()
@@ -435,7 +447,7 @@ fn stencil_rows<T: Sample>(
                 boundary,
                 &gpu.download(&outputs[(cfg.reps.max(1) - 1) % k])?,
             );
-            let check = if !first.passed { first } else { last };
+            let check = Check::first_then_last(first, last);
             let name = format!("{}_r{}", v.name(), cfg.radius);
             rows.push(stats_row(
                 "stencil",
@@ -735,18 +747,7 @@ pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
     write("results.json", report.to_json())?;
     write("results.csv", report.to_csv())?;
     let mut charts = Vec::new();
-    let families: Vec<(String, String)> = {
-        let mut v: Vec<(String, String)> = report
-            .rows
-            .iter()
-            .filter(|r| r.family != "copy")
-            .map(|r| (r.family.clone(), r.ty.clone()))
-            .collect();
-        v.sort();
-        v.dedup();
-        v
-    };
-    for (family, ty) in &families {
+    for (family, ty) in &report.families() {
         let name = format!("{family}-{ty}.svg");
         write(&name, crate::chart::bandwidth_chart(report, family, ty))?;
         charts.push(name);
@@ -772,15 +773,7 @@ pub fn markdown(report: &Report, charts: &[String]) -> String {
          Baselines: {}; `xC` = baseline time / ferrocuda time (above 1: ferrocuda is faster).\n",
         report.reps, report.baselines
     );
-    let mut keys: Vec<(String, String)> = report
-        .rows
-        .iter()
-        .filter(|r| r.family != "copy")
-        .map(|r| (r.family.clone(), r.ty.clone()))
-        .collect();
-    keys.sort();
-    keys.dedup();
-    for (family, ty) in keys {
+    for (family, ty) in report.families() {
         let _ = writeln!(s, "## {family} {ty}\n");
         let _ = writeln!(
             s,

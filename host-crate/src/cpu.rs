@@ -161,6 +161,25 @@ pub struct Check {
     pub detail: String,
 }
 
+impl Check {
+    /// The verdict over a first run and a last timed run: the first one when both pass, else
+    /// the first failure, saying which run it came from (a result that moves between runs of
+    /// the same input is a race).
+    pub fn first_then_last(first: Check, last: Check) -> Check {
+        match (first.passed, last.passed) {
+            (true, true) => first,
+            (false, _) => Check {
+                passed: false,
+                detail: format!("first run: {}", first.detail),
+            },
+            (true, false) => Check {
+                passed: false,
+                detail: format!("last timed run: {}", last.detail),
+            },
+        }
+    }
+}
+
 impl<A: crate::element::Element> ReduceReference<A> {
     /// The reference for `op` over `x`, accumulating into `A` (the same type, or `i64` for the
     /// widening sum of `i32`).

@@ -758,17 +758,7 @@ pub fn measure<T: Element>(
     )?;
     let run = run.into_inner();
     let last = reference.check(run.finish()?, run.rounding_depth());
-    let check = match (first.passed, last.passed) {
-        (true, true) => first,
-        (false, _) => Check {
-            passed: false,
-            detail: format!("first run: {}", first.detail),
-        },
-        (true, false) => Check {
-            passed: false,
-            detail: format!("last timed run: {}", last.detail),
-        },
-    };
+    let check = Check::first_then_last(first, last);
     Ok(Measurement {
         variant,
         launches: run

@@ -243,22 +243,17 @@ pub fn parse_report(text: &str, kernels: &[String]) -> ToolReport {
         let Some(body) = line.strip_prefix("=========") else {
             continue;
         };
-        if let Some(rest) = body.trim().strip_prefix("ERROR SUMMARY:") {
-            report.total = report.total.max(
-                rest.split_whitespace()
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0),
-            );
-            continue;
-        }
-        if let Some(rest) = body.trim().strip_prefix("RACECHECK SUMMARY:") {
-            report.total = report.total.max(
-                rest.split_whitespace()
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0),
-            );
+        // `ERROR SUMMARY: N errors`, or racecheck's `RACECHECK SUMMARY: N hazards displayed`.
+        let summary = ["ERROR SUMMARY:", "RACECHECK SUMMARY:"]
+            .iter()
+            .find_map(|p| body.trim().strip_prefix(p));
+        if let Some(rest) = summary {
+            let n = rest
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            report.total = report.total.max(n);
             continue;
         }
         let header = body.starts_with(' ') && !body.starts_with("  ") && !body.trim().is_empty();

@@ -531,17 +531,7 @@ pub fn measure<T: Element>(
     run.finish()?;
     drop(run);
     let last = check_stencil(host_input, taps, boundary, &gpu.download(&output)?);
-    let check = match (first.passed, last.passed) {
-        (true, true) => first,
-        (false, _) => Check {
-            passed: false,
-            detail: format!("first run: {}", first.detail),
-        },
-        (true, false) => Check {
-            passed: false,
-            detail: format!("last timed run: {}", last.detail),
-        },
-    };
+    let check = Check::first_then_last(first, last);
     Ok(Measurement {
         variant,
         symbol,
