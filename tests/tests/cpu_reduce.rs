@@ -74,40 +74,74 @@ fn symbols_follow_the_notes_names_for_every_type() {
             }
         }
     }
-    let f32 = ElemType::F32;
-    assert_eq!(
-        V::Neighbored.symbol(f32, ReduceOp::Sum, 512),
-        "reduce_neighbored_f32"
-    );
-    assert_eq!(
-        V::NeighboredLess.symbol(ElemType::I32, ReduceOp::Sum, 512),
-        "reduce_neighbored_less_i32"
-    );
-    assert_eq!(
-        V::UnrollWarps8.symbol(ElemType::U64, ReduceOp::Sum, 512),
-        "reduce_unroll_warps8_u64"
-    );
-    assert_eq!(
-        V::CompleteUnroll.symbol(f32, ReduceOp::Sum, 512),
-        "reduce_complete_unroll_b512_f32"
-    );
-    assert_eq!(V::Shfl.symbol(f32, ReduceOp::Sum, 128), "reduce_shfl_f32");
-    assert_eq!(
-        V::Reduce1Parallelism.symbol(ElemType::F64, ReduceOp::Sum, 128),
-        "reduce1_parallelism_f64"
-    );
-    assert_eq!(
-        V::Reduce2Static.symbol(f32, ReduceOp::Sum, 128),
-        "reduce2_static_f32"
-    );
-    assert_eq!(
-        V::CgVector4.symbol(ElemType::I32, ReduceOp::Sum, 256),
-        "reduce_cg_vector4_i32"
-    );
-    assert_eq!(
-        V::Fast.symbol(ElemType::F64, ReduceOp::Max, 256),
-        "reduce_fast_max_f64"
-    );
+    let cases = [
+        (
+            V::Neighbored,
+            ElemType::F32,
+            ReduceOp::Sum,
+            512,
+            "reduce_neighbored_f32",
+        ),
+        (
+            V::NeighboredLess,
+            ElemType::I32,
+            ReduceOp::Sum,
+            512,
+            "reduce_neighbored_less_i32",
+        ),
+        (
+            V::UnrollWarps8,
+            ElemType::U64,
+            ReduceOp::Sum,
+            512,
+            "reduce_unroll_warps8_u64",
+        ),
+        (
+            V::CompleteUnroll,
+            ElemType::F32,
+            ReduceOp::Sum,
+            512,
+            "reduce_complete_unroll_b512_f32",
+        ),
+        (
+            V::Shfl,
+            ElemType::F32,
+            ReduceOp::Sum,
+            128,
+            "reduce_shfl_f32",
+        ),
+        (
+            V::Reduce1Parallelism,
+            ElemType::F64,
+            ReduceOp::Sum,
+            128,
+            "reduce1_parallelism_f64",
+        ),
+        (
+            V::Reduce2Static,
+            ElemType::F32,
+            ReduceOp::Sum,
+            128,
+            "reduce2_static_f32",
+        ),
+        (
+            V::CgVector4,
+            ElemType::I32,
+            ReduceOp::Sum,
+            256,
+            "reduce_cg_vector4_i32",
+        ),
+        (
+            V::Fast,
+            ElemType::F64,
+            ReduceOp::Max,
+            256,
+            "reduce_fast_max_f64",
+        ),
+    ];
+    for (variant, ty, op, block, symbol) in cases {
+        assert_eq!(variant.symbol(ty, op, block), symbol);
+    }
     assert!(
         V::Fast
             .all_symbols()
