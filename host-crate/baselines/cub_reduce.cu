@@ -6,68 +6,32 @@
 //   nvcc -O3 -std=c++17 -arch=sm_90 cub_reduce.cu -o cub_reduce
 //   ./cub_reduce <op: sum|min|max> <type: i32|u32|i64|u64|f32|f64> <n> [reps]
 //
-// Inputs rotate over buffers that together exceed the L2 cache, as in ferrocuda's bench.
+// Inputs rotate over buffers that together exceed four L2 caches, as in ferrocuda's bench.
 //
-// Prints one line: `cub <op> <type> n=<n> median_us=<t> min_us=<t> max_us=<t> gbs=<read GB/s>
-// result=<value>`.
+// Prints one line: `cub <op> <type> n=<n> median_us=<t> min_us=<t> max_us=<t> result=<value>`.
+// `common.cuh` (shared with textbook.cu) must sit next to this file.
 #include <cub/cub.cuh>
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <random>
 #include <string>
-#include <vector>
 
-#define CHECK(call)                                                                    \
-  do {                                                                                 \
-    cudaError_t e = (call);                                                            \
-    if (e != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e));          \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
+#include "common.cuh"
 
-__global__ void spin(unsigned long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
-}
-
-template <typename T>
-void fill(std::vector<T>& h, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  for (auto& v : h) {
-    if constexpr (std::is_floating_point_v<T>) {
-      v = static_cast<T>(std::uniform_real_distribution<double>(-1.0, 1.0)(rng));
-    } else {
-      v = static_cast<T>(rng() & 0xFF);
-    }
-  }
-}
 
 template <typename T>
 int run(const std::string& op, const char* type, size_t n, int reps) {
-  std::vector<T> h(n);
-  fill(h, 1);
+  std::vector<T> h = random_input<T>(n);
   // Input buffers in rotation, together larger than L2 (as ferrocuda's bench does).
-  int dev, l2;
-  CHECK(cudaGetDevice(&dev));
-  CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-  size_t rot = std::max<size_t>(1, std::min<size_t>(64, (4 * (size_t)l2 + n * sizeof(T) - 1) / (n * sizeof(T))));
+  size_t rot = rotation(n * sizeof(T));
+  DeviceMemory mem;
   std::vector<T*> ins(rot);
   for (auto& p : ins) {
-    CHECK(cudaMalloc(&p, n * sizeof(T)));
+    mem.alloc(&p, n * sizeof(T));
     CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
   }
   T* d_in = ins[0];
   T* d_out;
-  CHECK(cudaMalloc(&d_out, sizeof(T)));
-  cudaStream_t s;
-  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  mem.alloc(&d_out, sizeof(T));
+  cudaStream_t s = nullptr;
   auto reduce = [&](void* tmp, size_t& bytes) {
     if (op == "sum") return cub::DeviceReduce::Sum(tmp, bytes, d_in, d_out, (int64_t)n, s);
     if (op == "min") return cub::DeviceReduce::Min(tmp, bytes, d_in, d_out, (int64_t)n, s);
@@ -76,30 +40,14 @@ int run(const std::string& op, const char* type, size_t n, int reps) {
   size_t bytes = 0;
   CHECK(reduce(nullptr, bytes));
   void* tmp;
-  CHECK(cudaMalloc(&tmp, std::max<size_t>(bytes, 1)));
-  for (int i = 0; i < 3; i++) CHECK(reduce(tmp, bytes));
-  CHECK(cudaStreamSynchronize(s));
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  std::vector<double> t;
-  for (int i = 0; i < reps; i++) {
-    d_in = ins[i % rot];
-    spin<<<1, 1, 0, s>>>(50000);
-    CHECK(cudaEventRecord(a, s));
-    CHECK(reduce(tmp, bytes));
-    CHECK(cudaEventRecord(b, s));
-    CHECK(cudaEventSynchronize(b));
-    float ms;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1e3);
-  }
-  std::sort(t.begin(), t.end());
-  double med = reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2;
+  mem.alloc(&tmp, std::max<size_t>(bytes, 1));
+  std::string what = op + " " + type + " n=" + std::to_string(n);
+  Timer tm;
+  s = tm.s;
+  tm.run("cub", what.c_str(), reps, [&](int i) { d_in = ins[i % rot]; }, [&](int) { CHECK(reduce(tmp, bytes)); });
   T result;
   CHECK(cudaMemcpy(&result, d_out, sizeof(T), cudaMemcpyDeviceToHost));
-  std::printf("cub %s %s n=%zu median_us=%.3f min_us=%.3f max_us=%.3f gbs=%.1f result=%.17g\n", op.c_str(), type, n, med,
-              t.front(), t.back(), n * sizeof(T) / med / 1e3, (double)result);
+  std::printf(" result=%.17g\n", (double)result);
   return 0;
 }
 

@@ -3,7 +3,9 @@
 // every load, the last warp under `if (tid < offset)` + __syncwarp()). `ferrocuda bench`
 // compiles this with nvcc on the GPU machine and runs it next to the Rust kernels, timed the
 // same way: a blocking kernel holds the GPU while the host enqueues start event, kernel(s) and
-// stop event; median of the repetitions; inputs rotated over buffers larger than L2 together.
+// stop event; median of the repetitions; inputs rotated over buffers that together exceed four
+// L2 caches; the in-place reductions flush L2 after copying their input to the scratch buffer.
+// `common.cuh` (shared with cub_reduce.cu) must sit next to this file.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 textbook.cu -o textbook
 //   ./textbook reduce <i32|u32|i64|u64|f32|f64> <n> <reps> <variant>:<block>...
@@ -13,33 +15,13 @@
 // Prints, per variant, `<variant>:<block> cuda-c <what> median_us=<t> min_us=<t> max_us=<t>
 // result=<checksum>`. Input generation is host-side; the input of each variant is the same.
 #include <cooperative_groups.h>
-#include <algorithm>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
+
+#include "common.cuh"
+
 #include <cstring>
-#include <random>
 #include <string>
-#include <vector>
 
 namespace cg = cooperative_groups;
-
-#define CHECK(call)                                                            \
-  do {                                                                         \
-    cudaError_t e = (call);                                                    \
-    if (e != cudaSuccess) {                                                    \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e));  \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
-
-__global__ void spin(unsigned long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
-}
 
 __device__ __forceinline__ unsigned valid_len(size_t n, size_t start, size_t chunk) {
   return (unsigned)(n > start ? min(n - start, chunk) : 0);
@@ -100,10 +82,18 @@ __device__ __forceinline__ T* unroll_into_place(T* g_idata, size_t n, unsigned* 
   size_t start = (size_t)blockIdx.x * bd * U;
   size_t idx = start + tid;
   T sum = 0;
+  if (idx + (size_t)(U - 1) * bd < n) {  // the notes' full chunk: all U loads, then the adds
+    T a[U];
 #pragma unroll
-  for (int k = 0; k < U; k++) {
-    size_t i = idx + (size_t)k * bd;
-    if (i < n) sum += g_idata[i];
+    for (int k = 0; k < U; k++) a[k] = g_idata[idx + (size_t)k * bd];
+#pragma unroll
+    for (int k = 0; k < U; k++) sum += a[k];
+  } else {  // the partial chunk at the end, each load checked
+#pragma unroll
+    for (int k = 0; k < U; k++) {
+      size_t i = idx + (size_t)k * bd;
+      if (i < n) sum += g_idata[i];
+    }
   }
   if (idx < n) g_idata[idx] = sum;
   __syncthreads();
@@ -307,73 +297,21 @@ __global__ void copy_float4(const float4* in, float4* out, size_t n) {
 }
 
 // ---- host side -------------------------------------------------------------------------
-struct Timer {
-  cudaStream_t s;
-  cudaEvent_t a, b;
-  Timer() {
-    CHECK(cudaStreamCreate(&s));
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-  }
-  template <typename Setup, typename Op>
-  void run(const char* what, int reps, Setup setup, Op op, double checksum_of_last) {
-    (void)checksum_of_last;
-    for (int i = 0; i < 3; i++) { setup(i); op(i); }
-    CHECK(cudaStreamSynchronize(s));
-    std::vector<double> t;
-    for (int i = 0; i < reps; i++) {
-      setup(i);
-      spin<<<1, 1, 0, s>>>(50000);
-      CHECK(cudaEventRecord(a, s));
-      op(i);
-      CHECK(cudaEventRecord(b, s));
-      CHECK(cudaEventSynchronize(b));
-      CHECK(cudaGetLastError());
-      float ms;
-      CHECK(cudaEventElapsedTime(&ms, a, b));
-      t.push_back(ms * 1e3);
-    }
-    std::sort(t.begin(), t.end());
-    double med = reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2;
-    std::printf("cuda-c %s median_us=%.3f min_us=%.3f max_us=%.3f", what, med, t.front(), t.back());
-  }
-};
-
-// Buffers in rotation so that their total exceeds the L2 cache (as ferrocuda's bench does).
-static int rotation(size_t bytes) {
-  int dev;
-  CHECK(cudaGetDevice(&dev));
-  int l2;
-  CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-  size_t want = 4 * (size_t)l2;
-  return (int)std::max<size_t>(1, std::min<size_t>(64, (want + bytes - 1) / std::max<size_t>(bytes, 1)));
-}
-
-template <typename T>
-std::vector<T> random_input(size_t n) {
-  std::vector<T> h(n);
-  std::mt19937_64 rng(1);
-  for (auto& v : h) {
-    if constexpr (std::is_floating_point_v<T>) v = (T)std::uniform_real_distribution<double>(-1, 1)(rng);
-    else v = (T)(rng() & 0xFF);
-  }
-  return h;
-}
-
 template <typename T>
 int reduce(const std::string& variant, size_t n, unsigned block, int reps) {
   auto h = random_input<T>(n);
   int rot = rotation(n * sizeof(T));
+  DeviceMemory mem;
   std::vector<T*> in(rot);
   for (auto& p : in) {
-    CHECK(cudaMalloc(&p, n * sizeof(T)));
+    mem.alloc(&p, n * sizeof(T));
     CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
   }
   T *scratch, *partials, *out;
   size_t max_grid = n / 64 + 10241;
-  CHECK(cudaMalloc(&scratch, n * sizeof(T)));
-  CHECK(cudaMalloc(&partials, max_grid * sizeof(T)));
-  CHECK(cudaMalloc(&out, sizeof(T)));
+  mem.alloc(&scratch, n * sizeof(T));
+  mem.alloc(&partials, max_grid * sizeof(T));
+  mem.alloc(&out, sizeof(T));
   Timer tm;
   auto blocks = [&](size_t per) { return (unsigned)std::max<size_t>(1, (n + per - 1) / per); };
   bool textbook = true, atomic = false;
@@ -401,9 +339,13 @@ int reduce(const std::string& variant, size_t n, unsigned block, int reps) {
   std::string what = "reduce " + variant;
   size_t shared = block * sizeof(T);
   if (textbook) {
-    tm.run(what.c_str(), reps,
-           [&](int i) { CHECK(cudaMemcpyAsync(scratch, in[i % rot], n * sizeof(T), cudaMemcpyDeviceToDevice, tm.s)); },
-           [&](int) { tb<<<grid, block, 0, tm.s>>>(scratch, partials, n); }, 0);
+    L2Flush l2;  // the scratch copy must not leave the input in L2 for the timed kernel
+    tm.run("cuda-c", what.c_str(), reps,
+           [&](int i) {
+             CHECK(cudaMemcpyAsync(scratch, in[i % rot], n * sizeof(T), cudaMemcpyDeviceToDevice, tm.s));
+             l2.flush(tm.s);
+           },
+           [&](int) { tb<<<grid, block, 0, tm.s>>>(scratch, partials, n); });
     std::vector<T> p(grid);
     CHECK(cudaMemcpy(p.data(), partials, grid * sizeof(T), cudaMemcpyDeviceToHost));
     double sum = 0;
@@ -420,21 +362,21 @@ int reduce(const std::string& variant, size_t n, unsigned block, int reps) {
     }
     if (af) {
       atomic = true;
-      tm.run(what.c_str(), reps, [&](int) { CHECK(cudaMemsetAsync(out, 0, sizeof(T), tm.s)); },
-             [&](int i) { af<<<grid, block, shared, tm.s>>>(in[i % rot], out, n); }, 0);
+      tm.run("cuda-c", what.c_str(), reps, [&](int) { CHECK(cudaMemsetAsync(out, 0, sizeof(T), tm.s)); },
+             [&](int i) { af<<<grid, block, shared, tm.s>>>(in[i % rot], out, n); });
     } else if (variant == "cg_vector4") {
       atomic = true;
       unsigned g = blocks((size_t)block * (16 / sizeof(T)));
-      tm.run(what.c_str(), reps, [&](int) { CHECK(cudaMemsetAsync(out, 0, sizeof(T), tm.s)); },
-             [&](int i) { sum_kernel_block<T><<<g, block, shared, tm.s>>>(out, in[i % rot], n); }, 0);
+      tm.run("cuda-c", what.c_str(), reps, [&](int) { CHECK(cudaMemsetAsync(out, 0, sizeof(T), tm.s)); },
+             [&](int i) { sum_kernel_block<T><<<g, block, shared, tm.s>>>(out, in[i % rot], n); });
     } else if constexpr (std::is_floating_point_v<T>) {
       if (variant == "reduce1_parallelism" || variant == "reduce2_static") {
         atomic = true;
-        tm.run(what.c_str(), reps, [&](int) {},
+        tm.run("cuda-c", what.c_str(), reps, [&](int) {},
                [&](int i) {
                  reduce1_parallelism<T><<<10240, block, shared, tm.s>>>(in[i % rot], n, partials);
                  reduce1_parallelism<T><<<1, 1024, 1024 * sizeof(T), tm.s>>>(partials, 10240, out);
-               }, 0);
+               });
       }
     }
   }
@@ -452,20 +394,21 @@ template <typename T>
 int stencil(const std::string& variant, size_t n, unsigned block, int r, int reps) {
   auto h = random_input<T>(n);
   int rot = rotation(2 * n * sizeof(T));
+  DeviceMemory mem;
   std::vector<T*> in(rot), out(rot);
   for (int k = 0; k < rot; k++) {
-    CHECK(cudaMalloc(&in[k], n * sizeof(T)));
-    CHECK(cudaMalloc(&out[k], n * sizeof(T)));
+    mem.alloc(&in[k], n * sizeof(T));
+    mem.alloc(&out[k], n * sizeof(T));
     CHECK(cudaMemcpy(in[k], h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
   }
   Timer tm;
   unsigned grid = (unsigned)((n + block - 1) / block);
   std::string what = "stencil " + variant;
   if (variant == "naive")
-    tm.run(what.c_str(), reps, [](int) {}, [&](int i) { stencil_naive<T><<<grid, block, 0, tm.s>>>(in[i % rot], out[i % rot], n, r); }, 0);
+    tm.run("cuda-c", what.c_str(), reps, [](int) {}, [&](int i) { stencil_naive<T><<<grid, block, 0, tm.s>>>(in[i % rot], out[i % rot], n, r); });
   else if (variant == "shared")
-    tm.run(what.c_str(), reps, [](int) {},
-           [&](int i) { stencil_shared<T><<<grid, block, (block + 2 * r) * sizeof(T), tm.s>>>(in[i % rot], out[i % rot], n, r); }, 0);
+    tm.run("cuda-c", what.c_str(), reps, [](int) {},
+           [&](int i) { stencil_shared<T><<<grid, block, (block + 2 * r) * sizeof(T), tm.s>>>(in[i % rot], out[i % rot], n, r); });
   else {
     std::fprintf(stderr, "unknown stencil variant %s\n", variant.c_str());
     return 2;
@@ -479,17 +422,18 @@ int stencil(const std::string& variant, size_t n, unsigned block, int r, int rep
 int copy(size_t bytes, int reps) {
   size_t n = bytes / 16;
   int rot = rotation(2 * bytes);
+  DeviceMemory mem;
   std::vector<float4*> in(rot), out(rot);
   for (int k = 0; k < rot; k++) {
-    CHECK(cudaMalloc(&in[k], n * 16));
-    CHECK(cudaMalloc(&out[k], n * 16));
+    mem.alloc(&in[k], n * 16);
+    mem.alloc(&out[k], n * 16);
     CHECK(cudaMemset(in[k], 1, n * 16));
   }
   int dev, sms;
   CHECK(cudaGetDevice(&dev));
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   Timer tm;
-  tm.run("copy float4", reps, [](int) {}, [&](int i) { copy_float4<<<sms * 8, 256, 0, tm.s>>>(in[i % rot], out[i % rot], n); }, 0);
+  tm.run("cuda-c", "copy float4", reps, [](int) {}, [&](int i) { copy_float4<<<sms * 8, 256, 0, tm.s>>>(in[i % rot], out[i % rot], n); });
   std::printf(" result=0\n");
   return 0;
 }

@@ -5,9 +5,11 @@
 //!
 //! Method, for every row: inputs are rotated over as many identical buffers as it takes to
 //! exceed four times the L2 cache, so that small sizes are measured from device memory and
-//! not from L2; three warm-up runs; `reps` event-timed runs with the blocking kernel of
-//! [`timing`](crate::timing) (GPU time only); median, min and max. The result of the first run
-//! and of the last timed run are both checked against the CPU.
+//! not from L2 (the in-place reductions, which copy their input to a scratch buffer first,
+//! also flush L2 after that copy); `rounds` rounds, each of three warm-up runs and `reps`
+//! event-timed runs with the blocking kernel of [`timing`](crate::timing) (GPU time only), the
+//! rounds of one size and type taking every row in turn; median, min and max over all rounds.
+//! The result of the first run and of the last timed run are both checked against the CPU.
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -23,7 +25,7 @@ use crate::error::{CudaContext, Error, Result};
 use crate::gpu::Gpu;
 use crate::reduce::{ReduceOp, ReduceRun, ReduceVariant};
 use crate::stencil::{Boundary, StencilRun, StencilVariant, Taps};
-use crate::timing::{Stats, time_on_stream};
+use crate::timing::{L2Flush, Stats, time_samples};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -40,8 +42,10 @@ pub struct BenchConfig {
     pub blocks: Vec<u32>,
     /// Stencil radius.
     pub radius: u32,
-    /// Timed repetitions.
+    /// Timed repetitions per round.
     pub reps: usize,
+    /// Rounds per row (each size and type: every row in turn, `rounds` times).
+    pub rounds: usize,
     /// Where the report goes.
     pub out: PathBuf,
     /// Run the CUDA C and CUB baselines when `nvcc` is found.
@@ -59,6 +63,7 @@ impl BenchConfig {
             blocks: Vec::new(),
             radius: crate::stencil::STENCIL_DEFAULT_RADIUS,
             reps: 20,
+            rounds: 3,
             out: PathBuf::from("target/ferrocuda/report"),
             baselines: true,
         }
@@ -124,8 +129,11 @@ pub struct Report {
     pub ptx_arch: String,
     /// UTC date of the run, `YYYY-MM-DD`.
     pub date: String,
-    /// Timed repetitions per row.
+    /// Timed repetitions per round.
     pub reps: usize,
+    /// Rounds per row (1 in reports written before rounds existed).
+    #[serde(default = "one")]
+    pub rounds: usize,
     /// What the baselines were, or why there were none.
     pub baselines: String,
     /// Every row.
@@ -192,6 +200,10 @@ impl Report {
     }
 }
 
+fn one() -> usize {
+    1
+}
+
 /// Today's UTC date (`YYYY-MM-DD`), from the system clock.
 pub fn utc_date() -> String {
     let days = std::time::SystemTime::now()
@@ -217,89 +229,6 @@ pub fn rotation(gpu: &Gpu, bytes: usize) -> usize {
         .clamp(1, 64)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn stats_row(
-    family: &str,
-    variant: &str,
-    ty: ElemType,
-    n: usize,
-    block: u32,
-    grid: String,
-    bytes: u64,
-    stats: Stats,
-    copy_gbs: f64,
-    check: Check,
-) -> Row {
-    let gbs = stats.gbs(bytes);
-    Row {
-        family: family.into(),
-        variant: variant.into(),
-        ty: ty.name().into(),
-        n: n as u64,
-        block,
-        grid,
-        bytes,
-        median_us: stats.median_s * 1e6,
-        min_us: stats.min_s * 1e6,
-        max_us: stats.max_s * 1e6,
-        gbs,
-        pct_copy: 100.0 * gbs / copy_gbs,
-        passed: check.passed,
-        check: check.detail,
-        baselines: Vec::new(),
-    }
-}
-
-/// The device-to-device copy of `bytes` (rotated like everything else): the ceiling.
-fn copy_row(gpu: &Gpu, bytes: usize, reps: usize) -> Result<Row> {
-    let words = bytes.div_ceil(4).max(1);
-    let k = rotation(gpu, 2 * bytes);
-    let src: Vec<DeviceBuffer<u32>> = (0..k)
-        .map(|_| gpu.upload(&vec![0x3f80_0000u32; words], "copy source"))
-        .collect::<Result<_>>()?;
-    let mut dst: Vec<DeviceBuffer<u32>> = (0..k)
-        .map(|_| gpu.alloc(words, "copy destination"))
-        .collect::<Result<_>>()?;
-    let stats = time_on_stream(
-        gpu,
-        3,
-        reps,
-        |_| Ok(()),
-        |i| {
-            // SAFETY: both buffers hold `words` words and nothing else uses them.
-            unsafe { dst[i % k].async_copy_from(&src[i % k], gpu.stream()) }
-                .call("cuMemcpyDtoDAsync")
-        },
-    )?;
-    let last = gpu.download(&dst[(reps.max(1) - 1) % k])?;
-    let check = if last.iter().all(|&w| w == 0x3f80_0000) {
-        Check {
-            passed: true,
-            detail: "every word copied".into(),
-        }
-    } else {
-        Check {
-            passed: false,
-            detail: "destination differs from the source".into(),
-        }
-    };
-    let moved = 2 * 4 * words as u64;
-    let mut row = stats_row(
-        "copy",
-        "cuMemcpyDtoD",
-        ElemType::U32,
-        words,
-        0,
-        "-".into(),
-        moved,
-        stats,
-        1.0,
-        check,
-    );
-    row.pct_copy = 100.0;
-    Ok(row)
-}
-
 /// Input values: integers like the book's `rand() & 0xFF`, floats uniform in [-1, 1).
 pub trait Sample: Element {
     /// One value.
@@ -321,149 +250,341 @@ fn blocks_for(cfg: &BenchConfig, default: u32, ok: impl Fn(u32) -> bool) -> Vec<
     }
 }
 
-fn reduce_rows<T: Sample>(
-    gpu: &Gpu,
-    cfg: &BenchConfig,
-    n: usize,
-    copy_gbs: f64,
-    progress: &mut Progress,
-) -> Result<Vec<Row>> {
-    let mut rng = SplitMix64::new(n as u64);
-    let host: Vec<T> = (0..n).map(|_| T::sample(&mut rng)).collect();
-    let reference = ReduceReference::of(ReduceOp::Sum, &host, |v| v);
-    let k = rotation(gpu, n * size_of::<T>());
-    let inputs: Vec<DeviceBuffer<T>> = (0..k)
-        .map(|_| gpu.upload(&host, "bench input"))
-        .collect::<Result<_>>()?;
-    let mut rows = Vec::new();
-    for &v in cfg
-        .reduce_variants
-        .iter()
-        .filter(|v| v.supports_type(T::TYPE))
-    {
-        for block in blocks_for(cfg, v.default_block(), |b| v.block_error(b).is_none()) {
-            progress.step(&format!(
-                "reduce {} {} n={n} block {block}",
-                v.name(),
-                T::TYPE
-            ));
-            let mut runs: Vec<ReduceRun<T>> = inputs
-                .iter()
-                .map(|b| ReduceRun::new(gpu, v, ReduceOp::Sum, b, block))
-                .collect::<Result<_>>()?;
-            let first = reference.check(runs[0].run()?, runs[0].rounding_depth());
-            let runs = RefCell::new(runs);
-            let stats = time_on_stream(
-                gpu,
-                3,
-                cfg.reps,
-                |i| runs.borrow_mut()[i % k].setup(),
-                |i| runs.borrow_mut()[i % k].launch(),
-            )?;
-            let runs = runs.into_inner();
-            let lastrun = &runs[(cfg.reps.max(1) - 1) % k];
-            let last = reference.check(lastrun.finish()?, lastrun.rounding_depth());
-            let check = Check::first_then_last(first, last);
-            let grid = lastrun
+/// What one row measures.
+#[derive(Clone, Copy, Debug)]
+enum Job {
+    /// `cuMemcpyDtoD` of the group's input: the ceiling.
+    Copy,
+    Reduce(ReduceVariant, u32),
+    Stencil(StencilVariant, u32),
+}
+
+/// The rows of one (size, type) group, in the order they are measured and reported.
+fn jobs(cfg: &BenchConfig, ty: ElemType) -> Vec<Job> {
+    let mut jobs = vec![Job::Copy];
+    for &v in cfg.reduce_variants.iter().filter(|v| v.supports_type(ty)) {
+        for b in blocks_for(cfg, v.default_block(), |b| v.block_error(b).is_none()) {
+            jobs.push(Job::Reduce(v, b));
+        }
+    }
+    let taps = Taps::<f32>::Sum { radius: cfg.radius };
+    for &v in cfg.stencil_variants.iter().filter(|v| v.supports_type(ty)) {
+        for b in blocks_for(cfg, v.default_block(), |b| v.error(&taps, b).is_none()) {
+            jobs.push(Job::Stencil(v, b));
+        }
+    }
+    jobs
+}
+
+/// One round of one row: its repetition times and, in the first and the last round, the CPU
+/// check of its output.
+struct Round {
+    samples: Vec<f64>,
+    check: Option<Check>,
+    grid: String,
+    bytes: u64,
+}
+
+/// The buffers of one (size, type) group, shared by all its rows: the host input, its copies
+/// on the device (as many as it takes to exceed 4x L2, used in turn), one output per input for
+/// the stencil and the copy, and the L2 flush.
+struct Group<'g, T: Sample> {
+    gpu: &'g Gpu,
+    host: Vec<T>,
+    reference: ReduceReference<T>,
+    inputs: Vec<DeviceBuffer<T>>,
+    outputs: Vec<DeviceBuffer<T>>,
+    flush: L2Flush,
+    reps: usize,
+    radius: u32,
+}
+
+impl<'g, T: Sample> Group<'g, T> {
+    fn new(gpu: &'g Gpu, cfg: &BenchConfig, n: usize) -> Result<Self> {
+        let mut rng = SplitMix64::new(n as u64);
+        let host: Vec<T> = (0..n).map(|_| T::sample(&mut rng)).collect();
+        let reference = ReduceReference::of(ReduceOp::Sum, &host, |v| v);
+        let inputs = (0..rotation(gpu, n * size_of::<T>()))
+            .map(|_| gpu.upload(&host, "bench input"))
+            .collect::<Result<_>>()?;
+        // The stencil and the copy read one buffer and write another.
+        let outputs = (0..rotation(gpu, 2 * n * size_of::<T>()))
+            .map(|_| gpu.alloc(n, "bench output"))
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            gpu,
+            host,
+            reference,
+            inputs,
+            outputs,
+            flush: L2Flush::new(gpu)?,
+            reps: cfg.reps,
+            radius: cfg.radius,
+        })
+    }
+
+    /// The buffer the last timed repetition used, out of `k` in rotation.
+    fn last_used(&self, k: usize) -> usize {
+        (self.reps.max(1) - 1) % k
+    }
+
+    fn poison_outputs(&mut self) -> Result<()> {
+        for o in self.outputs.iter_mut() {
+            crate::stencil::poison(self.gpu, o)?;
+        }
+        Ok(())
+    }
+
+    /// Measures one round of `job`; `first` and `last` say whether to check the output.
+    fn round(&mut self, job: Job, first: bool, last: bool) -> Result<Round> {
+        match job {
+            Job::Copy => self.copy_round(first || last),
+            Job::Reduce(v, block) => self.reduce_round(v, block, first, last),
+            Job::Stencil(v, block) => self.stencil_round(v, block, first, last),
+        }
+    }
+
+    fn copy_round(&mut self, check: bool) -> Result<Round> {
+        let (gpu, k) = (self.gpu, self.outputs.len());
+        if check {
+            self.poison_outputs()?;
+        }
+        let (inputs, outputs) = (&self.inputs, &mut self.outputs);
+        let samples = time_samples(
+            gpu,
+            3,
+            self.reps,
+            |_| Ok(()),
+            |i| {
+                // SAFETY: both buffers hold n elements and nothing else uses them.
+                unsafe { outputs[i % k].async_copy_from(&inputs[i % k], gpu.stream()) }
+                    .call("cuMemcpyDtoDAsync")
+            },
+        )?;
+        let check = if check {
+            let got = gpu.download(&self.outputs[self.last_used(k)])?;
+            let same = got.len() == self.host.len()
+                && got.iter().zip(&self.host).all(|(a, b)| a.same_bits(*b));
+            Some(Check {
+                passed: same,
+                detail: if same {
+                    "every element copied".into()
+                } else {
+                    "destination differs from the source".into()
+                },
+            })
+        } else {
+            gpu.synchronize()?;
+            None
+        };
+        Ok(Round {
+            samples,
+            check,
+            grid: "-".into(),
+            bytes: 2 * (self.host.len() * size_of::<T>()) as u64,
+        })
+    }
+
+    fn reduce_round(
+        &mut self,
+        v: ReduceVariant,
+        block: u32,
+        first: bool,
+        last: bool,
+    ) -> Result<Round> {
+        let (gpu, k) = (self.gpu, self.inputs.len());
+        let mut runs: Vec<ReduceRun<T>> = self
+            .inputs
+            .iter()
+            .map(|b| ReduceRun::new(gpu, v, ReduceOp::Sum, b, block))
+            .collect::<Result<_>>()?;
+        let first_check = if first {
+            Some(
+                self.reference
+                    .check(runs[0].run()?, runs[0].rounding_depth()),
+            )
+        } else {
+            None
+        };
+        // The in-place variants copy their input into a scratch buffer before each run; the
+        // flush keeps that copy from leaving the input in L2 for the timed kernel.
+        let flush = v.is_textbook().then_some(&mut self.flush);
+        let runs = RefCell::new(runs);
+        let flush = RefCell::new(flush);
+        let samples = time_samples(
+            gpu,
+            3,
+            self.reps,
+            |i| {
+                runs.borrow_mut()[i % k].setup()?;
+                match flush.borrow_mut().as_mut() {
+                    Some(f) => f.flush(gpu),
+                    None => Ok(()),
+                }
+            },
+            |i| runs.borrow_mut()[i % k].launch(),
+        )?;
+        let runs = runs.into_inner();
+        let lastrun = &runs[self.last_used(k)];
+        let result = lastrun.finish()?;
+        let last_check = last.then(|| self.reference.check(result, lastrun.rounding_depth()));
+        Ok(Round {
+            samples,
+            check: first_check
+                .into_iter()
+                .chain(last_check)
+                .reduce(Check::first_then_last),
+            grid: lastrun
                 .launches()
                 .iter()
                 .map(|(_, c)| c.grid[0].to_string())
                 .collect::<Vec<_>>()
-                .join("+");
-            rows.push(stats_row(
-                "reduce",
-                v.name(),
-                T::TYPE,
-                n,
-                block,
-                grid,
-                lastrun.bytes(),
-                stats,
-                copy_gbs,
-                check,
-            ));
+                .join("+"),
+            bytes: lastrun.bytes(),
+        })
+    }
+
+    fn stencil_round(
+        &mut self,
+        v: StencilVariant,
+        block: u32,
+        first: bool,
+        last: bool,
+    ) -> Result<Round> {
+        let (gpu, k) = (self.gpu, self.outputs.len());
+        let taps = Taps::<T>::Sum {
+            radius: self.radius,
+        };
+        let boundary = Boundary::Zero;
+        let check = |host: &[T], out: &DeviceBuffer<T>| -> Result<Check> {
+            Ok(check_stencil(host, &taps, boundary, &gpu.download(out)?))
+        };
+        if first || last {
+            self.poison_outputs()?;
         }
+        let mut first_check = None;
+        if first {
+            StencilRun::new(
+                gpu,
+                v,
+                &taps,
+                boundary,
+                &self.inputs[0],
+                &mut self.outputs[0],
+                block,
+            )?
+            .run()?;
+            first_check = Some(check(&self.host, &self.outputs[0])?);
+        }
+        let mut runs: Vec<StencilRun<T>> = self
+            .inputs
+            .iter()
+            .zip(self.outputs.iter_mut())
+            .map(|(i, o)| StencilRun::new(gpu, v, &taps, boundary, i, o, block))
+            .collect::<Result<_>>()?;
+        let (grid, bytes) = (runs[0].config().grid[0].to_string(), runs[0].bytes());
+        let samples = time_samples(gpu, 3, self.reps, |_| Ok(()), |i| runs[i % k].launch())?;
+        runs[0].finish()?;
+        drop(runs);
+        let last_check = if last {
+            Some(check(&self.host, &self.outputs[self.last_used(k)])?)
+        } else {
+            None
+        };
+        Ok(Round {
+            samples,
+            check: first_check
+                .into_iter()
+                .chain(last_check)
+                .reduce(Check::first_then_last),
+            grid,
+            bytes,
+        })
+    }
+}
+
+/// Measures every row of one (size, type) group: `rounds` rounds, each timing every row in
+/// turn (`reps` runs after 3 warm-ups), so that a row's samples are spread over the whole
+/// group's time and its min..max covers the GPU's drift over that time, not one burst.
+fn group_rows<T: Sample>(
+    gpu: &Gpu,
+    cfg: &BenchConfig,
+    n: usize,
+    progress: &mut Progress,
+) -> Result<Vec<Row>> {
+    let jobs = jobs(cfg, T::TYPE);
+    let mut group = Group::<T>::new(gpu, cfg, n)?;
+    let rounds = cfg.rounds.max(1);
+    let mut samples = vec![Vec::new(); jobs.len()];
+    let mut checks: Vec<Option<Check>> = vec![None; jobs.len()];
+    let mut shapes = vec![(String::new(), 0u64); jobs.len()];
+    for round in 0..rounds {
+        for (j, &job) in jobs.iter().enumerate() {
+            if !matches!(job, Job::Copy) {
+                progress.step(&format!(
+                    "round {}/{rounds} {} {} n=2^{}",
+                    round + 1,
+                    job_name(job, cfg.radius),
+                    T::TYPE,
+                    n.ilog2()
+                ));
+            }
+            let r = group.round(job, round == 0, round + 1 == rounds)?;
+            samples[j].extend(r.samples);
+            if let Some(c) = r.check {
+                checks[j] = Some(match checks[j].take() {
+                    Some(first) => Check::first_then_last(first, c),
+                    None => c,
+                });
+            }
+            shapes[j] = (r.grid, r.bytes);
+        }
+    }
+    let mut rows: Vec<Row> = Vec::with_capacity(jobs.len());
+    for (j, job) in jobs.iter().enumerate() {
+        let stats = Stats::from_samples(std::mem::take(&mut samples[j]));
+        let check = checks[j].take().expect("the first round checks every row");
+        let (grid, bytes) = std::mem::take(&mut shapes[j]);
+        let copy_gbs = rows.first().map_or(stats.gbs(bytes), |c| c.gbs);
+        let gbs = stats.gbs(bytes);
+        rows.push(Row {
+            family: job_family(*job).into(),
+            variant: job_name(*job, cfg.radius),
+            ty: T::TYPE.name().into(),
+            n: n as u64,
+            block: match *job {
+                Job::Copy => 0,
+                Job::Reduce(_, b) | Job::Stencil(_, b) => b,
+            },
+            grid,
+            bytes,
+            median_us: stats.median_s * 1e6,
+            min_us: stats.min_s * 1e6,
+            max_us: stats.max_s * 1e6,
+            gbs,
+            pct_copy: 100.0 * gbs / copy_gbs,
+            passed: check.passed,
+            check: check.detail,
+            baselines: Vec::new(),
+        });
     }
     Ok(rows)
 }
 
-fn stencil_rows<T: Sample>(
-    gpu: &Gpu,
-    cfg: &BenchConfig,
-    n: usize,
-    copy_gbs: f64,
-    progress: &mut Progress,
-) -> Result<Vec<Row>> {
-    let mut rng = SplitMix64::new(n as u64 + 1);
-    let host: Vec<T> = (0..n).map(|_| T::sample(&mut rng)).collect();
-    let taps = Taps::<T>::Sum { radius: cfg.radius };
-    let boundary = Boundary::Zero;
-    let k = rotation(gpu, 2 * n * size_of::<T>());
-    let inputs: Vec<DeviceBuffer<T>> = (0..k)
-        .map(|_| gpu.upload(&host, "bench stencil input"))
-        .collect::<Result<_>>()?;
-    let mut outputs: Vec<DeviceBuffer<T>> = (0..k)
-        .map(|_| gpu.alloc(n, "bench stencil output"))
-        .collect::<Result<_>>()?;
-    let mut rows = Vec::new();
-    for &v in cfg
-        .stencil_variants
-        .iter()
-        .filter(|v| v.supports_type(T::TYPE))
-    {
-        for block in blocks_for(cfg, v.default_block(), |b| v.error(&taps, b).is_none()) {
-            progress.step(&format!(
-                "stencil {} r{} {} n={n} block {block}",
-                v.name(),
-                cfg.radius,
-                T::TYPE
-            ));
-            for o in outputs.iter_mut() {
-                crate::stencil::poison(gpu, o)?;
-            }
-            let mut runs: Vec<StencilRun<T>> = inputs
-                .iter()
-                .zip(outputs.iter_mut())
-                .map(|(i, o)| StencilRun::new(gpu, v, &taps, boundary, i, o, block))
-                .collect::<Result<_>>()?;
-            runs[0].run()?;
-            let (grid, bytes) = (runs[0].config().grid[0].to_string(), runs[0].bytes());
-            let runs = RefCell::new(runs);
-            let stats = time_on_stream(
-                gpu,
-                3,
-                cfg.reps,
-                |_| Ok(()),
-                |i| runs.borrow_mut()[i % k].launch(),
-            )?;
-            runs.borrow()[0].finish()?;
-            drop(runs);
-            // Every buffer pair ran at least once (warm-up and timed runs cycle through all of
-            // them); the first and the last one used are checked.
-            let first = check_stencil(&host, &taps, boundary, &gpu.download(&outputs[0])?);
-            let last = check_stencil(
-                &host,
-                &taps,
-                boundary,
-                &gpu.download(&outputs[(cfg.reps.max(1) - 1) % k])?,
-            );
-            let check = Check::first_then_last(first, last);
-            let name = format!("{}_r{}", v.name(), cfg.radius);
-            rows.push(stats_row(
-                "stencil",
-                &name,
-                T::TYPE,
-                n,
-                block,
-                grid,
-                bytes,
-                stats,
-                copy_gbs,
-                check,
-            ));
-        }
+fn job_family(job: Job) -> &'static str {
+    match job {
+        Job::Copy => "copy",
+        Job::Reduce(..) => "reduce",
+        Job::Stencil(..) => "stencil",
     }
-    Ok(rows)
+}
+
+fn job_name(job: Job, radius: u32) -> String {
+    match job {
+        Job::Copy => "cuMemcpyDtoD".into(),
+        Job::Reduce(v, _) => v.name().into(),
+        Job::Stencil(v, _) => format!("{}_r{radius}", v.name()),
+    }
 }
 
 /// A progress line on stderr.
@@ -478,7 +599,7 @@ impl Progress {
         let width = 30;
         let filled = width * self.done / self.total.max(1);
         eprint!(
-            "\r[{}{}] {:>3}/{} {:<60}",
+            "\r[{}{}] {:>4}/{} {:<60}",
             "#".repeat(filled),
             ".".repeat(width - filled.min(width)),
             self.done,
@@ -491,29 +612,13 @@ impl Progress {
     }
 }
 
-fn count_steps(cfg: &BenchConfig) -> usize {
-    let taps = Taps::<f32>::Sum { radius: cfg.radius };
-    let mut per_size = 0;
-    for &ty in &cfg.types {
-        for v in cfg.reduce_variants.iter().filter(|v| v.supports_type(ty)) {
-            per_size += blocks_for(cfg, v.default_block(), |b| v.block_error(b).is_none()).len();
-        }
-        if matches!(ty, ElemType::F32 | ElemType::F64 | ElemType::I32) {
-            for v in cfg.stencil_variants.iter().filter(|v| v.supports_type(ty)) {
-                per_size +=
-                    blocks_for(cfg, v.default_block(), |b| v.error(&taps, b).is_none()).len();
-            }
-        }
-    }
-    per_size * cfg.sizes.len()
-}
-
 /// Runs the benchmark.
 pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
     let p = gpu.props();
+    let steps: usize = cfg.types.iter().map(|&ty| jobs(cfg, ty).len() - 1).sum();
     let mut progress = Progress {
         done: 0,
-        total: count_steps(cfg),
+        total: steps * cfg.sizes.len() * cfg.rounds.max(1),
     };
     let baselines = if cfg.baselines {
         Baselines::prepare(gpu, &cfg.out.join("baselines"))
@@ -523,19 +628,8 @@ pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
     let mut rows = Vec::new();
     for &n in &cfg.sizes {
         for &ty in &cfg.types {
-            let copy = copy_row(gpu, n * ty.size(), cfg.reps)?;
-            let copy_gbs = copy.gbs;
-            rows.push(Row {
-                ty: ty.name().into(),
-                ..copy
-            });
-            let mut new = crate::with_elem_type!(ty, T => reduce_rows::<T>(gpu, cfg, n, copy_gbs, &mut progress))?;
-            // A stencil reads n elements and writes n, as the copy of n elements does.
-            if matches!(ty, ElemType::F32 | ElemType::F64 | ElemType::I32)
-                && !cfg.stencil_variants.is_empty()
-            {
-                new.extend(crate::with_elem_type!(ty, T => stencil_rows::<T>(gpu, cfg, n, copy_gbs, &mut progress))?);
-            }
+            let mut new =
+                crate::with_elem_type!(ty, T => group_rows::<T>(gpu, cfg, n, &mut progress))?;
             if let Ok(b) = &baselines {
                 b.attach(cfg, ty, n, &mut new);
             }
@@ -553,6 +647,7 @@ pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
         ptx_arch: gpu.ptx_arch().into(),
         date: utc_date(),
         reps: cfg.reps,
+        rounds: cfg.rounds.max(1),
         baselines: match &baselines {
             Ok(b) => format!(
                 "CUDA C (same algorithms) and CUB, compiled by `{}`",
@@ -571,38 +666,25 @@ struct Baselines {
     nvcc_version: String,
 }
 
+const COMMON_CUH: &str = include_str!("../baselines/common.cuh");
 const TEXTBOOK_CU: &str = include_str!("../baselines/textbook.cu");
 const CUB_CU: &str = include_str!("../baselines/cub_reduce.cu");
 
 impl Baselines {
     fn prepare(gpu: &Gpu, dir: &Path) -> std::result::Result<Self, String> {
-        let nvcc = ["nvcc", "/usr/local/cuda/bin/nvcc"]
-            .into_iter()
-            .find(|c| {
-                Command::new(c)
-                    .arg("--version")
-                    .output()
-                    .is_ok_and(|o| o.status.success())
-            })
+        let nvcc = crate::toolkit::find_tool("nvcc")
             .ok_or("nvcc not found (the baselines need the CUDA toolkit)")?;
-        let version = Command::new(nvcc)
-            .arg("--version")
-            .output()
-            .map_err(|e| e.to_string())?;
-        let nvcc_version = String::from_utf8_lossy(&version.stdout)
-            .lines()
-            .last()
-            .unwrap_or("nvcc")
-            .trim()
-            .to_string();
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
         let (major, minor) = gpu.props().compute_capability;
         let arch = format!("-arch=sm_{major}{minor}");
+        let common = dir.join("common.cuh");
+        std::fs::write(&common, COMMON_CUH)
+            .map_err(|e| format!("writing {}: {e}", common.display()))?;
         let build = |name: &str, source: &str| -> std::result::Result<PathBuf, String> {
             let src = dir.join(format!("{name}.cu"));
             let exe = dir.join(name);
             std::fs::write(&src, source).map_err(|e| format!("writing {}: {e}", src.display()))?;
-            let out = Command::new(nvcc)
+            let out = Command::new(&nvcc.path)
                 .args(["-O3", "-std=c++17", &arch, "-o"])
                 .arg(&exe)
                 .arg(&src)
@@ -619,13 +701,14 @@ impl Baselines {
         Ok(Self {
             textbook: build("textbook", TEXTBOOK_CU)?,
             cub: build("cub_reduce", CUB_CU)?,
-            nvcc_version,
+            nvcc_version: nvcc.version,
         })
     }
 
     /// Runs the baselines for the rows of one (type, n) and attaches their times.
     fn attach(&self, cfg: &BenchConfig, ty: ElemType, n: usize, rows: &mut [Row]) {
-        let reps = cfg.reps.to_string();
+        // As many timed runs as each ferrocuda row gets over its rounds.
+        let reps = (cfg.reps * cfg.rounds.max(1)).to_string();
         let specs = |family: &str, names: &[&str]| -> Vec<String> {
             rows.iter()
                 .filter(|r| r.family == family && names.iter().any(|n| r.variant == *n))
@@ -761,17 +844,19 @@ pub fn markdown(report: &Report, charts: &[String]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "# ferrocuda bench: {} ({} , driver CUDA {}), {}\n",
+        "# ferrocuda bench: {} ({}, driver CUDA {}), {}\n",
         report.device, report.ptx_arch, report.driver_cuda, report.date
     );
     let _ = writeln!(
         s,
-        "Each row: median of {} event-timed runs (GPU time: a blocking kernel hides the host's launch overhead), \
-         inputs rotated over buffers larger than 4x L2, checked against the CPU on the first and the last timed run. \
+        "Each row: median, min and max of {} rounds x {} event-timed runs (GPU time: a blocking kernel hides the \
+         host's launch overhead; the rounds of one size and type take every row in turn, so min..max covers the \
+         GPU's drift over that time), inputs rotated over buffers larger than 4x L2 (and L2 flushed after the \
+         scratch copy of the in-place reductions), checked against the CPU on the first and the last timed run. \
          GB/s counts the bytes the operation must move (reduction: input read once; stencil: input read + output \
          written; copy: read + write). `%copy` compares with the device-to-device copy of the same size in this run. \
          Baselines: {}; `xC` = baseline time / ferrocuda time (above 1: ferrocuda is faster).\n",
-        report.reps, report.baselines
+        report.rounds, report.reps, report.baselines
     );
     for (family, ty) in report.families() {
         let _ = writeln!(s, "## {family} {ty}\n");
@@ -828,4 +913,74 @@ pub fn markdown(report: &Report, charts: &[String]) -> String {
         let _ = writeln!(s, "\n![{c}]({c})");
     }
     s
+}
+
+/// The same row in two runs: whether each run's median lies inside the other's min..max.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Agreement {
+    /// `family variant type 2^k block b`.
+    pub row: String,
+    /// Median, min and max of the first run, microseconds.
+    pub first: [f64; 3],
+    /// Median, min and max of the second run, microseconds.
+    pub second: [f64; 3],
+}
+
+impl Agreement {
+    /// Both medians inside the other run's min..max.
+    pub fn holds(&self) -> bool {
+        let inside = |m: f64, r: &[f64; 3]| r[1] <= m && m <= r[2];
+        inside(self.second[0], &self.first) && inside(self.first[0], &self.second)
+    }
+
+    /// The second median over the first, minus one, percent.
+    pub fn change_pct(&self) -> f64 {
+        100.0 * (self.second[0] / self.first[0] - 1.0)
+    }
+}
+
+/// Two runs compared row by row (rows are matched by family, variant, type, size and block).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Comparison {
+    /// Rows present in both, in the first run's order.
+    pub rows: Vec<Agreement>,
+    /// Rows of one run only.
+    pub unmatched: Vec<String>,
+}
+
+/// Compares two reports: is each median reproduced within the spread the other run printed?
+pub fn compare(first: &Report, second: &Report) -> Comparison {
+    let key = |r: &Row| {
+        format!(
+            "{} {} {} 2^{} block {}",
+            r.family,
+            r.variant,
+            r.ty,
+            (r.n as f64).log2().round(),
+            r.block
+        )
+    };
+    let spread = |r: &Row| [r.median_us, r.min_us, r.max_us];
+    let second_rows: BTreeMap<String, &Row> = second.rows.iter().map(|r| (key(r), r)).collect();
+    let mut out = Comparison::default();
+    for r in &first.rows {
+        match second_rows.get(&key(r)) {
+            Some(s) => out.rows.push(Agreement {
+                row: key(r),
+                first: spread(r),
+                second: spread(s),
+            }),
+            None => out.unmatched.push(format!("{} (first run only)", key(r))),
+        }
+    }
+    let first_keys: std::collections::BTreeSet<String> = first.rows.iter().map(key).collect();
+    out.unmatched.extend(
+        second
+            .rows
+            .iter()
+            .map(key)
+            .filter(|k| !first_keys.contains(k))
+            .map(|k| format!("{k} (second run only)")),
+    );
+    out
 }

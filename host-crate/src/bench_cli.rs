@@ -28,9 +28,13 @@ pub struct BenchArgs {
     /// Stencil radius.
     #[arg(long, default_value_t = ferrocuda::stencil::STENCIL_DEFAULT_RADIUS)]
     radius: u32,
-    /// Timed repetitions per row.
+    /// Timed repetitions per round.
     #[arg(long, default_value_t = 20)]
     reps: usize,
+    /// Rounds: each size and type times every row in turn, this many times; a row's median
+    /// and min..max are over all its rounds.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// Where the report, JSON, CSV and charts go.
     #[arg(long, default_value = "target/ferrocuda/report")]
     out: PathBuf,
@@ -102,6 +106,9 @@ impl BenchArgs {
         if self.reps == 0 {
             bail!("--reps must be at least 1");
         }
+        if self.rounds == 0 {
+            bail!("--rounds must be at least 1");
+        }
         if self.json && self.csv {
             bail!("--json and --csv both want stdout; pick one");
         }
@@ -113,10 +120,95 @@ impl BenchArgs {
             blocks,
             radius: self.radius,
             reps: self.reps,
+            rounds: self.rounds,
             out: self.out.clone(),
             baselines: !self.no_baselines,
         })
     }
+}
+
+/// `ferrocuda compare`.
+#[derive(Args)]
+pub struct CompareArgs {
+    /// `results.json` of the first run.
+    first: PathBuf,
+    /// `results.json` of the second run.
+    second: PathBuf,
+}
+
+/// Prints every row of two runs side by side; fails when a median falls outside the other
+/// run's min..max (or the runs have no row in common).
+pub fn compare(a: &CompareArgs) -> Result<()> {
+    let read = |p: &PathBuf| -> Result<bench::Report> {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        bench::Report::from_json(&text)
+            .with_context(|| format!("{} is not a ferrocuda bench results.json", p.display()))
+    };
+    let (first, second) = (read(&a.first)?, read(&a.second)?);
+    let c = bench::compare(&first, &second);
+    println!(
+        "first:  {} ({}), {}, {} rounds x {} reps: {}",
+        first.device,
+        first.ptx_arch,
+        first.date,
+        first.rounds,
+        first.reps,
+        a.first.display()
+    );
+    println!(
+        "second: {} ({}), {}, {} rounds x {} reps: {}",
+        second.device,
+        second.ptx_arch,
+        second.date,
+        second.rounds,
+        second.reps,
+        a.second.display()
+    );
+    println!(
+        "{:<52}{:>12}{:>21}{:>12}{:>21}{:>9}  agree",
+        "row", "median 1", "min..max 1", "median 2", "min..max 2", "change"
+    );
+    for r in &c.rows {
+        println!(
+            "{:<52}{:>12.2}{:>21}{:>12.2}{:>21}{:>8.2}%  {}",
+            r.row,
+            r.first[0],
+            format!("{:.2}..{:.2}", r.first[1], r.first[2]),
+            r.second[0],
+            format!("{:.2}..{:.2}", r.second[1], r.second[2]),
+            r.change_pct(),
+            if r.holds() { "yes" } else { "NO" }
+        );
+    }
+    for u in &c.unmatched {
+        println!("unmatched: {u}");
+    }
+    let held = c.rows.iter().filter(|r| r.holds()).count();
+    let worst = c
+        .rows
+        .iter()
+        .max_by(|x, y| x.change_pct().abs().total_cmp(&y.change_pct().abs()));
+    println!(
+        "{held} of {} rows: each median inside the other run's min..max{}",
+        c.rows.len(),
+        worst.map_or(String::new(), |w| format!(
+            "; largest change {:+.2}% ({})",
+            w.change_pct(),
+            w.row
+        ))
+    );
+    if c.rows.is_empty() {
+        bail!("the two runs have no row in common");
+    }
+    if held < c.rows.len() {
+        bail!(
+            "{} of {} rows moved outside the other run's min..max",
+            c.rows.len() - held,
+            c.rows.len()
+        );
+    }
+    Ok(())
 }
 
 /// Runs the benchmark and writes the report.

@@ -185,8 +185,8 @@ pub fn divergence_side(seed: f32, work: u32) -> f32 {
 /// What kernel `k` (0-based) writes to `c[tid]`.
 pub fn divergence_expected(k: usize, tid: usize, work: u32) -> f32 {
     let first_side = match k {
-        0 | 2 => tid % 2 == 0,
-        _ => (tid / WARP_SIZE as usize) % 2 == 0,
+        0 | 2 => tid.is_multiple_of(2),
+        _ => (tid / WARP_SIZE as usize).is_multiple_of(2),
     };
     if first_side {
         divergence_side(100.0, work)

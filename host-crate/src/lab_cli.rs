@@ -290,7 +290,7 @@ fn sweep(gpu: &Gpu) -> Result<()> {
     let max_warps = gpu.props().max_threads_per_sm / 32;
     println!(
         "fast f32 sum, n = 2^26 ({} MiB), grid = blocks/SM x {} SMs; achieved bandwidth vs theoretical occupancy",
-        n * 4 >> 20,
+        (n * 4) >> 20,
         sms
     );
     println!(

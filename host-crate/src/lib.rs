@@ -23,6 +23,7 @@ pub mod sanitize;
 pub mod smoke;
 pub mod stencil;
 pub mod timing;
+pub mod toolkit;
 
 pub use error::{Error, Result};
 pub use gpu::{DeviceProps, Gpu};

@@ -114,6 +114,9 @@ enum Command {
     Occupancy(lab_cli::OccupancyArgs),
     /// Every kernel family over sizes and types, checked, compared and drawn (the main job).
     Bench(bench_cli::BenchArgs),
+    /// Two `bench` runs' results.json side by side: is every median inside the other run's
+    /// min..max? (No GPU needed.)
+    Compare(bench_cli::CompareArgs),
     /// Every library kernel under compute-sanitizer (memcheck, racecheck, synccheck, initcheck),
     /// and the broken-on-purpose kernels to show the checkers bite.
     Sanitize(sanitize_cli::SanitizeArgs),
@@ -139,6 +142,7 @@ fn run(cli: Cli) -> Result<()> {
             let cfg = a.config()?;
             bench_cli::bench(&open(cli.device)?, &a, &cfg)
         }
+        Command::Compare(a) => bench_cli::compare(&a),
         Command::Sanitize(a) => sanitize_cli::sanitize(cli.device, &a),
         Command::SanitizeCases(a) => sanitize_cli::cases(&open(cli.device)?, &a),
         Command::Warp(a) => {

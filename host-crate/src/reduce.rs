@@ -216,7 +216,7 @@ impl ReduceVariant {
             _ => (64, "a power of two"),
         };
         let shape_ok = if self == V::Fast {
-            block % 32 == 0
+            block.is_multiple_of(32)
         } else {
             block.is_power_of_two()
         };

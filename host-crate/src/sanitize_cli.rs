@@ -1,6 +1,5 @@
 //! The `sanitize` and `sanitize-cases` subcommands.
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
@@ -60,22 +59,15 @@ fn find_sanitizer(explicit: &Option<PathBuf>) -> Result<PathBuf> {
     if let Some(p) = explicit {
         return Ok(p.clone());
     }
-    ["compute-sanitizer", "/usr/local/cuda/bin/compute-sanitizer"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| {
-            Command::new(p)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
+    ferrocuda::toolkit::find_tool("compute-sanitizer")
+        .map(|t| t.path)
         .context(
             "compute-sanitizer not found (it comes with the CUDA toolkit); pass --sanitizer PATH",
         )
 }
 
 fn run_tool(
-    sanitizer: &PathBuf,
+    sanitizer: &Path,
     tool: &str,
     device: u32,
     broken: bool,

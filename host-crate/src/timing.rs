@@ -2,7 +2,7 @@
 use cust::event::{Event, EventFlags};
 use cust::memory::{AsyncCopyDestination, DeviceBuffer};
 
-use crate::error::{CudaContext, Result};
+use crate::error::{CudaContext, Result, check_raw};
 use crate::gpu::Gpu;
 
 /// Repetition statistics of one timed operation, in seconds.
@@ -62,9 +62,20 @@ pub fn time_on_stream(
     gpu: &Gpu,
     warmup: usize,
     reps: usize,
+    setup: impl FnMut(usize) -> Result<()>,
+    op: impl FnMut(usize) -> Result<()>,
+) -> Result<Stats> {
+    time_samples(gpu, warmup, reps, setup, op).map(Stats::from_samples)
+}
+
+/// [`time_on_stream`]'s repetition times, in seconds, in the order they ran (at least one).
+pub fn time_samples(
+    gpu: &Gpu,
+    warmup: usize,
+    reps: usize,
     mut setup: impl FnMut(usize) -> Result<()>,
     mut op: impl FnMut(usize) -> Result<()>,
-) -> Result<Stats> {
+) -> Result<Vec<f64>> {
     for i in 0..warmup {
         setup(i)?;
         op(i)?;
@@ -89,7 +100,37 @@ pub fn time_on_stream(
         stop.synchronize().call("cuEventSynchronize")?;
         samples.push(stop.elapsed_time_f32(&start).call("cuEventElapsedTime")? as f64 / 1e3);
     }
-    Ok(Stats::from_samples(samples))
+    Ok(samples)
+}
+
+/// A buffer twice the size of the L2 cache: writing it evicts whatever an untimed setup step
+/// (the scratch copy of the in-place reductions) left in L2, so that the timed kernel reads
+/// from device memory as it would in real use (nvbench flushes L2 the same way).
+pub struct L2Flush {
+    buffer: DeviceBuffer<u8>,
+}
+
+impl L2Flush {
+    /// Allocates `2 x L2` bytes.
+    pub fn new(gpu: &Gpu) -> Result<Self> {
+        let bytes = (2 * gpu.props().l2_bytes as usize).max(1);
+        Ok(Self {
+            buffer: gpu.alloc(bytes, "L2 flush buffer")?,
+        })
+    }
+
+    /// Enqueues the memset on the GPU's stream (asynchronous).
+    pub fn flush(&mut self, gpu: &Gpu) -> Result<()> {
+        // SAFETY: the buffer is a live allocation of `len` bytes that only this struct uses.
+        check_raw("cuMemsetD8Async", unsafe {
+            cust::sys::cuMemsetD8Async(
+                self.buffer.as_device_ptr().as_raw(),
+                0,
+                self.buffer.len(),
+                gpu.stream().as_inner(),
+            )
+        })
+    }
 }
 
 /// The device-to-device copy bandwidth (`cuMemcpyDtoDAsync` of `bytes`), counting bytes read

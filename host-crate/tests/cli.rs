@@ -185,6 +185,85 @@ fn bench_rejects_bad_sizes_variants_and_output_flags_before_touching_the_gpu() {
     );
     assert_clean_failure(&ferrocuda(&["bench", "--json", "--csv"]), &["pick one"]);
     assert_clean_failure(&ferrocuda(&["bench", "--radius", "5"]), &["radius"]);
+    assert_clean_failure(&ferrocuda(&["bench", "--rounds", "0"]), &["--rounds"]);
+    assert_clean_failure(&ferrocuda(&["bench", "--reps", "0"]), &["--reps"]);
+}
+
+/// A two-row report whose rows have a +-1 % spread around their medians.
+fn report_json(fast_median_us: f64) -> String {
+    use ferrocuda::bench::{Report, Row};
+    let row = |variant: &str, median_us: f64| Row {
+        family: "reduce".into(),
+        variant: variant.into(),
+        ty: "f32".into(),
+        n: 1 << 24,
+        block: 512,
+        grid: "16384".into(),
+        bytes: 4 << 24,
+        median_us,
+        min_us: median_us * 0.99,
+        max_us: median_us * 1.01,
+        gbs: 1.0,
+        pct_copy: 1.0,
+        passed: true,
+        check: "bit-exact".into(),
+        baselines: Vec::new(),
+    };
+    Report {
+        device: "NVIDIA H200".into(),
+        compute_capability: "9.0".into(),
+        driver_cuda: "13.0".into(),
+        ptx_arch: "sm_90".into(),
+        date: "2026-11-21".into(),
+        reps: 20,
+        rounds: 3,
+        baselines: "none".into(),
+        rows: vec![row("fast", fast_median_us), row("interleaved", 100.0)],
+    }
+    .to_json()
+}
+
+#[test]
+fn compare_passes_on_agreeing_runs_and_fails_naming_the_rows_that_moved() {
+    let dir = std::env::temp_dir().join(format!("ferrocuda-cli-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).expect("writes");
+        p.to_string_lossy().into_owned()
+    };
+    let a = write("a.json", &report_json(20.0));
+    let same = write("b.json", &report_json(20.1));
+    let moved = write("c.json", &report_json(21.0));
+    let junk = write("junk.json", "not json");
+
+    let ok = ferrocuda(&["compare", &a, &same]);
+    let out = String::from_utf8_lossy(&ok.stdout);
+    assert!(ok.status.success(), "{out}{}", stderr(&ok));
+    assert!(out.contains("2 of 2 rows"), "{out}");
+    assert!(out.contains("reduce fast f32 2^24 block 512"), "{out}");
+
+    let bad = ferrocuda(&["compare", &a, &moved]);
+    assert_clean_failure(&bad, &["1 of 2 rows moved outside"]);
+    let out = String::from_utf8_lossy(&bad.stdout);
+    assert!(
+        out.contains("1 of 2 rows") && out.contains("+5.00%"),
+        "{out}"
+    );
+    assert!(
+        out.lines().any(|l| l.contains("fast") && l.ends_with("NO")),
+        "{out}"
+    );
+
+    assert_clean_failure(
+        &ferrocuda(&["compare", &a, &junk]),
+        &["junk.json", "not a ferrocuda bench results.json"],
+    );
+    assert_clean_failure(
+        &ferrocuda(&["compare", &a, "/nonexistent/results.json"]),
+        &["reading /nonexistent/results.json"],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The benchmark's outputs, checked without a GPU on a synthetic report: JSON round-trips,
-//! CSV has one line per row, the charts have one line per variant plus the copy ceiling.
-use ferrocuda::bench::{Baseline, Report, Row, markdown, utc_date};
+//! CSV has one line per row, the charts have one line per variant plus the copy ceiling, and
+//! two runs compare row by row.
+use ferrocuda::bench::{Baseline, Report, Row, compare, markdown, utc_date};
 use ferrocuda::chart::bandwidth_chart;
 
 fn row(family: &str, variant: &str, n: u64, gbs: f64) -> Row {
@@ -42,6 +43,7 @@ fn report() -> Report {
         ptx_arch: "sm_90".into(),
         date: "2026-11-21".into(),
         reps: 20,
+        rounds: 3,
         baselines: "CUDA C and CUB".into(),
         rows,
     }
@@ -53,6 +55,58 @@ fn json_round_trips_exactly() {
     let text = r.to_json();
     assert_eq!(Report::from_json(&text).expect("parses"), r);
     assert!(Report::from_json("{\"device\": 1}").is_err());
+}
+
+#[test]
+fn json_without_rounds_reads_as_one_round() {
+    let text = report().to_json().replace("\"rounds\": 3,", "");
+    assert!(!text.contains("rounds"));
+    assert_eq!(Report::from_json(&text).expect("parses").rounds, 1);
+}
+
+#[test]
+fn compare_matches_rows_and_tests_each_median_against_the_other_spread() {
+    // Synthetic rows with a +-1 % spread around their medians.
+    let mut first = report();
+    for r in &mut first.rows {
+        r.min_us = r.median_us * 0.99;
+        r.max_us = r.median_us * 1.01;
+    }
+    let same = compare(&first, &first);
+    assert_eq!(same.rows.len(), first.rows.len());
+    assert!(same.unmatched.is_empty());
+    assert!(same.rows.iter().all(|a| a.holds() && a.change_pct() == 0.0));
+
+    let mut second = first.clone();
+    // Inside the spread: agrees.
+    second.rows[1].median_us *= 1.005;
+    // 2 % slower, outside the first run's max: disagrees.
+    second.rows[2].median_us *= 1.02;
+    second.rows[2].min_us = second.rows[2].median_us * 0.99;
+    second.rows[2].max_us = second.rows[2].median_us * 1.01;
+    // A row of the second run only.
+    let mut extra = second.rows[3].clone();
+    extra.block = 1024;
+    second.rows.push(extra);
+    second.rows.remove(0);
+    let c = compare(&first, &second);
+    assert_eq!(c.rows.len(), first.rows.len() - 1);
+    let by_row = |v: &str| c.rows.iter().find(|a| a.row == v).expect("matched");
+    assert!(by_row("reduce fast f32 2^20 block 256").holds());
+    let moved = by_row("reduce interleaved f32 2^20 block 256");
+    assert!(!moved.holds());
+    assert!(
+        (moved.change_pct() - 2.0).abs() < 1e-9,
+        "{}",
+        moved.change_pct()
+    );
+    assert_eq!(
+        c.unmatched,
+        vec![
+            "copy cuMemcpyDtoD f32 2^20 block 256 (first run only)".to_string(),
+            "stencil fast_r3 f32 2^20 block 1024 (second run only)".to_string(),
+        ]
+    );
 }
 
 #[test]

@@ -199,7 +199,7 @@ fn vote_matches_emulator(gpu: &Gpu) -> TestResult {
                     .map(|_| match pattern {
                         0 => true,
                         1 => false,
-                        _ => rng.next_u64() % 2 == 0,
+                        _ => rng.next_u64().is_multiple_of(2),
                     })
                     .collect();
                 let p32: Vec<u32> = preds.iter().map(|&p| p as u32).collect();

@@ -3,7 +3,7 @@
 //! Needs the `ferrocuda` binary (`FERROCUDA_BIN`, set by the GPU bundle, or the one next to
 //! this test's build) and `compute-sanitizer` on the GPU machine.
 use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 use anyhow::{Context, ensure};
 use ferrocuda::sanitize::{BROKEN_KERNELS, parse_report, sanitizer_command};
@@ -28,17 +28,11 @@ fn ferrocuda_bin() -> anyhow::Result<PathBuf> {
 }
 
 fn racecheck_flags_both_broken_kernels(_gpu: &ferrocuda::Gpu) -> TestResult {
-    let sanitizer = ["compute-sanitizer", "/usr/local/cuda/bin/compute-sanitizer"]
-        .into_iter()
-        .find(|c| {
-            Command::new(c)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
+    let sanitizer = ferrocuda::toolkit::find_tool("compute-sanitizer")
         .context(
             "compute-sanitizer not found: this test needs the CUDA toolkit on the GPU machine",
-        )?;
+        )?
+        .path;
     let device = std::env::var("FERROCUDA_DEVICE")
         .ok()
         .and_then(|d| d.parse().ok())

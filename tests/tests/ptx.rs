@@ -12,10 +12,7 @@ fn entry_body<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
 }
 
 fn known_symbols() -> Vec<String> {
-    let mut v: Vec<String> = ferrocuda::library_symbols()
-        .into_iter()
-        .map(String::from)
-        .collect();
+    let mut v = ferrocuda::library_symbols();
     v.extend(ferrocuda_tests::selftest::symbols());
     v.extend(ferrocuda::sanitize::BROKEN_KERNELS.map(String::from));
     v

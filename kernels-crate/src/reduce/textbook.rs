@@ -126,9 +126,14 @@ pub unsafe fn interleaved<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize
     }
 }
 
-/// Each thread first adds its `U` elements `idx, idx + blockDim, ...` (each checked against
-/// `n`) and stores the sum in place at `idx`; returns the block's chunk and how many sums
-/// exist. Ends with a barrier.
+/// Each thread first adds its `U` elements `idx, idx + blockDim, ...` and stores the sum in
+/// place at `idx`; returns the block's chunk and how many sums exist. Ends with a barrier.
+///
+/// A thread whose `U` elements all lie below `n` loads them all before the first add, as the
+/// notes' `if (idx + 7 * blockDim.x < n) { a1 = ...; ...; a8 = ...; }` does: `U` independent
+/// loads in flight per thread is what makes unrolling fast. The notes then drop the partial
+/// chunk at the end of the array; here a thread of that chunk checks each load against `n`.
+/// Both paths add in the same order, `((0 + a1) + a2) + ...`.
 #[inline(always)]
 unsafe fn unroll_into_place<T: Element, const U: usize>(
     g_idata: *mut T,
@@ -138,11 +143,22 @@ unsafe fn unroll_into_place<T: Element, const U: usize>(
     let start = block_idx_x() as usize * bd * U;
     let idx = start + tid;
     let mut sum = T::ZERO;
-    for k in 0..U {
-        let i = idx + k * bd;
-        if i < n {
-            // SAFETY: `i < n`.
-            sum = sum.add(unsafe { *g_idata.add(i) });
+    if idx + (U - 1) * bd < n {
+        let mut a = [T::ZERO; U];
+        for (k, slot) in a.iter_mut().enumerate() {
+            // SAFETY: `idx + k * bd <= idx + (U - 1) * bd < n`.
+            *slot = unsafe { *g_idata.add(idx + k * bd) };
+        }
+        for v in a {
+            sum = sum.add(v);
+        }
+    } else {
+        for k in 0..U {
+            let i = idx + k * bd;
+            if i < n {
+                // SAFETY: `i < n`.
+                sum = sum.add(unsafe { *g_idata.add(i) });
+            }
         }
     }
     if idx < n {
