@@ -7,8 +7,11 @@
 //! exceed four times the L2 cache, so that small sizes are measured from device memory and
 //! not from L2 (the in-place reductions, which copy their input to a scratch buffer first,
 //! also flush L2 after that copy); `rounds` rounds, each of three warm-up runs and `reps`
-//! event-timed runs with the blocking kernel of [`timing`](crate::timing) (GPU time only), the
-//! rounds of one size and type taking every row in turn; median, min and max over all rounds.
+//! event-timed runs with the blocking kernel of [`timing`](crate::timing) (GPU time only);
+//! median, min and max over all rounds. The first round of each size and type runs as its
+//! buffers are set up, the later rounds take every row of the whole run in turn, so a row's
+//! min..max covers the GPU's drift over the run. (All sizes' buffers stay allocated until
+//! the last round: about 9 GiB for the default run on an H200.)
 //! The result of the first run and of the last timed run are both checked against the CPU.
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -44,7 +47,7 @@ pub struct BenchConfig {
     pub radius: u32,
     /// Timed repetitions per round.
     pub reps: usize,
-    /// Rounds per row (each size and type: every row in turn, `rounds` times).
+    /// Rounds: every row of the run is timed in turn, `rounds` times.
     pub rounds: usize,
     /// Where the report goes.
     pub out: PathBuf,
@@ -503,72 +506,114 @@ impl<'g, T: Sample> Group<'g, T> {
     }
 }
 
-/// Measures every row of one (size, type) group: `rounds` rounds, each timing every row in
-/// turn (`reps` runs after 3 warm-ups), so that a row's samples are spread over the whole
-/// group's time and its min..max covers the GPU's drift over that time, not one burst.
-fn group_rows<T: Sample>(
-    gpu: &Gpu,
-    cfg: &BenchConfig,
+/// A group's measurements as they accumulate over the rounds.
+struct Pending<'g> {
+    ty: ElemType,
     n: usize,
-    progress: &mut Progress,
-) -> Result<Vec<Row>> {
-    let jobs = jobs(cfg, T::TYPE);
-    let mut group = Group::<T>::new(gpu, cfg, n)?;
-    let rounds = cfg.rounds.max(1);
-    let mut samples = vec![Vec::new(); jobs.len()];
-    let mut checks: Vec<Option<Check>> = vec![None; jobs.len()];
-    let mut shapes = vec![(String::new(), 0u64); jobs.len()];
-    for round in 0..rounds {
-        for (j, &job) in jobs.iter().enumerate() {
+    jobs: Vec<Job>,
+    group: Box<dyn Rounds + 'g>,
+    samples: Vec<Vec<f64>>,
+    checks: Vec<Option<Check>>,
+    shapes: Vec<(String, u64)>,
+}
+
+/// [`Group::round`] for any element type.
+trait Rounds {
+    fn round(&mut self, job: Job, first: bool, last: bool) -> Result<Round>;
+}
+
+impl<T: Sample> Rounds for Group<'_, T> {
+    fn round(&mut self, job: Job, first: bool, last: bool) -> Result<Round> {
+        Group::round(self, job, first, last)
+    }
+}
+
+impl<'g> Pending<'g> {
+    fn new(gpu: &'g Gpu, cfg: &BenchConfig, ty: ElemType, n: usize) -> Result<Self> {
+        let jobs = jobs(cfg, ty);
+        let group: Box<dyn Rounds + 'g> =
+            crate::with_elem_type!(ty, T => Box::new(Group::<T>::new(gpu, cfg, n)?));
+        Ok(Self {
+            ty,
+            n,
+            samples: vec![Vec::new(); jobs.len()],
+            checks: vec![None; jobs.len()],
+            shapes: vec![(String::new(), 0); jobs.len()],
+            jobs,
+            group,
+        })
+    }
+
+    /// Times every row once more (`round` of `rounds`, from 0); the first and the last round
+    /// also check every row against the CPU.
+    fn round(
+        &mut self,
+        round: usize,
+        rounds: usize,
+        cfg: &BenchConfig,
+        progress: &mut Progress,
+    ) -> Result<()> {
+        for (j, &job) in self.jobs.iter().enumerate() {
             if !matches!(job, Job::Copy) {
                 progress.step(&format!(
                     "round {}/{rounds} {} {} n=2^{}",
                     round + 1,
                     job_name(job, cfg.radius),
-                    T::TYPE,
-                    n.ilog2()
+                    self.ty,
+                    self.n.ilog2()
                 ));
             }
-            let r = group.round(job, round == 0, round + 1 == rounds)?;
-            samples[j].extend(r.samples);
+            let r = self.group.round(job, round == 0, round + 1 == rounds)?;
+            self.samples[j].extend(r.samples);
             if let Some(c) = r.check {
-                checks[j] = Some(match checks[j].take() {
+                self.checks[j] = Some(match self.checks[j].take() {
                     Some(first) => Check::first_then_last(first, c),
                     None => c,
                 });
             }
-            shapes[j] = (r.grid, r.bytes);
+            self.shapes[j] = (r.grid, r.bytes);
         }
+        Ok(())
     }
-    let mut rows: Vec<Row> = Vec::with_capacity(jobs.len());
-    for (j, job) in jobs.iter().enumerate() {
-        let stats = Stats::from_samples(std::mem::take(&mut samples[j]));
-        let check = checks[j].take().expect("the first round checks every row");
-        let (grid, bytes) = std::mem::take(&mut shapes[j]);
-        let copy_gbs = rows.first().map_or(stats.gbs(bytes), |c| c.gbs);
-        let gbs = stats.gbs(bytes);
-        rows.push(Row {
-            family: job_family(*job).into(),
-            variant: job_name(*job, cfg.radius),
-            ty: T::TYPE.name().into(),
-            n: n as u64,
-            block: match *job {
-                Job::Copy => 0,
-                Job::Reduce(_, b) | Job::Stencil(_, b) => b,
-            },
-            grid,
-            bytes,
-            median_us: stats.median_s * 1e6,
-            min_us: stats.min_s * 1e6,
-            max_us: stats.max_s * 1e6,
-            gbs,
-            pct_copy: 100.0 * gbs / copy_gbs,
-            passed: check.passed,
-            check: check.detail,
-            baselines: Vec::new(),
-        });
+
+    /// The rows, each over all its rounds; frees the group's buffers.
+    fn rows(self, cfg: &BenchConfig) -> Vec<Row> {
+        let mut rows: Vec<Row> = Vec::with_capacity(self.jobs.len());
+        let parts = self
+            .jobs
+            .into_iter()
+            .zip(self.samples)
+            .zip(self.checks)
+            .zip(self.shapes);
+        for (((job, samples), check), (grid, bytes)) in parts {
+            let stats = Stats::from_samples(samples);
+            let check = check.expect("the first round checks every row");
+            let gbs = stats.gbs(bytes);
+            // The copy comes first in every group: the ceiling of the rows after it.
+            let copy_gbs = rows.first().map_or(gbs, |c| c.gbs);
+            rows.push(Row {
+                family: job_family(job).into(),
+                variant: job_name(job, cfg.radius),
+                ty: self.ty.name().into(),
+                n: self.n as u64,
+                block: match job {
+                    Job::Copy => 0,
+                    Job::Reduce(_, b) | Job::Stencil(_, b) => b,
+                },
+                grid,
+                bytes,
+                median_us: stats.median_s * 1e6,
+                min_us: stats.min_s * 1e6,
+                max_us: stats.max_s * 1e6,
+                gbs,
+                pct_copy: 100.0 * gbs / copy_gbs,
+                passed: check.passed,
+                check: check.detail,
+                baselines: Vec::new(),
+            });
+        }
+        rows
     }
-    Ok(rows)
 }
 
 fn job_family(job: Job) -> &'static str {
@@ -625,16 +670,32 @@ pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
     } else {
         Err("disabled with --no-baselines".into())
     };
-    let mut rows = Vec::new();
+    // Every group's buffers are allocated and its first round measured as the run goes; the
+    // later rounds then take every group in turn, so that each row's samples span the whole
+    // run (its cool start and its warm end alike), not one burst.
+    let rounds = cfg.rounds.max(1);
+    let mut pending = Vec::new();
     for &n in &cfg.sizes {
         for &ty in &cfg.types {
-            let mut new =
-                crate::with_elem_type!(ty, T => group_rows::<T>(gpu, cfg, n, &mut progress))?;
-            if let Ok(b) = &baselines {
-                b.attach(cfg, ty, n, &mut new);
-            }
-            rows.extend(new);
+            let mut p = Pending::new(gpu, cfg, ty, n)?;
+            p.round(0, rounds, cfg, &mut progress)?;
+            pending.push(p);
         }
+    }
+    for round in 1..rounds {
+        for p in &mut pending {
+            p.round(round, rounds, cfg, &mut progress)?;
+        }
+    }
+    // All buffers are freed before the baselines allocate theirs.
+    let groups: Vec<(ElemType, usize, Vec<Row>)> =
+        pending.into_iter().map(|p| (p.ty, p.n, p.rows(cfg))).collect();
+    let mut rows = Vec::new();
+    for (ty, n, mut new) in groups {
+        if let Ok(b) = &baselines {
+            b.attach(cfg, ty, n, &mut new);
+        }
+        rows.extend(new);
     }
     Ok(Report {
         device: p.name.clone(),
@@ -850,8 +911,8 @@ pub fn markdown(report: &Report, charts: &[String]) -> String {
     let _ = writeln!(
         s,
         "Each row: median, min and max of {} rounds x {} event-timed runs (GPU time: a blocking kernel hides the \
-         host's launch overhead; the rounds of one size and type take every row in turn, so min..max covers the \
-         GPU's drift over that time), inputs rotated over buffers larger than 4x L2 (and L2 flushed after the \
+         host's launch overhead; the rounds take every row of the run in turn, so min..max covers the GPU's \
+         drift over the whole run), inputs rotated over buffers larger than 4x L2 (and L2 flushed after the \
          scratch copy of the in-place reductions), checked against the CPU on the first and the last timed run. \
          GB/s counts the bytes the operation must move (reduction: input read once; stencil: input read + output \
          written; copy: read + write). `%copy` compares with the device-to-device copy of the same size in this run. \

@@ -31,8 +31,8 @@ pub struct BenchArgs {
     /// Timed repetitions per round.
     #[arg(long, default_value_t = 20)]
     reps: usize,
-    /// Rounds: each size and type times every row in turn, this many times; a row's median
-    /// and min..max are over all its rounds.
+    /// Rounds: every row of the run is timed in turn, this many times; a row's median and
+    /// min..max are over all its rounds.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
     /// Where the report, JSON, CSV and charts go.
