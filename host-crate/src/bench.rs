@@ -688,8 +688,10 @@ pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
         }
     }
     // All buffers are freed before the baselines allocate theirs.
-    let groups: Vec<(ElemType, usize, Vec<Row>)> =
-        pending.into_iter().map(|p| (p.ty, p.n, p.rows(cfg))).collect();
+    let groups: Vec<(ElemType, usize, Vec<Row>)> = pending
+        .into_iter()
+        .map(|p| (p.ty, p.n, p.rows(cfg)))
+        .collect();
     let mut rows = Vec::new();
     for (ty, n, mut new) in groups {
         if let Ok(b) = &baselines {
