@@ -11,7 +11,7 @@
 //! median, min and max over all rounds. The first round of each size and type runs as its
 //! buffers are set up, the later rounds take every row of the whole run in turn, so a row's
 //! min..max covers the GPU's drift over the run. (All sizes' buffers stay allocated until
-//! the last round: about 9 GiB for the default run on an H200.)
+//! the last round: about 8 GiB for the default run on an H200.)
 //! The result of the first run and of the last timed run are both checked against the CPU.
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -22,8 +22,8 @@ use std::process::Command;
 use cust::memory::{AsyncCopyDestination, DeviceBuffer};
 use serde::{Deserialize, Serialize};
 
-use crate::cpu::{Check, ReduceReference, SplitMix64, check_stencil};
-use crate::element::{ElemType, Element};
+use crate::cpu::{Check, ReduceReference, Sample, book_input, check_stencil};
+use crate::element::ElemType;
 use crate::error::{CudaContext, Error, Result};
 use crate::gpu::Gpu;
 use crate::reduce::{ReduceOp, ReduceRun, ReduceVariant};
@@ -117,6 +117,13 @@ pub struct Row {
     pub check: String,
     /// Comparisons measured in the same run.
     pub baselines: Vec<Baseline>,
+}
+
+impl Row {
+    /// The size as printed: `2^24` (the nearest power of two).
+    pub fn size(&self) -> String {
+        format!("2^{}", (self.n as f64).log2().round())
+    }
 }
 
 /// A whole run.
@@ -232,19 +239,6 @@ pub fn rotation(gpu: &Gpu, bytes: usize) -> usize {
         .clamp(1, 64)
 }
 
-/// Input values: integers like the book's `rand() & 0xFF`, floats uniform in [-1, 1).
-pub trait Sample: Element {
-    /// One value.
-    fn sample(rng: &mut SplitMix64) -> Self;
-}
-macro_rules! sample {
-    (int: $($t:ty),*; float: $($f:ty),*) => {
-        $(impl Sample for $t { fn sample(rng: &mut SplitMix64) -> Self { (rng.next_u64() & 0xFF) as $t } })*
-        $(impl Sample for $f { fn sample(rng: &mut SplitMix64) -> Self { rng.next_f64_signed() as $f } })*
-    };
-}
-sample!(int: i32, u32, i64, u64; float: f32, f64);
-
 fn blocks_for(cfg: &BenchConfig, default: u32, ok: impl Fn(u32) -> bool) -> Vec<u32> {
     if cfg.blocks.is_empty() {
         vec![default]
@@ -280,32 +274,30 @@ fn jobs(cfg: &BenchConfig, ty: ElemType) -> Vec<Job> {
 }
 
 /// One round of one row: its repetition times and, in the first and the last round, the CPU
-/// check of its output.
+/// checks of its output, in the order they ran.
 struct Round {
     samples: Vec<f64>,
-    check: Option<Check>,
+    checks: Vec<Check>,
     grid: String,
     bytes: u64,
 }
 
 /// The buffers of one (size, type) group, shared by all its rows: the host input, its copies
 /// on the device (as many as it takes to exceed 4x L2, used in turn), one output per input for
-/// the stencil and the copy, and the L2 flush.
+/// the stencil and the copy.
 struct Group<'g, T: Sample> {
     gpu: &'g Gpu,
     host: Vec<T>,
     reference: ReduceReference<T>,
     inputs: Vec<DeviceBuffer<T>>,
     outputs: Vec<DeviceBuffer<T>>,
-    flush: L2Flush,
     reps: usize,
     radius: u32,
 }
 
 impl<'g, T: Sample> Group<'g, T> {
     fn new(gpu: &'g Gpu, cfg: &BenchConfig, n: usize) -> Result<Self> {
-        let mut rng = SplitMix64::new(n as u64);
-        let host: Vec<T> = (0..n).map(|_| T::sample(&mut rng)).collect();
+        let host: Vec<T> = book_input(n, n as u64);
         let reference = ReduceReference::of(ReduceOp::Sum, &host, |v| v);
         let inputs = (0..rotation(gpu, n * size_of::<T>()))
             .map(|_| gpu.upload(&host, "bench input"))
@@ -320,7 +312,6 @@ impl<'g, T: Sample> Group<'g, T> {
             reference,
             inputs,
             outputs,
-            flush: L2Flush::new(gpu)?,
             reps: cfg.reps,
             radius: cfg.radius,
         })
@@ -339,10 +330,10 @@ impl<'g, T: Sample> Group<'g, T> {
     }
 
     /// Measures one round of `job`; `first` and `last` say whether to check the output.
-    fn round(&mut self, job: Job, first: bool, last: bool) -> Result<Round> {
+    fn round(&mut self, job: Job, first: bool, last: bool, flush: &mut L2Flush) -> Result<Round> {
         match job {
             Job::Copy => self.copy_round(first || last),
-            Job::Reduce(v, block) => self.reduce_round(v, block, first, last),
+            Job::Reduce(v, block) => self.reduce_round(v, block, first, last, flush),
             Job::Stencil(v, block) => self.stencil_round(v, block, first, last),
         }
     }
@@ -364,25 +355,25 @@ impl<'g, T: Sample> Group<'g, T> {
                     .call("cuMemcpyDtoDAsync")
             },
         )?;
-        let check = if check {
+        let checks = if check {
             let got = gpu.download(&self.outputs[self.last_used(k)])?;
             let same = got.len() == self.host.len()
                 && got.iter().zip(&self.host).all(|(a, b)| a.same_bits(*b));
-            Some(Check {
+            vec![Check {
                 passed: same,
                 detail: if same {
                     "every element copied".into()
                 } else {
                     "destination differs from the source".into()
                 },
-            })
+            }]
         } else {
             gpu.synchronize()?;
-            None
+            Vec::new()
         };
         Ok(Round {
             samples,
-            check,
+            checks,
             grid: "-".into(),
             bytes: 2 * (self.host.len() * size_of::<T>()) as u64,
         })
@@ -394,6 +385,7 @@ impl<'g, T: Sample> Group<'g, T> {
         block: u32,
         first: bool,
         last: bool,
+        flush: &mut L2Flush,
     ) -> Result<Round> {
         let (gpu, k) = (self.gpu, self.inputs.len());
         let mut runs: Vec<ReduceRun<T>> = self
@@ -411,19 +403,15 @@ impl<'g, T: Sample> Group<'g, T> {
         };
         // The in-place variants copy their input into a scratch buffer before each run; the
         // flush keeps that copy from leaving the input in L2 for the timed kernel.
-        let flush = v.is_textbook().then_some(&mut self.flush);
+        let in_place = v.is_textbook();
         let runs = RefCell::new(runs);
-        let flush = RefCell::new(flush);
         let samples = time_samples(
             gpu,
             3,
             self.reps,
             |i| {
                 runs.borrow_mut()[i % k].setup()?;
-                match flush.borrow_mut().as_mut() {
-                    Some(f) => f.flush(gpu),
-                    None => Ok(()),
-                }
+                if in_place { flush.flush(gpu) } else { Ok(()) }
             },
             |i| runs.borrow_mut()[i % k].launch(),
         )?;
@@ -433,10 +421,7 @@ impl<'g, T: Sample> Group<'g, T> {
         let last_check = last.then(|| self.reference.check(result, lastrun.rounding_depth()));
         Ok(Round {
             samples,
-            check: first_check
-                .into_iter()
-                .chain(last_check)
-                .reduce(Check::first_then_last),
+            checks: first_check.into_iter().chain(last_check).collect(),
             grid: lastrun
                 .launches()
                 .iter()
@@ -496,10 +481,7 @@ impl<'g, T: Sample> Group<'g, T> {
         };
         Ok(Round {
             samples,
-            check: first_check
-                .into_iter()
-                .chain(last_check)
-                .reduce(Check::first_then_last),
+            checks: first_check.into_iter().chain(last_check).collect(),
             grid,
             bytes,
         })
@@ -519,12 +501,12 @@ struct Pending<'g> {
 
 /// [`Group::round`] for any element type.
 trait Rounds {
-    fn round(&mut self, job: Job, first: bool, last: bool) -> Result<Round>;
+    fn round(&mut self, job: Job, first: bool, last: bool, flush: &mut L2Flush) -> Result<Round>;
 }
 
 impl<T: Sample> Rounds for Group<'_, T> {
-    fn round(&mut self, job: Job, first: bool, last: bool) -> Result<Round> {
-        Group::round(self, job, first, last)
+    fn round(&mut self, job: Job, first: bool, last: bool, flush: &mut L2Flush) -> Result<Round> {
+        Group::round(self, job, first, last, flush)
     }
 }
 
@@ -552,6 +534,7 @@ impl<'g> Pending<'g> {
         rounds: usize,
         cfg: &BenchConfig,
         progress: &mut Progress,
+        flush: &mut L2Flush,
     ) -> Result<()> {
         for (j, &job) in self.jobs.iter().enumerate() {
             if !matches!(job, Job::Copy) {
@@ -563,9 +546,11 @@ impl<'g> Pending<'g> {
                     self.n.ilog2()
                 ));
             }
-            let r = self.group.round(job, round == 0, round + 1 == rounds)?;
+            let r = self
+                .group
+                .round(job, round == 0, round + 1 == rounds, flush)?;
             self.samples[j].extend(r.samples);
-            if let Some(c) = r.check {
+            for c in r.checks {
                 self.checks[j] = Some(match self.checks[j].take() {
                     Some(first) => Check::first_then_last(first, c),
                     None => c,
@@ -674,17 +659,19 @@ pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
     // later rounds then take every group in turn, so that each row's samples span the whole
     // run (its cool start and its warm end alike), not one burst.
     let rounds = cfg.rounds.max(1);
+    // One flush buffer serves every row.
+    let mut flush = L2Flush::new(gpu)?;
     let mut pending = Vec::new();
     for &n in &cfg.sizes {
         for &ty in &cfg.types {
             let mut p = Pending::new(gpu, cfg, ty, n)?;
-            p.round(0, rounds, cfg, &mut progress)?;
+            p.round(0, rounds, cfg, &mut progress, &mut flush)?;
             pending.push(p);
         }
     }
     for round in 1..rounds {
         for p in &mut pending {
-            p.round(round, rounds, cfg, &mut progress)?;
+            p.round(round, rounds, cfg, &mut progress, &mut flush)?;
         }
     }
     // All buffers are freed before the baselines allocate theirs.
@@ -941,9 +928,9 @@ pub fn markdown(report: &Report, charts: &[String]) -> String {
             };
             let _ = writeln!(
                 s,
-                "| {} | 2^{} | {} | {} | {:.2} | {:.2}..{:.2} | {:.0} | {:.0}% | {} | {} | {} |",
+                "| {} | {} | {} | {} | {:.2} | {:.2}..{:.2} | {:.0} | {:.0}% | {} | {} | {} |",
                 r.variant,
-                (r.n as f64).log2().round(),
+                r.size(),
                 r.block,
                 r.grid,
                 r.median_us,
@@ -1015,11 +1002,11 @@ pub struct Comparison {
 pub fn compare(first: &Report, second: &Report) -> Comparison {
     let key = |r: &Row| {
         format!(
-            "{} {} {} 2^{} block {}",
+            "{} {} {} {} block {}",
             r.family,
             r.variant,
             r.ty,
-            (r.n as f64).log2().round(),
+            r.size(),
             r.block
         )
     };

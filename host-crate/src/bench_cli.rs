@@ -250,7 +250,7 @@ pub fn bench(gpu: &Gpu, a: &BenchArgs, cfg: &BenchConfig) -> Result<()> {
                 r.family,
                 r.variant,
                 r.ty,
-                format!("2^{}", (r.n as f64).log2().round()),
+                r.size(),
                 r.block,
                 r.median_us,
                 format!("{:.2}..{:.2}", r.min_us, r.max_us),

@@ -124,6 +124,25 @@ impl SplitMix64 {
     }
 }
 
+/// Input values like the book's: integers `rand() & 0xFF`, floats uniform in [-1, 1).
+pub trait Sample: crate::element::Element {
+    /// One value.
+    fn sample(rng: &mut SplitMix64) -> Self;
+}
+macro_rules! sample {
+    (int: $($t:ty),*; float: $($f:ty),*) => {
+        $(impl Sample for $t { fn sample(rng: &mut SplitMix64) -> Self { (rng.next_u64() & 0xFF) as $t } })*
+        $(impl Sample for $f { fn sample(rng: &mut SplitMix64) -> Self { rng.next_f64_signed() as $f } })*
+    };
+}
+sample!(int: i32, u32, i64, u64; float: f32, f64);
+
+/// `n` values of [`Sample`] from `seed`: the input of `ferrocuda reduce`, `stencil` and `bench`.
+pub fn book_input<T: Sample>(n: usize, seed: u64) -> Vec<T> {
+    let mut rng = SplitMix64::new(seed);
+    (0..n).map(|_| T::sample(&mut rng)).collect()
+}
+
 /// The sum of `x` in `f64` with Neumaier compensation: within `2 * f64::EPSILON * sum(|x|)` of
 /// the exact sum, the reference float reductions are checked against.
 pub fn compensated_sum(x: impl IntoIterator<Item = f64>) -> f64 {

@@ -8,7 +8,7 @@ mod sanitize_cli;
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
 use ferrocuda::args::parse_count;
-use ferrocuda::cpu::{ReduceReference, SplitMix64};
+use ferrocuda::cpu::{ReduceReference, Sample, book_input};
 use ferrocuda::element::{ElemType, Element};
 use ferrocuda::gpu::{EMBEDDED_PTX, Gpu};
 use ferrocuda::reduce::{self, ReduceOp, ReduceVariant};
@@ -229,24 +229,6 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// Input like the book's: integers `rand() & 0xFF`, floats uniform in [-1, 1).
-fn book_input<T: Element + FromSample>(n: usize, seed: u64) -> Vec<T> {
-    let mut rng = SplitMix64::new(seed);
-    (0..n).map(|_| T::from_sample(&mut rng)).collect()
-}
-
-/// How `book_input` draws one value of each type.
-trait FromSample {
-    fn from_sample(rng: &mut SplitMix64) -> Self;
-}
-macro_rules! from_sample {
-    (int: $($t:ty),*; float: $($f:ty),*) => {
-        $(impl FromSample for $t { fn from_sample(rng: &mut SplitMix64) -> Self { (rng.next_u64() & 0xFF) as $t } })*
-        $(impl FromSample for $f { fn from_sample(rng: &mut SplitMix64) -> Self { rng.next_f64_signed() as $f } })*
-    };
-}
-from_sample!(int: i32, u32, i64, u64; float: f32, f64);
-
 struct ReduceArgs {
     variants: Vec<ReduceVariant>,
     n: usize,
@@ -309,7 +291,7 @@ fn reduce_args(
     ))
 }
 
-fn reduce_table<T: Element + FromSample>(gpu: &Gpu, a: &ReduceArgs) -> Result<bool> {
+fn reduce_table<T: Sample>(gpu: &Gpu, a: &ReduceArgs) -> Result<bool> {
     let bytes = (a.n * size_of::<T>()) as u128;
     let (free, total) = gpu.memory_info()?;
     if 2 * bytes + (64 << 20) > free as u128 {
@@ -388,7 +370,7 @@ fn stencil(
     use ferrocuda::stencil::{Boundary, STENCIL_DEFAULT_RADIUS, StencilVariant, Taps};
 
     #[allow(clippy::too_many_arguments)]
-    fn table<T: Element + FromSample>(
+    fn table<T: Sample>(
         gpu: &Gpu,
         variants: &[StencilVariant],
         taps: &Taps<T>,
