@@ -1,16 +1,15 @@
 //! The warp and execution-model lab: the notes' warp-function program (`ferrocuda warp`) and
 //! the `simpleDivergence` kernels (`ferrocuda divergence`), each checked against the CPU.
 use ferrocuda_kernels::config::WARP_DEMO_WORDS;
+use ferrocuda_kernels::entry::Entry;
+use ferrocuda_kernels::lab::{math_kernel1, math_kernel2, math_kernel3, math_kernel4, warp_functions_demo};
 
 use crate::cpu::warp::{self as model, ShflMode, WARP_SIZE};
-use crate::error::{Error, Result};
-use crate::gpu::Gpu;
-use crate::kernel_args;
-use crate::launch::LaunchConfig;
-use crate::timing::{Stats, time_on_stream};
+use crate::runtime::error::{Error, Result};
+use crate::runtime::gpu::Gpu;
+use crate::runtime::config::LaunchConfig;
+use crate::runtime::timing::{Stats, time_on_stream};
 
-/// The PTX symbol of the warp-function demo.
-pub const WARP_DEMO_SYMBOL: &str = "warp_functions_demo";
 
 /// The column names of the demo's table.
 pub const WARP_DEMO_COLUMNS: [&str; WARP_DEMO_WORDS] = [
@@ -56,7 +55,7 @@ impl WarpDemo {
     pub fn validate(&self) -> Result<()> {
         let bad = |what: String| {
             Err(Error::InvalidArgument {
-                what: format!("`{WARP_DEMO_SYMBOL}`: {what}"),
+                what: format!("`{}`: {what}", warp_functions_demo().symbol()),
             })
         };
         if self.block == 0 || self.block > WARP_SIZE {
@@ -92,7 +91,7 @@ impl WarpDemo {
     /// Runs the demo: one row of [`WARP_DEMO_COLUMNS`] per lane.
     pub fn run(&self, gpu: &Gpu) -> Result<Vec<[u32; WARP_DEMO_WORDS]>> {
         self.validate()?;
-        let kernel = gpu.kernel(WARP_DEMO_SYMBOL)?;
+        let kernel = gpu.kernel(warp_functions_demo())?;
         let out = gpu.upload(
             &vec![0xA5A5_A5A5u32; WARP_DEMO_WORDS * self.block as usize],
             "warp demo output",
@@ -102,7 +101,7 @@ impl WarpDemo {
         unsafe {
             kernel.launch_and_wait(
                 config,
-                kernel_args![out.as_device_ptr(), self.width, self.src_lane, self.offset],
+                (out.as_device_ptr(), self.width, self.src_lane, self.offset),
             )?
         };
         let words = gpu.download(&out)?;
@@ -157,25 +156,27 @@ impl WarpDemo {
     }
 }
 
-/// The four `simpleDivergence` kernels.
-pub const DIVERGENCE_KERNELS: [(&str, &str); 4] = [
-    (
-        "math_kernel1",
-        "if tid % 2 == 0: even/odd lanes split every warp",
-    ),
-    (
-        "math_kernel2",
-        "if (tid / warpSize) % 2 == 0: whole warps take one side",
-    ),
-    (
-        "math_kernel3",
-        "two predicated ifs on tid % 2: still divergent",
-    ),
-    (
-        "math_kernel4",
-        "book's (itid & 0x01 == 0) bug fixed to ((tid >> 5) & 1) == 0: warp-uniform",
-    ),
-];
+/// The four `simpleDivergence` kernels (all `(c, n, work)`) and what each branches on.
+pub fn divergence_kernels() -> [(Entry<(*mut f32, usize, u32)>, &'static str); 4] {
+    [
+        (
+            math_kernel1(),
+            "if tid % 2 == 0: even/odd lanes split every warp",
+        ),
+        (
+            math_kernel2(),
+            "if (tid / warpSize) % 2 == 0: whole warps take one side",
+        ),
+        (
+            math_kernel3(),
+            "two predicated ifs on tid % 2: still divergent",
+        ),
+        (
+            math_kernel4(),
+            "book's (itid & 0x01 == 0) bug fixed to ((tid >> 5) & 1) == 0: warp-uniform",
+        ),
+    ]
+}
 
 /// The value `math_kernel*` computes on one side: `work` steps of `v = v * 0.999 + 1`.
 pub fn divergence_side(seed: f32, work: u32) -> f32 {
@@ -221,16 +222,16 @@ pub fn divergence(
             what: format!("divergence: cannot cover n = {n} with blocks of {block}"),
         })?;
     let mut rows = Vec::new();
-    for (k, (symbol, branch)) in DIVERGENCE_KERNELS.into_iter().enumerate() {
+    for (k, (entry, branch)) in divergence_kernels().into_iter().enumerate() {
         let c = gpu.upload(&vec![f32::NAN; n], "divergence output (poisoned)")?;
-        let kernel = gpu.kernel(symbol)?;
+        let kernel = gpu.kernel(entry)?;
         kernel.validate(config)?;
         let launch = || {
             if n == 0 {
                 return Ok(());
             }
             // SAFETY: `c` holds `n` floats.
-            unsafe { kernel.launch(config, kernel_args![c.as_device_ptr(), n, work]) }
+            unsafe { kernel.launch(config, (c.as_device_ptr(), n, work)) }
         };
         let stats = time_on_stream(gpu, 2, reps, |_| Ok(()), |_| launch())?;
         let got = gpu.download(&c)?;
@@ -240,7 +241,7 @@ pub fn divergence(
             .filter(|&(i, v)| v.to_bits() != divergence_expected(k, i, work).to_bits())
             .count();
         rows.push(DivergenceRow {
-            kernel: symbol,
+            kernel: entry.symbol(),
             branch,
             stats,
             mismatches,

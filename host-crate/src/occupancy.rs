@@ -5,8 +5,10 @@
 //! `cuOccupancyMaxActiveBlocksPerMultiprocessor`) times warps per block, over the SM's maximum
 //! warps, is the theoretical occupancy. [`theoretical`] does the same computation from the
 //! device limits alone, so the two can be checked against each other.
-use crate::error::Result;
-use crate::gpu::{DeviceProps, Gpu};
+use ferrocuda_kernels::entry::EntryInfo;
+
+use crate::runtime::error::Result;
+use crate::runtime::gpu::{DeviceProps, Gpu};
 
 /// The resource that bounds the number of resident blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,18 +127,13 @@ pub struct Occupancy {
     pub suggested_block: u32,
 }
 
-/// The dynamic shared memory the library launches `symbol` with at `block` threads.
-pub fn dynamic_shared_bytes(symbol: &str, block: u32) -> u32 {
-    crate::reduce::dynamic_shared_bytes(symbol, block)
-        + crate::stencil::dynamic_shared_bytes(symbol, block)
-}
-
-/// The occupancy of `symbol` at `block` threads.
-pub fn occupancy(gpu: &Gpu, symbol: &str, block: u32) -> Result<Occupancy> {
-    let kernel = gpu.kernel(symbol)?;
+/// The occupancy of kernel `entry` at `block` threads, with the dynamic shared memory its
+/// declaration asks for at that block.
+pub fn occupancy(gpu: &Gpu, entry: &'static EntryInfo, block: u32) -> Result<Occupancy> {
+    let kernel = gpu.kernel_info(entry)?;
     let a = kernel.attributes();
     let props = gpu.props();
-    let dynamic_shared = dynamic_shared_bytes(symbol, block);
+    let dynamic_shared = entry.dynamic_shared_bytes(block);
     let active_blocks = kernel.max_active_blocks_per_sm(block, dynamic_shared)?;
     let (computed_blocks, limiter) = theoretical(
         props,
@@ -148,7 +145,7 @@ pub fn occupancy(gpu: &Gpu, symbol: &str, block: u32) -> Result<Occupancy> {
     let occupancy = (active_blocks * block.div_ceil(props.warp_size)) as f64 / max_warps as f64;
     let (_, suggested_block) = kernel.suggested_block_size(dynamic_shared)?;
     Ok(Occupancy {
-        kernel: symbol.to_string(),
+        kernel: entry.symbol.to_string(),
         block,
         registers: a.registers,
         static_shared: a.static_shared_bytes,

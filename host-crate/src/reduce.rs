@@ -8,54 +8,19 @@
 use std::marker::PhantomData;
 
 use cust::memory::{AsyncCopyDestination, DeviceBuffer, DevicePointer, DeviceSlice};
-use ferrocuda_kernels::config::REDUCE_STATIC_GRID;
+use ferrocuda_kernels::config::{REDUCE_FAST_ITEMS, REDUCE_STATIC_GRID};
 
 use crate::cpu::{Check, ReduceReference};
-use crate::element::{ElemType, Element};
-use crate::error::{CudaContext, Error, Result, check_raw};
-use crate::gpu::Gpu;
-use crate::kernel_args;
-use crate::launch::{Kernel, LaunchConfig};
-use crate::timing::{Stats, time_on_stream};
+use ferrocuda_kernels::entry::{DeviceGlobal, Entry, entry_points_of};
 
-/// What a reduction computes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ReduceOp {
-    /// Sum (wrapping for integers).
-    Sum,
-    /// Minimum.
-    Min,
-    /// Maximum.
-    Max,
-}
+use crate::runtime::config::{ARCH_MAX_THREADS_PER_BLOCK, LaunchConfig};
+use crate::runtime::element::{ElemType, Element};
+use crate::runtime::error::{CudaContext, Error, KernelLaunch, Result};
+use crate::runtime::gpu::Gpu;
+use crate::runtime::kernel::{KERNELS_PACKAGE, Kernel};
+use crate::runtime::timing::{Stats, time_on_stream};
 
-impl ReduceOp {
-    /// All three.
-    pub const ALL: [ReduceOp; 3] = [Self::Sum, Self::Min, Self::Max];
-
-    /// `sum`, `min`, `max`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Sum => "sum",
-            Self::Min => "min",
-            Self::Max => "max",
-        }
-    }
-
-    /// From its name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|o| o.name() == name)
-    }
-
-    /// The CPU reference of this operation over `x` (`None` for `min`/`max` of nothing).
-    pub fn cpu<T: Element>(self, x: &[T]) -> Option<T> {
-        match self {
-            Self::Sum => Some(x.iter().fold(T::default(), |a, &b| a.add(b))),
-            Self::Min => x.iter().copied().reduce(T::min_of),
-            Self::Max => x.iter().copied().reduce(T::max_of),
-        }
-    }
-}
+pub use crate::cpu::reduce::ReduceOp;
 
 /// Every reduction kernel family, by the name the CLI and the reports use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -182,20 +147,17 @@ impl ReduceVariant {
         }
     }
 
-    /// Element types with an entry point.
+    /// Element types with an entry point (from the kernels' declarations).
     pub fn supports_type(self, ty: ElemType) -> bool {
-        match self {
-            V::Syncwarp | V::Shfl | V::Cg | V::Reduce1Parallelism | V::Reduce2Static => {
-                ty.is_float()
-            }
-            V::CgVector4 => matches!(ty, ElemType::I32 | ElemType::F32),
-            _ => true,
-        }
+        crate::with_elem_type!(ty, T => Entries::<T, T>::of(self, ReduceOp::Sum, self.default_block()).is_some())
     }
 
-    /// Operations with an entry point: only the fast path has min and max.
+    /// Operations with an entry point (from the kernels' declarations): only the fast path has
+    /// min and max.
     pub fn supports_op(self, op: ReduceOp) -> bool {
-        op == ReduceOp::Sum || self == V::Fast
+        ElemType::ALL.into_iter().any(|ty| {
+            crate::with_elem_type!(ty, T => Entries::<T, T>::of(self, op, self.default_block()).is_some())
+        })
     }
 
     /// The block size the notes use (and the fast path's tuned one).
@@ -223,41 +185,6 @@ impl ReduceVariant {
         (!(shape_ok && (min..=1024).contains(&block))).then(|| {
             format!("reduce variant `{}` needs a block size that is {rule} from {min} to 1024, not {block}", self.name())
         })
-    }
-
-    /// The PTX entry point for `ty`, `op` and `block`.
-    pub fn symbol(self, ty: ElemType, op: ReduceOp, block: u32) -> String {
-        match self {
-            V::CompleteUnroll => format!("reduce_complete_unroll_b{block}_{ty}"),
-            V::Reduce1Parallelism | V::Reduce2Static => format!("{}_{ty}", self.name()),
-            V::Fast => format!("reduce_fast_{}_{ty}", op.name()),
-            _ => format!("reduce_{}_{ty}", self.name()),
-        }
-    }
-
-    /// Every entry point of this variant (for the PTX test).
-    pub fn all_symbols(self) -> Vec<String> {
-        let mut v = Vec::new();
-        for ty in ElemType::ALL.into_iter().filter(|&t| self.supports_type(t)) {
-            for op in ReduceOp::ALL.into_iter().filter(|&o| self.supports_op(o)) {
-                if self == V::CompleteUnroll {
-                    v.extend(
-                        COMPLETE_UNROLL_BLOCKS
-                            .iter()
-                            .map(|&b| self.symbol(ty, op, b)),
-                    );
-                } else {
-                    v.push(self.symbol(ty, op, 0));
-                }
-            }
-        }
-        if self == V::Fast {
-            v.push(WIDENING_SUM_SYMBOL.into());
-        }
-        if self == V::Reduce2Static {
-            v.extend(["f32", "f64"].map(|t| format!("reduce1_parallelism_{t}")));
-        }
-        v
     }
 
     /// One line on what limits this variant's speed.
@@ -301,46 +228,121 @@ impl ReduceVariant {
     }
 }
 
-/// Block sizes of `reduce_complete_unroll_b<B>_*`.
-pub const COMPLETE_UNROLL_BLOCKS: [u32; 5] = [64, 128, 256, 512, 1024];
+/// Block sizes of `reduce_complete_unroll` (its `BLOCK` instances, from its declaration).
+pub fn complete_unroll_blocks() -> Vec<u32> {
+    let mut v: Vec<u32> = entry_points_of(KERNELS_PACKAGE)
+        .into_iter()
+        .filter(|e| e.kernel == "reduce_complete_unroll")
+        .filter_map(|e| e.instance_value("BLOCK")?.parse().ok())
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
 
-/// The widening fast sum.
-pub const WIDENING_SUM_SYMBOL: &str = "reduce_fast_sum_i32_to_i64";
+/// The typed handles of the kernels one variant launches, before any GPU is involved: `None`
+/// from [`Entries::of`] when the variant has no kernel for `T`, `A`, `op` or `block`.
+enum Entries<T, A> {
+    /// In place on a scratch copy, one partial per block (the textbook family).
+    InPlace(Entry<(*mut T, *mut A, usize)>),
+    /// One launch, one atomic add per block into the result (seed 000's trees).
+    AtomicFinish(Entry<(*const T, *mut A, usize)>),
+    /// Seed 004's cooperative-groups vector sum (arguments `sum, x, n`).
+    CgVector(Entry<(*mut A, *const T, usize)>),
+    /// Grid-stride partials into a buffer, then the same kernel over the partials.
+    GridStride(Entry<(*const T, usize, *mut A)>, Entry<(*const A, usize, *mut A)>),
+    /// As [`Entries::GridStride`], the partials in a static device array.
+    GridStrideStatic(
+        Entry<(*const T, usize)>,
+        Entry<(*const A, usize, *mut A)>,
+        DeviceGlobal<A>,
+    ),
+    /// The fast path.
+    Fast(Entry<(*const T, usize, *mut A, *mut u32, *mut A)>),
+}
 
-/// The dynamic shared memory the library launches reduction kernel `symbol` with at `block`
-/// threads (0 for kernels that use none or are not reductions).
-pub fn dynamic_shared_bytes(symbol: &str, block: u32) -> u32 {
-    // One element per thread: the shared trees of seed 000 and (`reduce_cg_vector4_*`) the CG
-    // tree of seed 004.
-    let per_thread = [
-        "reduce_syncwarp_",
-        "reduce_shfl_",
-        "reduce_cg_",
-        "reduce1_parallelism_",
-        "reduce2_static_",
-    ];
-    let elem = symbol
-        .rsplit('_')
-        .next()
-        .and_then(ElemType::from_name)
-        .map_or(0, |t| t.size() as u32);
-    if per_thread.iter().any(|p| symbol.starts_with(p)) {
-        block * elem
-    } else {
-        0
+impl<T: Element, A: Element> Entries<T, A> {
+    fn of(variant: ReduceVariant, op: ReduceOp, block: u32) -> Option<Self> {
+        use ferrocuda_kernels::reduce::{cg_vector, fast, textbook as t, warp_level as w};
+        if op != ReduceOp::Sum && variant != V::Fast {
+            return None;
+        }
+        let in_place = |e: Option<Entry<(*mut T, *mut T, usize)>>| Some(Self::InPlace(e?.retype()?));
+        match variant {
+            V::Neighbored => in_place(t::reduce_neighbored::<T>()),
+            V::NeighboredLess => in_place(t::reduce_neighbored_less::<T>()),
+            V::Interleaved => in_place(t::reduce_interleaved::<T>()),
+            V::Unrolling2 => in_place(t::reduce_unrolling2::<T>()),
+            V::Unrolling4 => in_place(t::reduce_unrolling4::<T>()),
+            V::Unrolling8 => in_place(t::reduce_unrolling8::<T>()),
+            V::UnrollWarps8 => in_place(t::reduce_unroll_warps8::<T>()),
+            V::CompleteUnrollWarps8 => in_place(t::reduce_complete_unroll_warps8::<T>()),
+            V::CompleteUnroll => in_place(t::reduce_complete_unroll::<T>(block)),
+            V::Syncwarp => Some(Self::AtomicFinish(w::reduce_syncwarp::<T>()?.retype()?)),
+            V::Shfl => Some(Self::AtomicFinish(w::reduce_shfl::<T>()?.retype()?)),
+            V::Cg => Some(Self::AtomicFinish(w::reduce_cg::<T>()?.retype()?)),
+            V::CgVector4 => Some(Self::CgVector(cg_vector::reduce_cg_vector4::<T>()?.retype()?)),
+            V::Reduce1Parallelism => Some(Self::GridStride(
+                w::reduce1_parallelism::<T>()?.retype()?,
+                w::reduce1_parallelism::<A>()?,
+            )),
+            V::Reduce2Static => Some(Self::GridStrideStatic(
+                w::reduce2_static::<T>()?,
+                w::reduce1_parallelism::<A>()?,
+                w::reduce2_static_partials::<A>()?,
+            )),
+            V::Fast => {
+                let widening = fast::reduce_fast_sum_i32_to_i64().retype();
+                let same = match op {
+                    ReduceOp::Sum => fast::reduce_fast_sum::<T>(),
+                    ReduceOp::Min => fast::reduce_fast_min::<T>(),
+                    ReduceOp::Max => fast::reduce_fast_max::<T>(),
+                };
+                let entry = match (widening, op) {
+                    (Some(e), ReduceOp::Sum) => e,
+                    _ => same?.retype()?,
+                };
+                Some(Self::Fast(entry))
+            }
+        }
     }
 }
 
-/// Every reduction entry point the host knows.
-pub fn symbols() -> Vec<String> {
-    let mut v: Vec<String> = Vec::new();
-    // `reduce2_static` also lists the `reduce1_parallelism` kernels of its second pass.
-    for s in ReduceVariant::ALL.iter().flat_map(|v| v.all_symbols()) {
-        if !v.contains(&s) {
-            v.push(s);
-        }
-    }
-    v
+/// The kernels of one prepared reduction with their launches and the buffers they own.
+enum Plan<'g, T: Element, A: Element> {
+    InPlace {
+        kernel: Kernel<'g, (*mut T, *mut A, usize)>,
+        config: LaunchConfig,
+        unroll: usize,
+        scratch: DeviceBuffer<T>,
+        partials: DeviceBuffer<A>,
+    },
+    AtomicFinish {
+        kernel: Kernel<'g, (*const T, *mut A, usize)>,
+        config: LaunchConfig,
+    },
+    CgVector {
+        kernel: Kernel<'g, (*mut A, *const T, usize)>,
+        config: LaunchConfig,
+    },
+    GridStride {
+        first: Kernel<'g, (*const T, usize, *mut A)>,
+        finish: Kernel<'g, (*const A, usize, *mut A)>,
+        configs: [LaunchConfig; 2],
+        partials: DeviceBuffer<A>,
+    },
+    GridStrideStatic {
+        first: Kernel<'g, (*const T, usize)>,
+        finish: Kernel<'g, (*const A, usize, *mut A)>,
+        configs: [LaunchConfig; 2],
+        partials: DevicePointer<A>,
+    },
+    Fast {
+        kernel: Kernel<'g, (*const T, usize, *mut A, *mut u32, *mut A)>,
+        config: LaunchConfig,
+        partials: DeviceBuffer<A>,
+        ticket: DeviceBuffer<u32>,
+    },
 }
 
 /// One prepared reduction: kernels looked up, configurations validated, buffers allocated.
@@ -349,15 +351,10 @@ pub fn symbols() -> Vec<String> {
 /// kernels (what the benchmark times), [`finish`](Self::finish) reads the result.
 pub struct ReduceRun<'g, 'a, T: Element, A: Element = T> {
     gpu: &'g Gpu,
-    variant: ReduceVariant,
     n: usize,
     input: DevicePointer<T>,
-    steps: Vec<(Kernel<'g>, LaunchConfig)>,
-    scratch: DeviceBuffer<T>,
-    partials: DeviceBuffer<A>,
-    static_partials: Option<u64>,
+    plan: Plan<'g, T, A>,
     out: DeviceBuffer<A>,
-    ticket: DeviceBuffer<u32>,
     _input: PhantomData<&'a DeviceSlice<T>>,
 }
 
@@ -399,133 +396,145 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
         fast_grid: Option<u32>,
     ) -> Result<Self> {
         let (ty, n) = (T::TYPE, input.len());
-        let widening = A::TYPE != T::TYPE;
         let invalid = |what: String| Err(Error::InvalidArgument { what });
-        if widening
-            && !(variant == V::Fast
-                && op == ReduceOp::Sum
-                && ty == ElemType::I32
-                && A::TYPE == ElemType::I64)
-        {
-            return invalid(format!(
-                "no reduction from {ty} into {} for variant `{}`",
-                A::TYPE,
-                variant.name()
-            ));
-        }
-        if !variant.supports_type(ty) {
-            return invalid(format!(
-                "reduce variant `{}` has no {ty} version",
-                variant.name()
-            ));
-        }
-        if !variant.supports_op(op) {
-            return invalid(format!(
-                "reduce variant `{}` computes only sums, not {}",
-                variant.name(),
-                op.name()
-            ));
-        }
         if let Some(e) = variant.block_error(block) {
             return invalid(e);
         }
+        let Some(entries) = Entries::<T, A>::of(variant, op, block) else {
+            let into = if A::TYPE == ty {
+                String::new()
+            } else {
+                format!(" into {}", A::TYPE)
+            };
+            return invalid(format!(
+                "reduce variant `{}` has no {} kernel for {ty}{into}",
+                variant.name(),
+                op.name()
+            ));
+        };
         if n == 0 && op != ReduceOp::Sum {
             return invalid(format!("the {} of an empty input is undefined", op.name()));
         }
-        let symbol = if widening {
-            WIDENING_SUM_SYMBOL.to_string()
-        } else {
-            variant.symbol(ty, op, block)
+        let blocks_for = |per_block: usize| {
+            u32::try_from(n.div_ceil(per_block).max(1)).map_err(|_| Error::InvalidArgument {
+                what: format!(
+                    "reduce variant `{}`: n = {n} needs more than 2^32 blocks of {block}",
+                    variant.name()
+                ),
+            })
         };
-        let kernel = gpu.kernel(&symbol)?;
-        let elem = size_of::<T>() as u32;
-        let blocks_for = |per_block: usize| u32::try_from(n.div_ceil(per_block).max(1)).ok();
-        let too_large = || Error::InvalidArgument {
-            what: format!("`{symbol}`: n = {n} needs more than 2^32 blocks of {block}"),
-        };
-        let mut steps = Vec::new();
-        let (mut scratch_len, mut partials_len, mut static_partials) = (0, 0, None);
-        match variant {
-            _ if variant.is_textbook() => {
-                let grid = blocks_for(block as usize * variant.unroll()).ok_or_else(too_large)?;
-                steps.push((kernel, LaunchConfig::linear(grid, block, 0)));
-                (scratch_len, partials_len) = (n, grid as usize);
-            }
-            V::Syncwarp | V::Shfl | V::Cg => {
-                let grid = blocks_for(block as usize).ok_or_else(too_large)?;
-                steps.push((
+        let poisoned = |len: usize, what: &str| gpu.upload(&vec![A::poison(); len], what);
+        let plan = match entries {
+            Entries::InPlace(e) => {
+                let kernel = gpu.kernel(e)?;
+                let config = kernel.config(blocks_for(block as usize * variant.unroll())?, block);
+                Plan::InPlace {
                     kernel,
-                    LaunchConfig::linear(grid, block, dynamic_shared_bytes(&symbol, block)),
-                ));
-            }
-            V::CgVector4 => {
-                let grid = blocks_for(block as usize * 16 / elem as usize).ok_or_else(too_large)?;
-                steps.push((
-                    kernel,
-                    LaunchConfig::linear(grid, block, dynamic_shared_bytes(&symbol, block)),
-                ));
-            }
-            V::Reduce1Parallelism | V::Reduce2Static => {
-                let grid = REDUCE_STATIC_GRID;
-                let finish_symbol = format!("reduce1_parallelism_{ty}");
-                let finish = gpu.kernel(&finish_symbol)?;
-                steps.push((
-                    kernel,
-                    LaunchConfig::linear(grid, block, dynamic_shared_bytes(&symbol, block)),
-                ));
-                steps.push((
-                    finish,
-                    LaunchConfig::linear(1, 1024, dynamic_shared_bytes(&finish_symbol, 1024)),
-                ));
-                if variant == V::Reduce2Static {
-                    let symbol = format!("REDUCE2_STATIC_PARTIALS_{}", ty.name().to_uppercase());
-                    let (ptr, bytes) = gpu.device_global(&symbol)?;
-                    if bytes != grid as usize * elem as usize {
-                        return invalid(format!(
-                            "device global `{symbol}` has {bytes} bytes, expected {}",
-                            grid * elem
-                        ));
-                    }
-                    static_partials = Some(ptr);
-                } else {
-                    partials_len = grid as usize;
+                    config,
+                    unroll: variant.unroll(),
+                    scratch: gpu.alloc(n, "scratch copy of the input")?,
+                    partials: poisoned(config.grid[0] as usize, "per-block partials")?,
                 }
             }
-            V::Fast => {
-                let lanes = 16 / elem as usize;
-                let wanted = blocks_for(
-                    block as usize * lanes * ferrocuda_kernels::config::REDUCE_FAST_ITEMS,
-                )
-                .ok_or_else(too_large)?;
-                let resident = kernel.max_active_blocks_per_sm(block, 0)? * gpu.props().sm_count;
-                let grid = fast_grid.unwrap_or(wanted.min(resident.max(1)));
-                steps.push((kernel, LaunchConfig::linear(grid, block, 0)));
-                partials_len = grid as usize;
+            Entries::AtomicFinish(e) => {
+                let kernel = gpu.kernel(e)?;
+                let config = kernel.config(blocks_for(block as usize)?, block);
+                Plan::AtomicFinish { kernel, config }
             }
-            _ => unreachable!("every variant is handled above"),
-        }
-        for (k, c) in &steps {
-            k.validate(*c)?;
-        }
-        let ticket = gpu.upload(&[0u32], "reduction ticket")?;
-        Ok(Self {
+            Entries::CgVector(e) => {
+                let kernel = gpu.kernel(e)?;
+                let config = kernel.config(blocks_for(block as usize * 16 / size_of::<T>())?, block);
+                Plan::CgVector { kernel, config }
+            }
+            Entries::GridStride(first, finish) => {
+                let (first, finish) = (gpu.kernel(first)?, gpu.kernel(finish)?);
+                let configs = [
+                    first.config(REDUCE_STATIC_GRID, block),
+                    finish.config(1, ARCH_MAX_THREADS_PER_BLOCK),
+                ];
+                Plan::GridStride {
+                    first,
+                    finish,
+                    configs,
+                    partials: poisoned(REDUCE_STATIC_GRID as usize, "per-block partials")?,
+                }
+            }
+            Entries::GridStrideStatic(first, finish, partials) => {
+                if partials.len != REDUCE_STATIC_GRID as usize {
+                    return invalid(format!(
+                        "device global `{}` has {} elements, the grid {REDUCE_STATIC_GRID} blocks",
+                        partials.symbol, partials.len
+                    ));
+                }
+                let (first, finish) = (gpu.kernel(first)?, gpu.kernel(finish)?);
+                let configs = [
+                    first.config(REDUCE_STATIC_GRID, block),
+                    finish.config(1, ARCH_MAX_THREADS_PER_BLOCK),
+                ];
+                Plan::GridStrideStatic {
+                    first,
+                    finish,
+                    configs,
+                    partials: gpu.device_global(&partials)?,
+                }
+            }
+            Entries::Fast(e) => {
+                let kernel = gpu.kernel(e)?;
+                let lanes = 16 / size_of::<T>();
+                let wanted = blocks_for(block as usize * lanes * REDUCE_FAST_ITEMS)?;
+                let resident = kernel.max_active_blocks_per_sm(block, 0)? * gpu.props().sm_count;
+                let config = kernel.config(fast_grid.unwrap_or(wanted.min(resident.max(1))), block);
+                Plan::Fast {
+                    kernel,
+                    config,
+                    partials: poisoned(config.grid[0] as usize, "per-block partials")?,
+                    ticket: gpu.upload(&[0u32], "reduction ticket")?,
+                }
+            }
+        };
+        let run = Self {
             gpu,
-            variant,
             n,
             input: input.as_device_ptr(),
-            scratch: gpu.alloc(scratch_len, "scratch copy of the input")?,
-            partials: gpu.upload(&vec![A::poison(); partials_len], "per-block partials")?,
-            static_partials,
+            plan,
             out: gpu.upload(&[A::poison()], "reduction result")?,
-            ticket,
-            steps,
             _input: PhantomData,
-        })
+        };
+        run.validate()?;
+        Ok(run)
+    }
+
+    fn validate(&self) -> Result<()> {
+        match &self.plan {
+            Plan::InPlace { kernel, config, .. } => kernel.validate(*config),
+            Plan::AtomicFinish { kernel, config } => kernel.validate(*config),
+            Plan::CgVector { kernel, config } => kernel.validate(*config),
+            Plan::GridStride { first, finish, configs, .. } => {
+                first.validate(configs[0])?;
+                finish.validate(configs[1])
+            }
+            Plan::GridStrideStatic { first, finish, configs, .. } => {
+                first.validate(configs[0])?;
+                finish.validate(configs[1])
+            }
+            Plan::Fast { kernel, config, .. } => kernel.validate(*config),
+        }
     }
 
     /// The kernels and their launches, in order.
-    pub fn launches(&self) -> Vec<(&str, LaunchConfig)> {
-        self.steps.iter().map(|(k, c)| (k.symbol(), *c)).collect()
+    pub fn launches(&self) -> Vec<(&'static str, LaunchConfig)> {
+        match &self.plan {
+            Plan::InPlace { kernel, config, .. } => vec![(kernel.symbol(), *config)],
+            Plan::AtomicFinish { kernel, config } => vec![(kernel.symbol(), *config)],
+            Plan::CgVector { kernel, config } => vec![(kernel.symbol(), *config)],
+            Plan::GridStride { first, finish, configs, .. } => {
+                vec![(first.symbol(), configs[0]), (finish.symbol(), configs[1])]
+            }
+            Plan::GridStrideStatic { first, finish, configs, .. } => {
+                vec![(first.symbol(), configs[0]), (finish.symbol(), configs[1])]
+            }
+            Plan::Fast { kernel, config, .. } => vec![(kernel.symbol(), *config)],
+        }
     }
 
     /// Bytes of input the reduction must read.
@@ -538,26 +547,34 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
     /// `depth * eps * sum(|x|)` of the exact one.
     pub fn rounding_depth(&self) -> f64 {
         let log2 = |x: f64| x.max(1.0).log2().ceil();
-        let (grid, block) = (
-            self.steps[0].1.grid[0] as f64,
-            self.steps[0].1.block[0] as f64,
-        );
         let n = self.n as f64;
-        let d = match self.variant {
-            v if v.is_textbook() => v.unroll() as f64 + log2(block) + grid, // host adds partials in order
-            V::Syncwarp | V::Shfl | V::Cg => log2(block) + grid,
-            V::CgVector4 => 4.0 + log2(block) + grid,
-            V::Reduce1Parallelism | V::Reduce2Static => {
+        let shape = |c: &LaunchConfig| (c.grid[0] as f64, c.block[0] as f64);
+        let d = match &self.plan {
+            // The host adds the partials in order.
+            Plan::InPlace { config, unroll, .. } => {
+                let (grid, block) = shape(config);
+                *unroll as f64 + log2(block) + grid
+            }
+            Plan::AtomicFinish { config, .. } => {
+                let (grid, block) = shape(config);
+                log2(block) + grid
+            }
+            Plan::CgVector { config, .. } => {
+                let (grid, block) = shape(config);
+                4.0 + log2(block) + grid
+            }
+            Plan::GridStride { configs, .. } | Plan::GridStrideStatic { configs, .. } => {
+                let (grid, block) = shape(&configs[0]);
                 (n / (grid * block)).ceil() + log2(block) + (grid / 1024.0).ceil() + 10.0
             }
-            V::Fast => {
+            Plan::Fast { config, .. } => {
+                let (grid, block) = shape(config);
                 (n / (grid * block)).ceil()
                     + 4.0
                     + 10.0
                     + grid.min(1024.0).log2().ceil()
                     + (grid / block).ceil()
             }
-            _ => unreachable!(),
         };
         d + 1.0
     }
@@ -565,28 +582,29 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
     /// Resets what the kernels consume: the scratch copy (in-place variants) and the result
     /// (atomic finish). Asynchronous; not part of the timed region.
     pub fn setup(&mut self) -> Result<()> {
-        let stream = self.gpu.stream();
-        if self.variant.is_textbook() && self.n > 0 {
-            // SAFETY: the scratch buffer was allocated with the input's length.
-            let input = unsafe { DeviceSlice::from_raw_parts(self.input, self.n) };
-            unsafe { self.scratch.async_copy_from(&input, stream) }.call("cuMemcpyDtoDAsync")?;
-        }
+        let gpu = self.gpu;
+        let stream = gpu.stream();
         // Poison what the kernels must write, so that a run that stopped writing cannot pass
         // on an earlier run's result.
-        let poison = |ptr: u64, bytes: usize| {
-            // SAFETY: `ptr` is a live allocation of at least `bytes` bytes.
-            check_raw("cuMemsetD8Async", unsafe {
-                cust::sys::cuMemsetD8Async(ptr, 0xA5, bytes, stream.as_inner())
-            })
-        };
-        if !self.partials.is_empty() {
-            poison(
-                self.partials.as_device_ptr().as_raw(),
-                self.partials.len() * size_of::<A>(),
-            )?;
+        match &mut self.plan {
+            Plan::InPlace {
+                scratch, partials, ..
+            } => {
+                if self.n > 0 {
+                    // SAFETY: the scratch buffer was allocated with the input's length.
+                    let input = unsafe { DeviceSlice::from_raw_parts(self.input, self.n) };
+                    unsafe { scratch.async_copy_from(&input, stream) }
+                        .call("cuMemcpyDtoDAsync")?;
+                }
+                gpu.poison_async(partials)?;
+            }
+            Plan::GridStride { partials, .. } | Plan::Fast { partials, .. } => {
+                gpu.poison_async(partials)?
+            }
+            Plan::AtomicFinish { .. } | Plan::CgVector { .. } | Plan::GridStrideStatic { .. } => {}
         }
-        poison(self.out.as_device_ptr().as_raw(), size_of::<A>())?;
-        if self.variant.is_atomic_finish() {
+        gpu.poison_async(&mut self.out)?;
+        if matches!(self.plan, Plan::AtomicFinish { .. } | Plan::CgVector { .. }) {
             // SAFETY: `out` holds one element.
             unsafe { self.out.async_copy_from(&[A::default()][..], stream) }
                 .call("cuMemcpyHtoDAsync")?;
@@ -596,71 +614,75 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
 
     /// Enqueues the kernels. An empty input launches nothing.
     pub fn launch(&mut self) -> Result<()> {
-        if self.n == 0 {
+        let (n, input, out) = (self.n, self.input, self.out.as_device_ptr());
+        if n == 0 {
             return Ok(());
         }
-        let (n, input) = (self.n, self.input);
-        let (partials, out, ticket) = (
-            self.partials.as_device_ptr(),
-            self.out.as_device_ptr(),
-            self.ticket.as_device_ptr(),
-        );
-        let partials_or_static = self
-            .static_partials
-            .map_or(partials, DevicePointer::from_raw);
-        for (i, (kernel, config)) in self.steps.iter().enumerate() {
-            let config = *config;
-            // SAFETY: every pointer below is a live allocation of the size the kernel's
-            // `# Safety` section asks for (see `new`); the configuration was validated.
-            unsafe {
-                match self.variant {
-                    v if v.is_textbook() => kernel.launch(
-                        config,
-                        kernel_args![self.scratch.as_device_ptr(), partials, n],
-                    )?,
-                    V::Syncwarp | V::Shfl | V::Cg => {
-                        kernel.launch(config, kernel_args![input, out, n])?
-                    }
-                    V::CgVector4 => kernel.launch(config, kernel_args![out, input, n])?,
-                    V::Reduce1Parallelism | V::Reduce2Static if i == 0 => {
-                        match self.static_partials {
-                            Some(_) => kernel.launch(config, kernel_args![input, n])?,
-                            None => kernel.launch(config, kernel_args![input, n, partials])?,
-                        }
-                    }
-                    V::Reduce1Parallelism | V::Reduce2Static => kernel.launch(
-                        config,
-                        kernel_args![
-                            partials_or_static.cast::<T>(),
-                            REDUCE_STATIC_GRID as usize,
-                            out
-                        ],
-                    )?,
-                    _ => kernel.launch(config, kernel_args![input, n, partials, ticket, out])?,
+        // SAFETY: every buffer below holds what the kernel's `# Safety` section asks for: the
+        // input `n` elements, the partials one per block of the grid (or the static array's
+        // REDUCE_STATIC_GRID), `out` and the ticket one each; the configurations were validated.
+        unsafe {
+            match &self.plan {
+                Plan::InPlace {
+                    kernel,
+                    config,
+                    scratch,
+                    partials,
+                    ..
+                } => kernel.launch(
+                    *config,
+                    (scratch.as_device_ptr(), partials.as_device_ptr(), n),
+                ),
+                Plan::AtomicFinish { kernel, config } => kernel.launch(*config, (input, out, n)),
+                Plan::CgVector { kernel, config } => kernel.launch(*config, (out, input, n)),
+                Plan::GridStride {
+                    first,
+                    finish,
+                    configs,
+                    partials,
+                } => {
+                    let partials = partials.as_device_ptr();
+                    first.launch(configs[0], (input, n, partials))?;
+                    finish.launch(configs[1], (partials, REDUCE_STATIC_GRID as usize, out))
                 }
+                Plan::GridStrideStatic {
+                    first,
+                    finish,
+                    configs,
+                    partials,
+                } => {
+                    first.launch(configs[0], (input, n))?;
+                    finish.launch(configs[1], (*partials, REDUCE_STATIC_GRID as usize, out))
+                }
+                Plan::Fast {
+                    kernel,
+                    config,
+                    partials,
+                    ticket,
+                } => kernel.launch(
+                    *config,
+                    (input, n, partials.as_device_ptr(), ticket.as_device_ptr(), out),
+                ),
             }
         }
-        Ok(())
     }
 
     /// Waits for the kernels and returns the result (for the textbook family, the host adds
     /// the per-block partials in order, as the book does).
     pub fn finish(&self) -> Result<A> {
-        let (kernel, config) = self
-            .steps
-            .last()
-            .map(|(k, c)| (k.symbol().to_string(), *c))
-            .expect("one step at least");
+        let (kernel, config) = *self.launches().last().expect("one launch at least");
         self.gpu.stream().synchronize().launch(
             "cuStreamSynchronize",
-            &crate::error::KernelLaunch { kernel, config },
+            &KernelLaunch {
+                kernel: kernel.into(),
+                config,
+            },
         )?;
         if self.n == 0 {
             return Ok(A::default());
         }
-        if self.variant.is_textbook() {
-            let partials = self.gpu.download(&self.partials)?;
-            return Ok(combine_partials(&partials));
+        if let Plan::InPlace { partials, .. } = &self.plan {
+            return Ok(combine_partials(&self.gpu.download(partials)?));
         }
         Ok(self.gpu.download(&self.out)?[0])
     }

@@ -1,14 +1,11 @@
 //! `ferrocuda smoke`: one tiny kernel (`smoke_saxpy`) run and checked against the CPU.
 use ferrocuda_kernels::config::SMOKE_BLOCK;
+use ferrocuda_kernels::smoke::smoke_saxpy;
 
 use crate::cpu;
-use crate::error::{Error, KernelLaunch, Result};
-use crate::gpu::Gpu;
-use crate::kernel_args;
-use crate::launch::LaunchConfig;
-
-/// The PTX symbol of the smoke kernel.
-pub const SYMBOL: &str = "smoke_saxpy";
+use crate::runtime::error::{Error, KernelLaunch, Result};
+use crate::runtime::gpu::Gpu;
+use crate::runtime::config::LaunchConfig;
 
 /// Default threads per block.
 pub const DEFAULT_BLOCK: u32 = SMOKE_BLOCK;
@@ -17,7 +14,7 @@ pub const DEFAULT_BLOCK: u32 = SMOKE_BLOCK;
 /// shares (so it fails the same way with or without a device).
 pub fn launch_config(n: usize, block: u32, dynamic_shared_bytes: u32) -> Result<LaunchConfig> {
     let config = LaunchConfig::per_element(n, block, dynamic_shared_bytes).ok_or_else(|| Error::InvalidArgument {
-        what: format!("`{SYMBOL}`: cannot cover n = {n} with blocks of {block} threads (block must be at least 1 and the grid fit in u32)"),
+        what: format!("`{}`: cannot cover n = {n} with blocks of {block} threads (block must be at least 1 and the grid fit in u32)", smoke_saxpy().symbol()),
     })?;
     // An empty input launches nothing; its block size must still be one that could run.
     let checked = LaunchConfig {
@@ -27,7 +24,7 @@ pub fn launch_config(n: usize, block: u32, dynamic_shared_bytes: u32) -> Result<
     match checked.architectural_violation() {
         Some(reason) => Err(Error::InvalidLaunch {
             launch: KernelLaunch {
-                kernel: SYMBOL.into(),
+                kernel: smoke_saxpy().symbol().into(),
                 config,
             },
             reason,
@@ -48,7 +45,8 @@ pub fn saxpy(
     if x.len() != y.len() {
         return Err(Error::InvalidArgument {
             what: format!(
-                "`{SYMBOL}`: x has {} elements but y has {}",
+                "`{}`: x has {} elements but y has {}",
+                smoke_saxpy().symbol(),
                 x.len(),
                 y.len()
             ),
@@ -56,7 +54,7 @@ pub fn saxpy(
     }
     let n = x.len();
     let config = launch_config(n, block, dynamic_shared_bytes)?;
-    let kernel = gpu.kernel(SYMBOL)?;
+    let kernel = gpu.kernel(smoke_saxpy())?;
     if n == 0 {
         kernel.validate(LaunchConfig {
             grid: [1, 1, 1],
@@ -71,13 +69,7 @@ pub fn saxpy(
     unsafe {
         kernel.launch_and_wait(
             config,
-            kernel_args![
-                n,
-                a,
-                dx.as_device_ptr(),
-                dy.as_device_ptr(),
-                out.as_device_ptr()
-            ],
+            (n, a, dx.as_device_ptr(), dy.as_device_ptr(), out.as_device_ptr()),
         )?
     };
     gpu.download(&out)
@@ -107,7 +99,7 @@ pub fn run(
     let (free, total) = gpu.memory_info()?;
     if bytes > free as u128 {
         return Err(Error::OutOfMemory {
-            what: format!("`{SYMBOL}` with n = {n} (x, y and output)"),
+            what: format!("`{}` with n = {n} (x, y and output)", smoke_saxpy().symbol()),
             bytes,
             free,
             total,

@@ -21,123 +21,15 @@ use ferrocuda_kernels::config::{
 pub use ferrocuda_kernels::config::STENCIL_DEFAULT_RADIUS;
 
 use crate::cpu::{Check, check_stencil};
-use crate::element::{ElemType, Element};
-use crate::error::{CudaContext, Error, KernelLaunch, Result, check_raw};
-use crate::gpu::Gpu;
+use crate::runtime::element::{ElemType, Element};
+use crate::runtime::error::{CudaContext, Error, KernelLaunch, Result, check_raw};
+use crate::runtime::gpu::Gpu;
 use crate::launch::{Kernel, LaunchConfig, param};
-use crate::timing::{Stats, time_on_stream};
+use crate::runtime::timing::{Stats, time_on_stream};
 
-/// What an input index outside `0..n` reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Boundary {
-    /// Zero.
-    Zero,
-    /// The nearest end: element 0 below the array, element `n - 1` above it.
-    Clamp,
-    /// Wraps around: index `j` reads element `j mod n` (the array is a ring).
-    Periodic,
-}
+pub use crate::cpu::stencil::{Boundary, Taps};
 
-impl Boundary {
-    /// All three.
-    pub const ALL: [Boundary; 3] = [Self::Zero, Self::Clamp, Self::Periodic];
-
-    /// `zero`, `clamp`, `periodic`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Zero => "zero",
-            Self::Clamp => "clamp",
-            Self::Periodic => "periodic",
-        }
-    }
-
-    /// From its name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|b| b.name() == name)
-    }
-
-    /// The kernels' `boundary` argument (`STENCIL_BOUNDARY_*`).
-    pub fn code(self) -> u32 {
-        match self {
-            Self::Zero => STENCIL_BOUNDARY_ZERO,
-            Self::Clamp => STENCIL_BOUNDARY_CLAMP,
-            Self::Periodic => STENCIL_BOUNDARY_PERIODIC,
-        }
-    }
-}
-
-/// The coefficients of a stencil (the "weights or radius" of [`apply`]).
-#[derive(Clone, Debug, PartialEq)]
-pub enum Taps<T> {
-    /// Every coefficient 1: seed 001's sum of the `2 * radius + 1` inputs around each output.
-    Sum {
-        /// `R`.
-        radius: u32,
-    },
-    /// The coefficients `c_0 ..= c_2R`, leftmost first: `2R + 1` of them (floats only).
-    Weighted(Vec<T>),
-}
-
-impl<T: Element> Taps<T> {
-    /// `R`: the inputs on each side of the centre.
-    pub fn radius(&self) -> u32 {
-        match self {
-            Self::Sum { radius } => *radius,
-            Self::Weighted(w) => (w.len() / 2) as u32,
-        }
-    }
-
-    /// Whether the coefficients are given (rather than all 1).
-    pub fn is_weighted(&self) -> bool {
-        matches!(self, Self::Weighted(_))
-    }
-
-    /// Coefficient `k` (`0..=2R`) as `f64`.
-    pub fn coefficient(&self, k: usize) -> f64 {
-        match self {
-            Self::Sum { .. } => 1.0,
-            Self::Weighted(w) => w[k].to_f64(),
-        }
-    }
-
-    /// Why these taps cannot be used, if they cannot: a radius without an entry point, an even
-    /// number of coefficients, or coefficients for an integer type.
-    pub fn error(&self) -> Option<String> {
-        if let Self::Weighted(w) = self {
-            if !T::TYPE.is_float() {
-                return Some(format!(
-                    "weighted stencils are f32 and f64 only, not {}",
-                    T::TYPE
-                ));
-            }
-            if w.len() % 2 == 0 {
-                return Some(format!(
-                    "a weighted stencil needs 2R + 1 coefficients (an odd number), not {}",
-                    w.len()
-                ));
-            }
-        }
-        radius_error(self.radius())
-    }
-
-    /// The coefficients the kernels of `variant` receive by value, if they take any: the given
-    /// ones, or all 1 for the weighted kernel running a sum.
-    fn kernel_weights(&self, variant: StencilVariant) -> Option<Vec<T>> {
-        match (self, variant) {
-            (Self::Weighted(w), _) => Some(w.clone()),
-            (Self::Sum { radius }, StencilVariant::Weighted) => {
-                Some(vec![T::from_f64(1.0); 2 * *radius as usize + 1])
-            }
-            (Self::Sum { .. }, _) => None,
-        }
-    }
-}
-
-/// Why `radius` has no entry point, if it has none.
-pub fn radius_error(radius: u32) -> Option<String> {
-    (!STENCIL_RADII.contains(&radius))
-        .then(|| format!("the stencil radius must be one of {STENCIL_RADII:?}, not {radius}"))
-}
+pub use crate::cpu::stencil::radius_error;
 
 /// Every 1D stencil kernel family, by the name the CLI and the reports use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -303,22 +195,6 @@ pub fn symbols() -> Vec<String> {
         .collect()
 }
 
-/// Fills `slice` with poison (every byte `0xA5`, [`Element::poison`]), so that an output a
-/// kernel fails to write is caught. Asynchronous on the GPU's stream.
-pub fn poison<T: Element>(gpu: &Gpu, slice: &mut DeviceSlice<T>) -> Result<()> {
-    if slice.is_empty() {
-        return Ok(());
-    }
-    // SAFETY: the slice is `len` elements of device memory; every byte pattern is a valid `T`.
-    check_raw("cuMemsetD8Async", unsafe {
-        cust::sys::cuMemsetD8Async(
-            slice.as_device_ptr().as_raw(),
-            0xA5,
-            slice.len() * size_of::<T>(),
-            gpu.stream().as_inner(),
-        )
-    })
-}
 
 /// One prepared stencil: kernel looked up, configuration validated. [`launch`](Self::launch)
 /// enqueues the kernel (what the benchmark times), [`finish`](Self::finish) waits for it.
@@ -402,7 +278,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             output: output.as_device_ptr(),
             kernel,
             config,
-            weights: taps.kernel_weights(variant),
+            weights: kernel_weights(taps, variant),
             _slices: PhantomData,
         })
     }
@@ -520,7 +396,7 @@ pub fn measure<T: Element>(
     reps: usize,
 ) -> Result<Measurement> {
     let mut output = gpu.alloc::<T>(input.len(), "stencil output")?;
-    poison(gpu, &mut output)?;
+    gpu.poison_async(&mut output)?;
     let mut run = StencilRun::new(gpu, variant, taps, boundary, input, &mut output, block)?;
     let (symbol, config, bytes) = (run.symbol().to_string(), run.config(), run.bytes());
     run.run()?;
@@ -540,4 +416,16 @@ pub fn measure<T: Element>(
         bytes,
         check,
     })
+}
+
+/// The coefficients the kernels of `variant` receive by value, if they take any: the given
+/// ones, or all 1 for the weighted kernel running a sum.
+fn kernel_weights<T: Element>(taps: &Taps<T>, variant: StencilVariant) -> Option<Vec<T>> {
+    match (taps, variant) {
+        (Taps::Weighted(w), _) => Some(w.clone()),
+        (Taps::Sum { radius }, StencilVariant::Weighted) => {
+            Some(vec![T::from_f64(1.0); 2 * *radius as usize + 1])
+        }
+        (Taps::Sum { .. }, _) => None,
+    }
 }

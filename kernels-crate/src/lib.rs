@@ -22,6 +22,11 @@
 
 pub mod config;
 
+pub mod entry;
+
+// The code `#[kernel]` generates names this crate by its path, as in a user's kernel crate.
+extern crate self as ferrocuda_kernels;
+
 #[cfg(target_arch = "nvptx64")]
 pub mod device;
 
@@ -37,11 +42,9 @@ pub mod reduce;
 #[cfg(target_arch = "nvptx64")]
 pub mod stencil;
 
-#[cfg(target_arch = "nvptx64")]
-mod smoke;
+pub mod smoke;
 
-#[cfg(target_arch = "nvptx64")]
-mod timing;
+pub mod timing;
 
 #[cfg(target_arch = "nvptx64")]
 mod selftest;

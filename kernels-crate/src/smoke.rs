@@ -1,5 +1,5 @@
 //! `smoke_saxpy`: the smallest useful kernel, run by `ferrocuda smoke`.
-use crate::device::thread::index_1d;
+use crate::entry::kernel;
 
 /// `out[i] = a * x[i] + y[i]` for `i < n`, one element per thread.
 ///
@@ -8,15 +8,15 @@ use crate::device::thread::index_1d;
 ///
 /// # Safety
 /// `x`, `y` and `out` must each point to `n` valid `f32` in device memory.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn smoke_saxpy(
+#[kernel]
+pub unsafe fn smoke_saxpy(
     n: usize,
     a: f32,
     x: *const f32,
     y: *const f32,
     out: *mut f32,
 ) {
-    let i = index_1d();
+    let i = crate::device::thread::index_1d();
     if i < n {
         // SAFETY: `i < n` and the caller guarantees `n` elements behind each pointer.
         unsafe { *out.add(i) = a * *x.add(i) + *y.add(i) };

@@ -2,7 +2,7 @@
 //! It keeps the GPU busy while the host enqueues the start event, the kernel under test and the
 //! stop event, so that the time between the events is the GPU's time for the kernel, not the
 //! host's launch overhead.
-use crate::device::clock::globaltimer;
+use crate::entry::kernel;
 
 /// Spins thread 0 for `ns` nanoseconds.
 ///
@@ -11,8 +11,9 @@ use crate::device::clock::globaltimer;
 ///
 /// # Safety
 /// None beyond a valid launch; marked unsafe as every kernel entry is.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn timing_spin(ns: u64) {
+#[kernel]
+pub unsafe fn timing_spin(ns: u64) {
+    use crate::device::clock::globaltimer;
     let start = globaltimer();
     while globaltimer().wrapping_sub(start) < ns {}
 }

@@ -2,8 +2,8 @@
 //! arithmetic, statistics, PTX selection. These need no GPU.
 use ferrocuda::LaunchConfig;
 use ferrocuda::cpu::warp::{self, ShflMode};
-use ferrocuda::gpu::{EMBEDDED_PTX, best_ptx_for};
-use ferrocuda::timing::Stats;
+use ferrocuda::runtime::gpu::{EMBEDDED_PTX, best_ptx_for};
+use ferrocuda::runtime::timing::Stats;
 use ferrocuda_kernels::config::warp_mask_for_threads;
 
 /// Seed 000's table: 16 threads, width 8, y = lane within the segment, offset 4.

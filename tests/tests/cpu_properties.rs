@@ -67,7 +67,7 @@ proptest! {
     fn stencil_shared_memory_is_found_from_the_symbol(v in 0usize..4, r in 0usize..6, t in 0usize..3, block in 1u32..=32) {
         let variant = stencil::StencilVariant::ALL[v];
         let radius = [1u32, 2, 3, 4, 8, 16][r];
-        let ty = [ferrocuda::element::ElemType::I32, ferrocuda::element::ElemType::F32, ferrocuda::element::ElemType::F64][t];
+        let ty = [ferrocuda::runtime::element::ElemType::I32, ferrocuda::runtime::element::ElemType::F32, ferrocuda::runtime::element::ElemType::F64][t];
         let block = block * 32;
         let symbol = variant.symbol(ty, radius, false);
         prop_assert_eq!(stencil::dynamic_shared_bytes(&symbol, block), variant.dynamic_shared_bytes(ty, radius, block));
@@ -88,19 +88,20 @@ fn a_device_older_than_every_ptx_is_named_with_its_capability() {
     );
 }
 
+/// The message's own parts: the architecture, the driver's version as CUDA major.minor, and the
+/// hint it is given, last. (The hint `Gpu::new` gives is written inline there and only reached
+/// with a device, so it is not checked here: this test passes its own placeholder.)
 #[test]
-fn a_driver_too_old_for_the_ptx_is_named_with_the_fix() {
+fn a_failed_module_load_names_the_arch_and_the_drivers_cuda_version() {
     let e = Error::ModuleLoad {
         arch: "sm_90",
         driver_version: 11040,
-        hint: "update the NVIDIA driver if it is older than the PTX ISA version, or build PTX for an older architecture",
+        hint: "<hint>",
         cause: cust::error::CudaError::InvalidPtx,
     };
     let msg = e.to_string();
     assert!(
-        msg.contains("sm_90")
-            && msg.contains("CUDA 11.4")
-            && msg.contains("update the NVIDIA driver"),
+        msg.contains("sm_90") && msg.contains("CUDA 11.4") && msg.ends_with(": <hint>"),
         "{msg}"
     );
 }

@@ -3,10 +3,10 @@
 //! reference check with its stated float bound, and the compensated sum behind it.
 use ferrocuda::args::parse_count;
 use ferrocuda::cpu::{ReduceReference, SplitMix64, compensated_sum};
-use ferrocuda::element::ElemType;
 use ferrocuda::reduce::{
     COMPLETE_UNROLL_BLOCKS, ReduceOp, ReduceVariant as V, WIDENING_SUM_SYMBOL, symbols,
 };
+use ferrocuda::runtime::element::ElemType;
 
 #[test]
 fn parse_count_reads_plain_numbers_powers_shifts_and_offsets() {
@@ -209,18 +209,36 @@ fn supported_types_and_ops_match_the_entry_points() {
     }
 }
 
+/// What `unroll()` must satisfy, rather than its table again: a name that states a factor
+/// (`unrolling4`, `unroll_warps8`) agrees with it; only the in-place textbook family, the one
+/// whose grid is `n / (block * unroll)`, unrolls at all, each step of the book keeping at least
+/// the previous step's factor; and the factor is a power of two, so `block * unroll` stays one.
+/// (That such a grid covers a ragged `n` needs the planned launch, which only a `Gpu` makes:
+/// `gpu_reduce` runs each variant on ragged sizes up to just past `8 * block`.)
 #[test]
-fn the_textbook_family_is_the_first_nine_with_the_books_unrolling() {
+fn the_textbook_family_is_the_first_nine_and_the_only_one_that_unrolls() {
+    let mut previous = 1;
     for (i, v) in V::ALL.into_iter().enumerate() {
         assert_eq!(v.is_textbook(), i < 9, "{v:?}");
-        let want = match v {
-            V::Unrolling2 => 2,
-            V::Unrolling4 => 4,
-            V::Unrolling8 | V::UnrollWarps8 | V::CompleteUnrollWarps8 | V::CompleteUnroll => 8,
-            _ => 1,
-        };
-        assert_eq!(v.unroll(), want, "{v:?}");
+        let unroll = v.unroll();
+        assert!(unroll.is_power_of_two(), "{v:?} unrolls {unroll}");
+        if v.name().contains("unroll") {
+            let digits = v.name().trim_start_matches(|c: char| !c.is_ascii_digit());
+            if let Ok(stated) = digits.parse::<usize>() {
+                assert_eq!(unroll, stated, "{v:?} is named for {stated}");
+            }
+        }
+        if v.is_textbook() {
+            assert!(
+                unroll >= previous,
+                "{v:?} unrolls less than the step before"
+            );
+            previous = unroll;
+        } else {
+            assert_eq!(unroll, 1, "{v:?} sizes its own grid and has no unrolling");
+        }
     }
+    assert!(previous > 1, "no textbook variant unrolls");
 }
 
 #[test]

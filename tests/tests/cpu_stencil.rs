@@ -2,7 +2,7 @@
 //! every boundary rule (also with inputs shorter than the radius), its check and tolerance,
 //! and the host's variant table (names, symbols, what each variant accepts). No GPU needed.
 use ferrocuda::cpu::{self, StencilPoint};
-use ferrocuda::element::{ElemType, Element};
+use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::stencil::{self, Boundary, StencilVariant, Taps};
 use ferrocuda_kernels::config::STENCIL_RADII;
 

@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use anyhow::{Context, bail, ensure};
 use cust::memory::{DeviceBuffer, DeviceSlice};
 use ferrocuda::cpu::{ReduceReference, SplitMix64};
-use ferrocuda::element::{ElemType, Element};
+use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::reduce::{self, COMPLETE_UNROLL_BLOCKS, ReduceOp, ReduceRun, ReduceVariant};
 use ferrocuda::{Error, Gpu, with_elem_type};
 use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite};

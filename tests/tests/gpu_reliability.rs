@@ -195,7 +195,7 @@ fn property_stencil(gpu: &Gpu) -> TestResult {
         let x: Vec<f32> = (0..n).map(|_| rng.next_f64_signed() as f32).collect();
         let d = gpu.upload(&x, "property stencil input")?;
         let mut out = gpu.alloc::<f32>(n, "property stencil output")?;
-        stencil::poison(gpu, &mut out)?;
+        gpu.poison_async(&mut out)?;
         stencil::StencilRun::new(gpu, variant, &taps, boundary, &d, &mut out, block)?.run()?;
         let check = check_stencil(&x, &taps, boundary, &gpu.download(&out)?);
         ensure!(

@@ -38,7 +38,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail, ensure};
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceSlice};
 use ferrocuda::cpu::{self, SplitMix64, StencilPoint};
-use ferrocuda::element::{ElemType, Element};
+use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::stencil::{self, Boundary, StencilRun, StencilVariant, Taps};
 use ferrocuda::{Error, Gpu, with_elem_type};
 use ferrocuda_kernels::config::STENCIL_RADII;
@@ -250,7 +250,7 @@ fn run_case<T: Elem>(
     let mut region = pool
         .output
         .index(out_offset - GUARD..out_offset + n + GUARD);
-    stencil::poison(gpu, &mut region)?;
+    gpu.poison_async(&mut region)?;
     let mut output = pool.output.index(out_offset..out_offset + n);
     let mut run = StencilRun::new(gpu, variant, taps, boundary, &input, &mut output, block)?;
     let symbol = run.symbol().to_string();

@@ -1,7 +1,7 @@
 //! The embedded PTX, checked without a GPU: every kernel the host knows is an entry point of
 //! every architecture's PTX, and kernels that use shared memory reach it with `ld.shared` /
 //! `st.shared` rather than generic loads and stores.
-use ferrocuda::gpu::EMBEDDED_PTX;
+use ferrocuda::runtime::gpu::EMBEDDED_PTX;
 
 /// The body of `.entry name` in `ptx`, if present.
 fn entry_body<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {

@@ -4,8 +4,12 @@
 //! with a CUDA assembler fetched from PyPI, and tested against a driver library unpacked from
 //! Debian. Shell scripts for that would drift apart between CI, developers and the GPU
 //! machines; one Rust binary that runs wherever cargo does keeps it in one place (the xtask
-//! pattern, as in rust-analyzer). Each task is one module; arguments are parsed by hand and
-//! `anyhow` is the only dependency, because every `cargo xtask` call pays for the build.
+//! pattern, as in rust-analyzer). Each task is one module. Arguments are parsed by hand and
+//! `anyhow` is the only dependency. That is our own choice, not a rule taken over: the xtask of
+//! rust-analyzer has more than a dozen dependencies, and its `Cargo.toml` only asks that no
+//! more be added. Our reason: every dependency is compiled before the first `cargo xtask` of a
+//! fresh checkout, a CI job or a `cargo clean` can start, so a little hand-written code (the
+//! argument parser, `json.rs`) is the cheaper side.
 
 mod bench;
 mod build_ptx;

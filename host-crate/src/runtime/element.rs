@@ -132,7 +132,7 @@ element_float!(f32 => F32, f64 => F64);
 /// a type chosen at run time (a CLI flag) to the generic functions.
 ///
 /// ```
-/// use ferrocuda::element::{ElemType, Element};
+/// use ferrocuda::runtime::element::{ElemType, Element};
 /// let size = ferrocuda::with_elem_type!(ElemType::F64, T => size_of::<T>());
 /// assert_eq!(size, 8);
 /// ```
@@ -140,27 +140,27 @@ element_float!(f32 => F32, f64 => F64);
 macro_rules! with_elem_type {
     ($ty:expr, $t:ident => $body:expr) => {
         match $ty {
-            $crate::element::ElemType::I32 => {
+            $crate::runtime::element::ElemType::I32 => {
                 type $t = i32;
                 $body
             }
-            $crate::element::ElemType::U32 => {
+            $crate::runtime::element::ElemType::U32 => {
                 type $t = u32;
                 $body
             }
-            $crate::element::ElemType::I64 => {
+            $crate::runtime::element::ElemType::I64 => {
                 type $t = i64;
                 $body
             }
-            $crate::element::ElemType::U64 => {
+            $crate::runtime::element::ElemType::U64 => {
                 type $t = u64;
                 $body
             }
-            $crate::element::ElemType::F32 => {
+            $crate::runtime::element::ElemType::F32 => {
                 type $t = f32;
                 $body
             }
-            $crate::element::ElemType::F64 => {
+            $crate::runtime::element::ElemType::F64 => {
                 type $t = f64;
                 $body
             }

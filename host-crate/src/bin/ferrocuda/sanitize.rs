@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use ferrocuda::Gpu;
-use ferrocuda::sanitize::{self, BROKEN_KERNELS, TOOLS, ToolReport};
+use ferrocuda::sanitize::{self, TOOLS, ToolReport, broken_kernels};
 
 /// `ferrocuda sanitize`.
 #[derive(Args)]
@@ -32,12 +32,23 @@ pub struct CasesArgs {
 pub fn cases(gpu: &Gpu, a: &CasesArgs) -> Result<()> {
     if a.broken {
         sanitize::broken_cases(gpu)?;
-        for k in BROKEN_KERNELS {
-            println!("kernel {k} LAUNCHED");
+        for k in broken_kernels() {
+            println!("kernel {} LAUNCHED", k.symbol);
         }
         return Ok(());
     }
     let results = sanitize::library_cases(gpu)?;
+    let missed: Vec<&str> = sanitize::library_kernels()
+        .into_iter()
+        .map(|e| e.symbol)
+        .filter(|s| !results.contains_key(*s))
+        .collect();
+    if !missed.is_empty() {
+        bail!(
+            "{} declared kernels have no sanitizer case: {missed:?}",
+            missed.len()
+        );
+    }
     let failed: Vec<&String> = results
         .iter()
         .filter(|(_, ok)| !**ok)
@@ -131,7 +142,7 @@ pub fn sanitize(device: u32, a: &SanitizeArgs) -> Result<()> {
     let all: Vec<String> = kernels
         .iter()
         .cloned()
-        .chain(BROKEN_KERNELS.map(String::from))
+        .chain(broken_kernels().map(|k| k.symbol.to_string()))
         .collect();
     let reports: Vec<(String, ToolReport, bool)> = tools
         .iter()
@@ -146,7 +157,7 @@ pub fn sanitize(device: u32, a: &SanitizeArgs) -> Result<()> {
     let mut broken_reports = Vec::new();
     for &tool in &broken_tools {
         let (text, _, _) = run_tool(sanitizer, tool, device, true)?;
-        let names: Vec<String> = BROKEN_KERNELS.map(String::from).to_vec();
+        let names: Vec<String> = broken_kernels().map(|k| k.symbol.to_string()).to_vec();
         broken_reports.push((tool.to_string(), sanitize::parse_report(&text, &names)));
     }
 
@@ -181,7 +192,7 @@ pub fn sanitize(device: u32, a: &SanitizeArgs) -> Result<()> {
     ));
     md.push_str("\nBroken on purpose (must be flagged):\n\n| kernel | tool | errors reported |\n|---|---|---:|\n");
     let mut unflagged = Vec::new();
-    for k in BROKEN_KERNELS {
+    for k in broken_kernels().map(|k| k.symbol) {
         let flagged: Vec<(String, usize)> = broken_reports
             .iter()
             .map(|(t, r)| (t.clone(), r.per_kernel.get(k).copied().unwrap_or(0)))

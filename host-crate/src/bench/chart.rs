@@ -2,7 +2,7 @@
 //! same run as a dashed ceiling. No dependencies: the SVG is written by hand.
 use std::fmt::Write as _;
 
-use crate::bench::Report;
+use super::report::Report;
 
 const W: f64 = 860.0;
 const H: f64 = 520.0;

@@ -7,24 +7,41 @@
 use std::collections::BTreeMap;
 
 use cust::memory::DeviceBuffer;
+use ferrocuda_kernels::broken::{broken_reduce_volatile_warp_i32, broken_stencil_1d_no_sync_f32};
+use ferrocuda_kernels::entry::EntryInfo;
+use ferrocuda_kernels::lab::warp_functions_demo;
+use ferrocuda_kernels::reduce::fast::reduce_fast_sum_i32_to_i64;
+use ferrocuda_kernels::smoke::smoke_saxpy;
+use ferrocuda_kernels::timing::timing_spin;
 
 use crate::cpu::{ReduceReference, SplitMix64, check_stencil};
-use crate::element::{ElemType, Element};
-use crate::error::Result;
-use crate::gpu::Gpu;
-use crate::kernel_args;
-use crate::launch::LaunchConfig;
+use crate::runtime::element::{ElemType, Element};
+use crate::runtime::error::Result;
+use crate::runtime::gpu::Gpu;
+use crate::runtime::kernel::entry_points;
 use crate::reduce::{ReduceOp, ReduceRun, ReduceVariant};
 use crate::stencil::{Boundary, StencilRun, StencilVariant, Taps};
 
 /// The sanitizer tools, in the order of the table.
 pub const TOOLS: [&str; 4] = ["memcheck", "racecheck", "synccheck", "initcheck"];
 
-/// The demonstration kernels that must be flagged.
-pub const BROKEN_KERNELS: [&str; 2] = [
-    "broken_stencil_1d_no_sync_f32",
-    "broken_reduce_volatile_warp_i32",
-];
+/// The demonstration kernels that must be flagged (wrong on purpose).
+pub fn broken_kernels() -> [&'static EntryInfo; 2] {
+    [
+        broken_stencil_1d_no_sync_f32().info(),
+        broken_reduce_volatile_warp_i32().info(),
+    ]
+}
+
+/// The kernels [`library_cases`] must run: every declared entry point of the embedded PTX but
+/// the device layer's self-tests (run by the GPU test suite) and the broken kernels.
+pub fn library_kernels() -> Vec<&'static EntryInfo> {
+    let broken = broken_kernels();
+    entry_points()
+        .into_iter()
+        .filter(|e| !e.module.ends_with("::selftest") && !broken.iter().any(|b| b.symbol == e.symbol))
+        .collect()
+}
 
 /// Sizes with tails: one past a warp, and a non-multiple of every block and vector width
 /// (small, because the tools slow every launch down by orders of magnitude).
@@ -39,7 +56,7 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
     };
     for n in CASE_SIZES {
         let r = crate::smoke::run(gpu, n, 100, 0, n as u64)?;
-        record(crate::smoke::SYMBOL, r.mismatches == 0);
+        record(smoke_saxpy().symbol(), r.mismatches == 0);
     }
     for ty in ElemType::ALL {
         crate::with_elem_type!(ty, T => reduce_cases::<T>(gpu, &mut record))?;
@@ -51,7 +68,7 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
     let d = gpu.upload(&wide, "widening input")?;
     let want: i64 = wide.iter().map(|&v| v as i64).sum();
     record(
-        crate::reduce::WIDENING_SUM_SYMBOL,
+        reduce_fast_sum_i32_to_i64().symbol(),
         crate::reduce::sum_i32_to_i64(gpu, &d)? == want,
     );
     let demo = crate::lab::WarpDemo::NOTES;
@@ -60,11 +77,11 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
         .iter()
         .zip(demo.expected())
         .all(|(g, w)| g.iter().zip(w).all(|(&g, w)| w.is_none_or(|w| w == g)));
-    record(crate::lab::WARP_DEMO_SYMBOL, ok);
+    record(warp_functions_demo().symbol(), ok);
     for row in crate::lab::divergence(gpu, 1000, 128, 4, 1)? {
         record(row.kernel, row.mismatches == 0);
     }
-    record(crate::timing::SPIN_SYMBOL, true);
+    record(timing_spin().symbol(), crate::runtime::timing::spin_holds_the_gpu(gpu)?);
     Ok(results)
 }
 
@@ -79,7 +96,7 @@ fn reduce_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> R
         .filter(|v| v.supports_type(T::TYPE))
     {
         let blocks: Vec<u32> = if v == ReduceVariant::CompleteUnroll {
-            crate::reduce::COMPLETE_UNROLL_BLOCKS.to_vec()
+            crate::reduce::complete_unroll_blocks()
         } else {
             vec![v.default_block()]
         };
@@ -147,7 +164,7 @@ fn stencil_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> 
                         let input = gpu.upload(&host[..n], "sanitize stencil input")?;
                         let mut output: DeviceBuffer<T> =
                             gpu.alloc(n, "sanitize stencil output")?;
-                        crate::stencil::poison(gpu, &mut output)?;
+                        gpu.poison_async(&mut output)?;
                         let mut run = StencilRun::new(
                             gpu,
                             v,
@@ -179,23 +196,18 @@ pub fn broken_cases(gpu: &Gpu) -> Result<()> {
     let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let d = gpu.upload(&x, "broken stencil input")?;
     let out = gpu.alloc::<f32>(n, "broken stencil output")?;
-    let k = gpu.kernel(BROKEN_KERNELS[0])?;
-    // SAFETY: `n` floats each way; shared memory for the tile and its 2 x 3 halo slots.
-    unsafe {
-        k.launch_and_wait(
-            LaunchConfig::linear(grid, block, (block + 6) * 4),
-            kernel_args![d.as_device_ptr(), out.as_device_ptr(), n],
-        )?
-    };
+    let k = gpu.kernel(broken_stencil_1d_no_sync_f32())?;
+    // SAFETY: `n` floats each way.
+    unsafe { k.launch_and_wait(k.config(grid, block), (d.as_device_ptr(), out.as_device_ptr(), n))? };
     let xi: Vec<i32> = (0..n as i32).collect();
     let di = gpu.upload(&xi, "broken reduce input")?;
     let partials = gpu.alloc::<i32>(grid as usize, "broken reduce partials")?;
-    let k = gpu.kernel(BROKEN_KERNELS[1])?;
-    // SAFETY: `n` ints in, one partial per block out; one shared int per thread.
+    let k = gpu.kernel(broken_reduce_volatile_warp_i32())?;
+    // SAFETY: `n` ints in, one partial per block out.
     unsafe {
         k.launch_and_wait(
-            LaunchConfig::linear(grid, block, block * 4),
-            kernel_args![di.as_device_ptr(), partials.as_device_ptr(), n],
+            k.config(grid, block),
+            (di.as_device_ptr(), partials.as_device_ptr(), n),
         )?
     };
     Ok(())

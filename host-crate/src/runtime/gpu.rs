@@ -2,13 +2,14 @@
 //! best embedded PTX for it.
 use cust::context::Context;
 use cust::device::{Device, DeviceAttribute};
-use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy};
+use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy, DevicePointer, DeviceSlice};
+use ferrocuda_kernels::entry::DeviceGlobal;
 use cust::module::Module;
 use cust::stream::{Stream, StreamFlags};
 use ferrocuda_kernels::config::WARP_SIZE;
 
-use crate::error::{CudaContext, Error, Result, check_raw};
-use crate::launch::Kernel;
+use crate::runtime::element::Element;
+use crate::runtime::error::{CudaContext, Error, Result, check_raw};
 
 /// One PTX module as embedded by `build.rs` from `target/ptx/`.
 #[derive(Clone, Copy, Debug)]
@@ -222,18 +223,12 @@ impl Gpu {
         cust::context::CurrentContext::set_current(&self._context).call("cuCtxSetCurrent")
     }
 
-    /// Looks up a kernel by its PTX symbol.
-    pub fn kernel(&self, symbol: &str) -> Result<Kernel<'_>> {
-        self.make_current()?;
-        Kernel::new(self, symbol)
-    }
-
-    /// The address and size in bytes of a `#[no_mangle]` device static of the kernels crate
-    /// (the notes' `cudaGetSymbolAddress`): `cuFuncGetModule` on a kernel of the module, then
-    /// `cuModuleGetGlobal`.
-    pub fn device_global(&self, name: &str) -> Result<(u64, usize)> {
-        self.make_current()?;
-        let probe = self.kernel(crate::smoke::SYMBOL)?;
+    /// The address of a `#[no_mangle]` device static of the kernels crate (the notes'
+    /// `cudaGetSymbolAddress`), checked against its declared length: `cuFuncGetModule` on a
+    /// kernel of the module, then `cuModuleGetGlobal`.
+    pub fn device_global<T: DeviceCopy>(&self, global: &DeviceGlobal<T>) -> Result<DevicePointer<T>> {
+        let name = global.symbol;
+        let probe = self.kernel(ferrocuda_kernels::smoke::smoke_saxpy())?;
         let cname = std::ffi::CString::new(name).map_err(|_| Error::InvalidArgument {
             what: format!("symbol `{name}` contains a NUL"),
         })?;
@@ -256,7 +251,40 @@ impl Gpu {
             });
         }
         check_raw("cuModuleGetGlobal", r)?;
-        Ok((ptr, bytes))
+        if bytes != global.len * size_of::<T>() {
+            return Err(Error::InvalidArgument {
+                what: format!(
+                    "device global `{name}` has {bytes} bytes; its declaration says {} elements of {} bytes",
+                    global.len,
+                    size_of::<T>()
+                ),
+            });
+        }
+        Ok(DevicePointer::from_raw(ptr))
+    }
+
+    /// Sets every byte of `slice` to `byte` on the stream (`cuMemsetD8Async`, asynchronous).
+    pub fn memset_d8_async<T: Element>(&self, slice: &mut DeviceSlice<T>, byte: u8) -> Result<()> {
+        if slice.is_empty() {
+            return Ok(());
+        }
+        self.make_current()?;
+        // SAFETY: the slice is `len` elements of device memory the caller holds mutably; every
+        // byte pattern is a valid `Element` (integers and floats).
+        check_raw("cuMemsetD8Async", unsafe {
+            cust::sys::cuMemsetD8Async(
+                slice.as_device_ptr().as_raw(),
+                byte,
+                slice.len() * size_of::<T>(),
+                self.stream.as_inner(),
+            )
+        })
+    }
+
+    /// Fills `slice` with poison (every byte `0xA5`, [`Element::poison`]), so that an output a
+    /// kernel fails to write is caught. Asynchronous on the stream.
+    pub fn poison_async<T: Element>(&self, slice: &mut DeviceSlice<T>) -> Result<()> {
+        self.memset_d8_async(slice, 0xA5)
     }
 
     /// Waits for all work on the stream.

@@ -6,7 +6,9 @@ use ferrocuda::cpu::SplitMix64;
 use ferrocuda::lab::{self, WARP_DEMO_COLUMNS, WarpDemo};
 use ferrocuda::occupancy::{self, Occupancy};
 use ferrocuda::reduce::{ReduceOp, ReduceRun};
-use ferrocuda::timing::time_on_stream;
+use ferrocuda::kernels::reduce::fast::reduce_fast_sum;
+use ferrocuda::runtime::kernel::{entry_point, entry_points};
+use ferrocuda::runtime::timing::time_on_stream;
 
 /// `ferrocuda warp`.
 #[derive(Args)]
@@ -124,17 +126,18 @@ pub struct DivergenceArgs {
 impl DivergenceArgs {
     /// Checks the arguments without a GPU.
     pub fn validate(&self) -> Result<()> {
-        for (symbol, _) in lab::DIVERGENCE_KERNELS {
+        for (entry, _) in lab::divergence_kernels() {
             let config = ferrocuda::LaunchConfig::per_element(self.n.max(1), self.block, 0)
                 .ok_or_else(|| {
                     anyhow::anyhow!(
-                        "`{symbol}`: cannot cover n = {} with blocks of {}",
+                        "`{}`: cannot cover n = {} with blocks of {}",
+                        entry.symbol(),
                         self.n,
                         self.block
                     )
                 })?;
             if let Some(reason) = config.architectural_violation() {
-                bail!("invalid launch of kernel `{symbol}` {config}: {reason}");
+                bail!("invalid launch of kernel `{}` {config}: {reason}", entry.symbol());
             }
         }
         if self.reps == 0 {
@@ -200,7 +203,7 @@ impl OccupancyArgs {
         {
             bail!("--block must be 1..=1024 threads, not {b}");
         }
-        if self.kernel != "all" && !ferrocuda::library_symbols().contains(&self.kernel) {
+        if self.kernel != "all" && entry_point(&self.kernel).is_none() {
             bail!(
                 "unknown kernel `{}`; `ferrocuda occupancy` with `--kernel all` lists every one",
                 self.kernel
@@ -232,9 +235,9 @@ pub fn occupancy(gpu: &Gpu, a: &OccupancyArgs) -> Result<()> {
         return sweep(gpu);
     }
     let kernels = if a.kernel == "all" {
-        ferrocuda::library_symbols()
+        entry_points()
     } else {
-        vec![a.kernel.clone()]
+        entry_point(&a.kernel).into_iter().collect()
     };
     let blocks = a
         .block
@@ -297,8 +300,9 @@ fn sweep(gpu: &Gpu) -> Result<()> {
         "{:>6}{:>8}{:>8}{:>10}{:>10}",
         "block", "blk/SM", "warps", "occup.", "GB/s"
     );
+    let fast_sum_f32 = reduce_fast_sum::<f32>().expect("the fast sum has an f32 instance");
     for block in [64u32, 128, 256, 512, 1024] {
-        let max = occupancy::occupancy(gpu, "reduce_fast_sum_f32", block)?.active_blocks;
+        let max = occupancy::occupancy(gpu, fast_sum_f32.info(), block)?.active_blocks;
         let mut k = 1;
         while k <= max {
             let mut run =

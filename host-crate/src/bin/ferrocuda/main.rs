@@ -1,16 +1,16 @@
 //! The `ferrocuda` command line.
 use std::process::ExitCode;
 
-mod bench_cli;
-mod lab_cli;
-mod sanitize_cli;
+mod bench;
+mod lab;
+mod sanitize;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
 use ferrocuda::args::parse_count;
 use ferrocuda::cpu::{ReduceReference, Sample, book_input};
-use ferrocuda::element::{ElemType, Element};
-use ferrocuda::gpu::{EMBEDDED_PTX, Gpu};
+use ferrocuda::runtime::element::{ElemType, Element};
+use ferrocuda::runtime::gpu::{EMBEDDED_PTX, Gpu};
 use ferrocuda::reduce::{self, ReduceOp, ReduceVariant};
 use ferrocuda::{smoke, timing};
 
@@ -107,22 +107,22 @@ enum Command {
         seed: u64,
     },
     /// The notes' warp-function program: vote and shuffle results per lane, checked.
-    Warp(lab_cli::WarpArgs),
+    Warp(lab::WarpArgs),
     /// The simpleDivergence kernels, timed and checked.
-    Divergence(lab_cli::DivergenceArgs),
+    Divergence(lab::DivergenceArgs),
     /// Occupancy per kernel and block size, or (--sweep) bandwidth vs occupancy.
-    Occupancy(lab_cli::OccupancyArgs),
+    Occupancy(lab::OccupancyArgs),
     /// Every kernel family over sizes and types, checked, compared and drawn (the main job).
-    Bench(bench_cli::BenchArgs),
+    Bench(bench::BenchArgs),
     /// Two `bench` runs' results.json side by side: is every median inside the other run's
     /// min..max? (No GPU needed.)
-    Compare(bench_cli::CompareArgs),
+    Compare(bench::CompareArgs),
     /// Every library kernel under compute-sanitizer (memcheck, racecheck, synccheck, initcheck),
     /// and the broken-on-purpose kernels to show the checkers bite.
-    Sanitize(sanitize_cli::SanitizeArgs),
+    Sanitize(sanitize::SanitizeArgs),
     /// What `sanitize` runs under each tool (every library kernel on small inputs with tails).
     #[command(hide = true)]
-    SanitizeCases(sanitize_cli::CasesArgs),
+    SanitizeCases(sanitize::CasesArgs),
 }
 
 fn main() -> ExitCode {
@@ -140,22 +140,22 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Bench(a) => {
             let cfg = a.config()?;
-            bench_cli::bench(&open(cli.device)?, &a, &cfg)
+            bench::bench(&open(cli.device)?, &a, &cfg)
         }
-        Command::Compare(a) => bench_cli::compare(&a),
-        Command::Sanitize(a) => sanitize_cli::sanitize(cli.device, &a),
-        Command::SanitizeCases(a) => sanitize_cli::cases(&open(cli.device)?, &a),
+        Command::Compare(a) => bench::compare(&a),
+        Command::Sanitize(a) => sanitize::sanitize(cli.device, &a),
+        Command::SanitizeCases(a) => sanitize::cases(&open(cli.device)?, &a),
         Command::Warp(a) => {
             a.validate()?;
-            lab_cli::warp(&open(cli.device)?, &a)
+            lab::warp(&open(cli.device)?, &a)
         }
         Command::Divergence(a) => {
             a.validate()?;
-            lab_cli::divergence(&open(cli.device)?, &a)
+            lab::divergence(&open(cli.device)?, &a)
         }
         Command::Occupancy(a) => {
             a.validate()?;
-            lab_cli::occupancy(&open(cli.device)?, &a)
+            lab::occupancy(&open(cli.device)?, &a)
         }
         Command::Info { bandwidth } => info(cli.device, bandwidth),
         Command::Smoke {

@@ -2,7 +2,7 @@
 //! is one, the kernel and its launch configuration.
 use std::fmt;
 
-use crate::launch::LaunchConfig;
+use crate::runtime::config::LaunchConfig;
 
 /// The result type of the host library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

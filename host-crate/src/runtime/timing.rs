@@ -2,8 +2,11 @@
 use cust::event::{Event, EventFlags};
 use cust::memory::{AsyncCopyDestination, DeviceBuffer};
 
-use crate::error::{CudaContext, Result, check_raw};
-use crate::gpu::Gpu;
+use ferrocuda_kernels::timing::timing_spin;
+
+use crate::runtime::config::LaunchConfig;
+use crate::runtime::error::{CudaContext, Result, check_raw};
+use crate::runtime::gpu::Gpu;
 
 /// Repetition statistics of one timed operation, in seconds.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -43,17 +46,31 @@ impl Stats {
     }
 }
 
-/// The PTX symbol of the blocking kernel.
-pub const SPIN_SYMBOL: &str = "timing_spin";
-
 /// How long the blocking kernel holds the GPU before each timed repetition: longer than the
 /// host needs to enqueue an event, a few launches and another event.
 pub const SPIN_NS: u64 = 50_000;
 
+/// Whether the blocking kernel does its one job: an event pair around one `timing_spin` of
+/// [`SPIN_NS`] must measure at least that long (the check of `timing_spin` in the sanitizer's
+/// cases; slower tools only lengthen it).
+pub fn spin_holds_the_gpu(gpu: &Gpu) -> Result<bool> {
+    gpu.synchronize()?;
+    let spin = gpu.kernel(timing_spin())?;
+    let start = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
+    let stop = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
+    start.record(gpu.stream()).call("cuEventRecord")?;
+    // SAFETY: `timing_spin` takes one u64 and touches no memory.
+    unsafe { spin.launch(LaunchConfig::linear(1, 1, 0), (SPIN_NS,))? };
+    stop.record(gpu.stream()).call("cuEventRecord")?;
+    stop.synchronize().call("cuEventSynchronize")?;
+    let elapsed = stop.elapsed_time_f32(&start).call("cuEventElapsedTime")?;
+    Ok(f64::from(elapsed) * 1e6 >= SPIN_NS as f64)
+}
+
 /// Runs `setup` then `op`, `warmup` times untimed, then `reps` times with only `op` between two
 /// events on the GPU's stream. Both receive the repetition index (to rotate inputs).
 ///
-/// Before each timed repetition a blocking kernel ([`SPIN_SYMBOL`], [`SPIN_NS`]) occupies the
+/// Before each timed repetition a blocking kernel (`timing_spin`, [`SPIN_NS`]) occupies the
 /// GPU while the host enqueues start event, `op` and stop event (nvbench's method): the
 /// measured interval is GPU time only. Without it, an idle GPU would time the host's launch
 /// overhead too, which swamps small kernels (on an H200 the fast f32 sum of 2^20 elements
@@ -81,7 +98,7 @@ pub fn time_samples(
         op(i)?;
     }
     gpu.synchronize()?;
-    let spin = gpu.kernel(SPIN_SYMBOL)?;
+    let spin = gpu.kernel(timing_spin())?;
     let start = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
     let stop = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
     let mut samples = Vec::with_capacity(reps.max(1));
@@ -89,10 +106,7 @@ pub fn time_samples(
         setup(i)?;
         // SAFETY: `timing_spin` takes one u64 and touches no memory.
         unsafe {
-            spin.launch(
-                crate::LaunchConfig::linear(1, 1, 0),
-                crate::kernel_args![SPIN_NS],
-            )?
+            spin.launch(LaunchConfig::linear(1, 1, 0), (SPIN_NS,))?
         };
         start.record(gpu.stream()).call("cuEventRecord")?;
         op(i)?;
@@ -107,29 +121,21 @@ pub fn time_samples(
 /// (the scratch copy of the in-place reductions) left in L2, so that the timed kernel reads
 /// from device memory as it would in real use (nvbench flushes L2 the same way).
 pub struct L2Flush {
-    buffer: DeviceBuffer<u8>,
+    buffer: DeviceBuffer<u32>,
 }
 
 impl L2Flush {
     /// Allocates `2 x L2` bytes.
     pub fn new(gpu: &Gpu) -> Result<Self> {
-        let bytes = (2 * gpu.props().l2_bytes as usize).max(1);
+        let words = (2 * gpu.props().l2_bytes as usize / size_of::<u32>()).max(1);
         Ok(Self {
-            buffer: gpu.alloc(bytes, "L2 flush buffer")?,
+            buffer: gpu.alloc(words, "L2 flush buffer")?,
         })
     }
 
     /// Enqueues the memset on the GPU's stream (asynchronous).
     pub fn flush(&mut self, gpu: &Gpu) -> Result<()> {
-        // SAFETY: the buffer is a live allocation of `len` bytes that only this struct uses.
-        check_raw("cuMemsetD8Async", unsafe {
-            cust::sys::cuMemsetD8Async(
-                self.buffer.as_device_ptr().as_raw(),
-                0,
-                self.buffer.len(),
-                gpu.stream().as_inner(),
-            )
-        })
+        gpu.memset_d8_async(&mut self.buffer, 0)
     }
 }
 

@@ -6,7 +6,7 @@ use clap::Args;
 use ferrocuda::Gpu;
 use ferrocuda::args::parse_count;
 use ferrocuda::bench::{self, BenchConfig};
-use ferrocuda::element::ElemType;
+use ferrocuda::runtime::element::ElemType;
 use ferrocuda::reduce::ReduceVariant;
 use ferrocuda::stencil::StencilVariant;
 
@@ -240,10 +240,8 @@ pub fn bench(gpu: &Gpu, a: &BenchArgs, cfg: &BenchConfig) -> Result<()> {
         );
         for r in &report.rows {
             let b = |name: &str| {
-                r.baselines
-                    .iter()
-                    .find(|b| b.name == name)
-                    .map_or("-".to_string(), |b| format!("{:.2}", b.speedup))
+                r.speedup_over(name)
+                    .map_or("-".to_string(), |x| format!("{x:.2}"))
             };
             println!(
                 "{:<8}{:<26}{:>4}{:>7}{:>6}{:>12.2}{:>19}{:>8.0}{:>6.0}%{:>8}{:>7}  {}",

@@ -1,0 +1,537 @@
+//! `ferrocuda bench`: every kernel family over a range of sizes, each row checked against the
+//! CPU, timed against the device-to-device copy of the same run, compared with the same
+//! algorithms in CUDA C and with CUB where `nvcc` is available, written as a Markdown report,
+//! JSON, CSV and one SVG chart per family.
+//!
+//! Method, for every row: inputs are rotated over as many identical buffers as it takes to
+//! exceed four times the L2 cache, so that small sizes are measured from device memory and
+//! not from L2 (the in-place reductions, which copy their input to a scratch buffer first,
+//! also flush L2 after that copy); `rounds` rounds, each of three warm-up runs and `reps`
+//! event-timed runs with the blocking kernel of [`timing`](crate::runtime::timing) (GPU time only);
+//! median, min and max over all rounds. The first round of each size and type runs as its
+//! buffers are set up, the later rounds take every row of the whole run in turn, so a row's
+//! min..max covers the GPU's drift over the run. (All sizes' buffers stay allocated until
+//! the last round: about 8 GiB for the default run on an H200.)
+//! The result of the first run and of the last timed run are both checked against the CPU.
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+
+use cust::memory::{AsyncCopyDestination, DeviceBuffer};
+
+use crate::cpu::{Check, ReduceReference, Sample, book_input, check_stencil};
+use crate::runtime::element::ElemType;
+use crate::runtime::error::{CudaContext, Error, Result};
+use crate::runtime::gpu::Gpu;
+use crate::reduce::{ReduceOp, ReduceRun, ReduceVariant};
+use crate::stencil::{Boundary, StencilRun, StencilVariant, Taps};
+use crate::runtime::timing::{L2Flush, Stats, time_samples};
+
+mod baselines;
+pub mod chart;
+pub mod report;
+
+use baselines::Baselines;
+pub use report::{Agreement, BenchConfig, Baseline, Comparison, Report, Row, compare, markdown, utc_date};
+
+/// How many buffers of `bytes` it takes to exceed four L2 caches (1 to 64).
+pub fn rotation(gpu: &Gpu, bytes: usize) -> usize {
+    (4 * gpu.props().l2_bytes as usize)
+        .div_ceil(bytes.max(1))
+        .clamp(1, 64)
+}
+
+fn blocks_for(cfg: &BenchConfig, default: u32, ok: impl Fn(u32) -> bool) -> Vec<u32> {
+    if cfg.blocks.is_empty() {
+        vec![default]
+    } else {
+        cfg.blocks.iter().copied().filter(|&b| ok(b)).collect()
+    }
+}
+
+/// What one row measures.
+#[derive(Clone, Copy, Debug)]
+enum Job {
+    /// `cuMemcpyDtoD` of the group's input: the ceiling.
+    Copy,
+    Reduce(ReduceVariant, u32),
+    Stencil(StencilVariant, u32),
+}
+
+/// The rows of one (size, type) group, in the order they are measured and reported.
+fn jobs(cfg: &BenchConfig, ty: ElemType) -> Vec<Job> {
+    let mut jobs = vec![Job::Copy];
+    for &v in cfg.reduce_variants.iter().filter(|v| v.supports_type(ty)) {
+        for b in blocks_for(cfg, v.default_block(), |b| v.block_error(b).is_none()) {
+            jobs.push(Job::Reduce(v, b));
+        }
+    }
+    let taps = Taps::<f32>::Sum { radius: cfg.radius };
+    for &v in cfg.stencil_variants.iter().filter(|v| v.supports_type(ty)) {
+        for b in blocks_for(cfg, v.default_block(), |b| v.error(&taps, b).is_none()) {
+            jobs.push(Job::Stencil(v, b));
+        }
+    }
+    jobs
+}
+
+/// One round of one row: its repetition times and, in the first and the last round, the CPU
+/// checks of its output, in the order they ran.
+struct Round {
+    samples: Vec<f64>,
+    checks: Vec<Check>,
+    grid: String,
+    bytes: u64,
+}
+
+/// The buffers of one (size, type) group, shared by all its rows: the host input, its copies
+/// on the device (as many as it takes to exceed 4x L2, used in turn), one output per input for
+/// the stencil and the copy.
+struct Group<'g, T: Sample> {
+    gpu: &'g Gpu,
+    host: Vec<T>,
+    reference: ReduceReference<T>,
+    inputs: Vec<DeviceBuffer<T>>,
+    outputs: Vec<DeviceBuffer<T>>,
+    reps: usize,
+    radius: u32,
+}
+
+impl<'g, T: Sample> Group<'g, T> {
+    fn new(gpu: &'g Gpu, cfg: &BenchConfig, n: usize) -> Result<Self> {
+        let host: Vec<T> = book_input(n, n as u64);
+        let reference = ReduceReference::of(ReduceOp::Sum, &host, |v| v);
+        let inputs = (0..rotation(gpu, n * size_of::<T>()))
+            .map(|_| gpu.upload(&host, "bench input"))
+            .collect::<Result<_>>()?;
+        // The stencil and the copy read one buffer and write another.
+        let outputs = (0..rotation(gpu, 2 * n * size_of::<T>()))
+            .map(|_| gpu.alloc(n, "bench output"))
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            gpu,
+            host,
+            reference,
+            inputs,
+            outputs,
+            reps: cfg.reps,
+            radius: cfg.radius,
+        })
+    }
+
+    /// The buffer the last timed repetition used, out of `k` in rotation.
+    fn last_used(&self, k: usize) -> usize {
+        (self.reps.max(1) - 1) % k
+    }
+
+    fn poison_outputs(&mut self) -> Result<()> {
+        for o in self.outputs.iter_mut() {
+            self.gpu.poison_async(o)?;
+        }
+        Ok(())
+    }
+
+    /// Measures one round of `job`; `first` and `last` say whether to check the output.
+    fn round(&mut self, job: Job, first: bool, last: bool, flush: &mut L2Flush) -> Result<Round> {
+        match job {
+            Job::Copy => self.copy_round(first || last),
+            Job::Reduce(v, block) => self.reduce_round(v, block, first, last, flush),
+            Job::Stencil(v, block) => self.stencil_round(v, block, first, last),
+        }
+    }
+
+    fn copy_round(&mut self, check: bool) -> Result<Round> {
+        let (gpu, k) = (self.gpu, self.outputs.len());
+        if check {
+            self.poison_outputs()?;
+        }
+        let (inputs, outputs) = (&self.inputs, &mut self.outputs);
+        let samples = time_samples(
+            gpu,
+            3,
+            self.reps,
+            |_| Ok(()),
+            |i| {
+                // SAFETY: both buffers hold n elements and nothing else uses them.
+                unsafe { outputs[i % k].async_copy_from(&inputs[i % k], gpu.stream()) }
+                    .call("cuMemcpyDtoDAsync")
+            },
+        )?;
+        let checks = if check {
+            let got = gpu.download(&self.outputs[self.last_used(k)])?;
+            let same = got.len() == self.host.len()
+                && got.iter().zip(&self.host).all(|(a, b)| a.same_bits(*b));
+            vec![Check {
+                passed: same,
+                detail: if same {
+                    "every element copied".into()
+                } else {
+                    "destination differs from the source".into()
+                },
+            }]
+        } else {
+            gpu.synchronize()?;
+            Vec::new()
+        };
+        Ok(Round {
+            samples,
+            checks,
+            grid: "-".into(),
+            bytes: 2 * (self.host.len() * size_of::<T>()) as u64,
+        })
+    }
+
+    fn reduce_round(
+        &mut self,
+        v: ReduceVariant,
+        block: u32,
+        first: bool,
+        last: bool,
+        flush: &mut L2Flush,
+    ) -> Result<Round> {
+        let (gpu, k) = (self.gpu, self.inputs.len());
+        let mut runs: Vec<ReduceRun<T>> = self
+            .inputs
+            .iter()
+            .map(|b| ReduceRun::new(gpu, v, ReduceOp::Sum, b, block))
+            .collect::<Result<_>>()?;
+        let first_check = if first {
+            Some(
+                self.reference
+                    .check(runs[0].run()?, runs[0].rounding_depth()),
+            )
+        } else {
+            None
+        };
+        // The in-place variants copy their input into a scratch buffer before each run; the
+        // flush keeps that copy from leaving the input in L2 for the timed kernel.
+        let in_place = v.is_textbook();
+        let runs = RefCell::new(runs);
+        let samples = time_samples(
+            gpu,
+            3,
+            self.reps,
+            |i| {
+                runs.borrow_mut()[i % k].setup()?;
+                if in_place { flush.flush(gpu) } else { Ok(()) }
+            },
+            |i| runs.borrow_mut()[i % k].launch(),
+        )?;
+        let runs = runs.into_inner();
+        let lastrun = &runs[self.last_used(k)];
+        let result = lastrun.finish()?;
+        let last_check = last.then(|| self.reference.check(result, lastrun.rounding_depth()));
+        Ok(Round {
+            samples,
+            checks: first_check.into_iter().chain(last_check).collect(),
+            grid: lastrun
+                .launches()
+                .iter()
+                .map(|(_, c)| c.grid[0].to_string())
+                .collect::<Vec<_>>()
+                .join("+"),
+            bytes: lastrun.bytes(),
+        })
+    }
+
+    fn stencil_round(
+        &mut self,
+        v: StencilVariant,
+        block: u32,
+        first: bool,
+        last: bool,
+    ) -> Result<Round> {
+        let (gpu, k) = (self.gpu, self.outputs.len());
+        let taps = Taps::<T>::Sum {
+            radius: self.radius,
+        };
+        let boundary = Boundary::Zero;
+        let check = |host: &[T], out: &DeviceBuffer<T>| -> Result<Check> {
+            Ok(check_stencil(host, &taps, boundary, &gpu.download(out)?))
+        };
+        if first || last {
+            self.poison_outputs()?;
+        }
+        let mut first_check = None;
+        if first {
+            StencilRun::new(
+                gpu,
+                v,
+                &taps,
+                boundary,
+                &self.inputs[0],
+                &mut self.outputs[0],
+                block,
+            )?
+            .run()?;
+            first_check = Some(check(&self.host, &self.outputs[0])?);
+        }
+        let mut runs: Vec<StencilRun<T>> = self
+            .inputs
+            .iter()
+            .zip(self.outputs.iter_mut())
+            .map(|(i, o)| StencilRun::new(gpu, v, &taps, boundary, i, o, block))
+            .collect::<Result<_>>()?;
+        let (grid, bytes) = (runs[0].config().grid[0].to_string(), runs[0].bytes());
+        let samples = time_samples(gpu, 3, self.reps, |_| Ok(()), |i| runs[i % k].launch())?;
+        runs[0].finish()?;
+        drop(runs);
+        let last_check = if last {
+            Some(check(&self.host, &self.outputs[self.last_used(k)])?)
+        } else {
+            None
+        };
+        Ok(Round {
+            samples,
+            checks: first_check.into_iter().chain(last_check).collect(),
+            grid,
+            bytes,
+        })
+    }
+}
+
+/// A group's measurements as they accumulate over the rounds.
+struct Pending<'g> {
+    ty: ElemType,
+    n: usize,
+    jobs: Vec<Job>,
+    group: Box<dyn Rounds + 'g>,
+    samples: Vec<Vec<f64>>,
+    checks: Vec<Option<Check>>,
+    shapes: Vec<(String, u64)>,
+}
+
+/// [`Group::round`] for any element type.
+trait Rounds {
+    fn round(&mut self, job: Job, first: bool, last: bool, flush: &mut L2Flush) -> Result<Round>;
+}
+
+impl<T: Sample> Rounds for Group<'_, T> {
+    fn round(&mut self, job: Job, first: bool, last: bool, flush: &mut L2Flush) -> Result<Round> {
+        Group::round(self, job, first, last, flush)
+    }
+}
+
+impl<'g> Pending<'g> {
+    fn new(gpu: &'g Gpu, cfg: &BenchConfig, ty: ElemType, n: usize) -> Result<Self> {
+        let jobs = jobs(cfg, ty);
+        let group: Box<dyn Rounds + 'g> =
+            crate::with_elem_type!(ty, T => Box::new(Group::<T>::new(gpu, cfg, n)?));
+        Ok(Self {
+            ty,
+            n,
+            samples: vec![Vec::new(); jobs.len()],
+            checks: vec![None; jobs.len()],
+            shapes: vec![(String::new(), 0); jobs.len()],
+            jobs,
+            group,
+        })
+    }
+
+    /// Times every row once more (`round` of `rounds`, from 0); the first and the last round
+    /// also check every row against the CPU.
+    fn round(
+        &mut self,
+        round: usize,
+        rounds: usize,
+        cfg: &BenchConfig,
+        progress: &mut Progress,
+        flush: &mut L2Flush,
+    ) -> Result<()> {
+        for (j, &job) in self.jobs.iter().enumerate() {
+            if !matches!(job, Job::Copy) {
+                progress.step(&format!(
+                    "round {}/{rounds} {} {} n=2^{}",
+                    round + 1,
+                    job_name(job, cfg.radius),
+                    self.ty,
+                    self.n.ilog2()
+                ));
+            }
+            let r = self
+                .group
+                .round(job, round == 0, round + 1 == rounds, flush)?;
+            self.samples[j].extend(r.samples);
+            for c in r.checks {
+                self.checks[j] = Some(match self.checks[j].take() {
+                    Some(first) => Check::first_then_last(first, c),
+                    None => c,
+                });
+            }
+            self.shapes[j] = (r.grid, r.bytes);
+        }
+        Ok(())
+    }
+
+    /// The rows, each over all its rounds; frees the group's buffers.
+    fn rows(self, cfg: &BenchConfig) -> Vec<Row> {
+        let mut rows: Vec<Row> = Vec::with_capacity(self.jobs.len());
+        let parts = self
+            .jobs
+            .into_iter()
+            .zip(self.samples)
+            .zip(self.checks)
+            .zip(self.shapes);
+        for (((job, samples), check), (grid, bytes)) in parts {
+            let stats = Stats::from_samples(samples);
+            let check = check.expect("the first round checks every row");
+            let gbs = stats.gbs(bytes);
+            // The copy comes first in every group: the ceiling of the rows after it.
+            let copy_gbs = rows.first().map_or(gbs, |c| c.gbs);
+            rows.push(Row {
+                family: job_family(job).into(),
+                variant: job_name(job, cfg.radius),
+                ty: self.ty.name().into(),
+                n: self.n as u64,
+                block: match job {
+                    Job::Copy => 0,
+                    Job::Reduce(_, b) | Job::Stencil(_, b) => b,
+                },
+                grid,
+                bytes,
+                median_us: stats.median_s * 1e6,
+                min_us: stats.min_s * 1e6,
+                max_us: stats.max_s * 1e6,
+                gbs,
+                pct_copy: 100.0 * gbs / copy_gbs,
+                passed: check.passed,
+                check: check.detail,
+                baselines: Vec::new(),
+            });
+        }
+        rows
+    }
+}
+
+fn job_family(job: Job) -> &'static str {
+    match job {
+        Job::Copy => "copy",
+        Job::Reduce(..) => "reduce",
+        Job::Stencil(..) => "stencil",
+    }
+}
+
+fn job_name(job: Job, radius: u32) -> String {
+    match job {
+        Job::Copy => "cuMemcpyDtoD".into(),
+        Job::Reduce(v, _) => v.name().into(),
+        Job::Stencil(v, _) => format!("{}_r{radius}", v.name()),
+    }
+}
+
+/// A progress line on stderr.
+struct Progress {
+    done: usize,
+    total: usize,
+}
+
+impl Progress {
+    fn step(&mut self, what: &str) {
+        self.done += 1;
+        let width = 30;
+        let filled = width * self.done / self.total.max(1);
+        eprint!(
+            "\r[{}{}] {:>4}/{} {:<60}",
+            "#".repeat(filled),
+            ".".repeat(width - filled.min(width)),
+            self.done,
+            self.total,
+            what
+        );
+        if self.done >= self.total {
+            eprintln!();
+        }
+    }
+}
+
+/// Runs the benchmark.
+pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
+    let p = gpu.props();
+    let steps: usize = cfg.types.iter().map(|&ty| jobs(cfg, ty).len() - 1).sum();
+    let mut progress = Progress {
+        done: 0,
+        total: steps * cfg.sizes.len() * cfg.rounds.max(1),
+    };
+    let baselines = if cfg.baselines {
+        Baselines::prepare(gpu, &cfg.out.join("baselines"))
+    } else {
+        Err("disabled with --no-baselines".into())
+    };
+    // Every group's buffers are allocated and its first round measured as the run goes; the
+    // later rounds then take every group in turn, so that each row's samples span the whole
+    // run (its cool start and its warm end alike), not one burst.
+    let rounds = cfg.rounds.max(1);
+    // One flush buffer serves every row.
+    let mut flush = L2Flush::new(gpu)?;
+    let mut pending = Vec::new();
+    for &n in &cfg.sizes {
+        for &ty in &cfg.types {
+            let mut p = Pending::new(gpu, cfg, ty, n)?;
+            p.round(0, rounds, cfg, &mut progress, &mut flush)?;
+            pending.push(p);
+        }
+    }
+    for round in 1..rounds {
+        for p in &mut pending {
+            p.round(round, rounds, cfg, &mut progress, &mut flush)?;
+        }
+    }
+    // All buffers are freed before the baselines allocate theirs.
+    let groups: Vec<(ElemType, usize, Vec<Row>)> = pending
+        .into_iter()
+        .map(|p| (p.ty, p.n, p.rows(cfg)))
+        .collect();
+    let mut rows = Vec::new();
+    for (ty, n, mut new) in groups {
+        if let Ok(b) = &baselines {
+            b.attach(cfg, ty, n, &mut new);
+        }
+        rows.extend(new);
+    }
+    Ok(Report {
+        device: p.name.clone(),
+        compute_capability: format!("{}.{}", p.compute_capability.0, p.compute_capability.1),
+        driver_cuda: format!(
+            "{}.{}",
+            p.driver_version / 1000,
+            p.driver_version % 1000 / 10
+        ),
+        ptx_arch: gpu.ptx_arch().into(),
+        date: utc_date(),
+        reps: cfg.reps,
+        rounds: cfg.rounds.max(1),
+        baselines: match &baselines {
+            Ok(b) => format!(
+                "CUDA C (same algorithms) and CUB, compiled by `{}`",
+                b.nvcc_version
+            ),
+            Err(why) => format!("none: {why}"),
+        },
+        rows,
+    })
+}
+
+/// Writes `report.md`, `results.json`, `results.csv` and the SVG charts into `dir`; returns the
+/// files written.
+pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
+    let io = |e: std::io::Error, p: &Path| Error::InvalidArgument {
+        what: format!("writing {}: {e}", p.display()),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| io(e, dir))?;
+    let mut files = Vec::new();
+    let mut write = |name: &str, text: String| -> Result<()> {
+        let p = dir.join(name);
+        std::fs::write(&p, text).map_err(|e| io(e, &p))?;
+        files.push(p);
+        Ok(())
+    };
+    write("results.json", report.to_json())?;
+    write("results.csv", report.to_csv())?;
+    let mut charts = Vec::new();
+    for (family, ty) in &report.families() {
+        let name = format!("{family}-{ty}.svg");
+        write(&name, chart::bandwidth_chart(report, family, ty))?;
+        charts.push(name);
+    }
+    write("report.md", markdown(report, &charts))?;
+    Ok(files)
+}

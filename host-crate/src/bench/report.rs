@@ -1,0 +1,362 @@
+//! A benchmark run as data: its rows, the Markdown report, and the comparison of two runs.
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::reduce::ReduceVariant;
+use crate::runtime::element::ElemType;
+use crate::stencil::StencilVariant;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    /// Element counts.
+    pub sizes: Vec<usize>,
+    /// Element types of the reductions (the stencil runs on the `f32`/`f64`/`i32` among them).
+    pub types: Vec<ElemType>,
+    /// Reduction variants.
+    pub reduce_variants: Vec<ReduceVariant>,
+    /// Stencil variants.
+    pub stencil_variants: Vec<StencilVariant>,
+    /// Block sizes to try per variant (each variant's default when empty).
+    pub blocks: Vec<u32>,
+    /// Stencil radius.
+    pub radius: u32,
+    /// Timed repetitions per round.
+    pub reps: usize,
+    /// Rounds: every row of the run is timed in turn, `rounds` times.
+    pub rounds: usize,
+    /// Where the report goes.
+    pub out: PathBuf,
+    /// Run the CUDA C and CUB baselines when `nvcc` is found.
+    pub baselines: bool,
+}
+
+impl BenchConfig {
+    /// The default run of `cargo xtask bench`.
+    pub fn default_run() -> Self {
+        Self {
+            sizes: vec![1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28],
+            types: vec![ElemType::F32, ElemType::I32],
+            reduce_variants: ReduceVariant::ALL.to_vec(),
+            stencil_variants: StencilVariant::ALL.to_vec(),
+            blocks: Vec::new(),
+            radius: crate::stencil::STENCIL_DEFAULT_RADIUS,
+            reps: 20,
+            rounds: 3,
+            out: PathBuf::from("target/ferrocuda/report"),
+            baselines: true,
+        }
+    }
+}
+
+/// A comparison with another implementation measured in the same run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Baseline {
+    /// `cuda-c` (the same algorithm compiled by nvcc) or `cub`.
+    pub name: String,
+    /// Its median time.
+    pub median_us: f64,
+    /// Its time over ours: above 1 means ours is faster.
+    pub speedup: f64,
+}
+
+/// One measured row.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// `reduce`, `stencil` or `copy`.
+    pub family: String,
+    /// The variant (`fast`, `interleaved`, `cuMemcpyDtoD`, ...).
+    pub variant: String,
+    /// Element type.
+    pub ty: String,
+    /// Elements.
+    pub n: u64,
+    /// Threads per block (0 for the copy).
+    pub block: u32,
+    /// Blocks of each launch, `+`-separated.
+    pub grid: String,
+    /// Bytes the operation must move (inputs read once, outputs written once).
+    pub bytes: u64,
+    /// Median, fastest and slowest repetition, microseconds.
+    pub median_us: f64,
+    /// Fastest repetition.
+    pub min_us: f64,
+    /// Slowest repetition.
+    pub max_us: f64,
+    /// `bytes / median`, GB/s.
+    pub gbs: f64,
+    /// `gbs` over the copy bandwidth of the same size in this run, percent.
+    pub pct_copy: f64,
+    /// Whether the result equals the CPU's (first run and last timed run).
+    pub passed: bool,
+    /// The check's detail.
+    pub check: String,
+    /// Comparisons measured in the same run.
+    pub baselines: Vec<Baseline>,
+}
+
+impl Row {
+    /// The size as printed: `2^24` (the nearest power of two).
+    pub fn size(&self) -> String {
+        format!("2^{}", (self.n as f64).log2().round())
+    }
+
+    /// The speedup over the baseline `name` (`cuda-c`, `cub`), if it ran for this row.
+    pub fn speedup_over(&self, name: &str) -> Option<f64> {
+        self.baselines
+            .iter()
+            .find(|b| b.name == name)
+            .map(|b| b.speedup)
+    }
+}
+
+/// A whole run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Device name.
+    pub device: String,
+    /// Compute capability, `9.0`.
+    pub compute_capability: String,
+    /// The driver's CUDA version.
+    pub driver_cuda: String,
+    /// PTX loaded.
+    pub ptx_arch: String,
+    /// UTC date of the run, `YYYY-MM-DD`.
+    pub date: String,
+    /// Timed repetitions per round.
+    pub reps: usize,
+    /// Rounds per row (1 in reports written before rounds existed).
+    #[serde(default = "one")]
+    pub rounds: usize,
+    /// What the baselines were, or why there were none.
+    pub baselines: String,
+    /// Every row.
+    pub rows: Vec<Row>,
+}
+
+impl Report {
+    /// JSON text.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report serialises")
+    }
+
+    /// Parses [`to_json`](Self::to_json)'s output.
+    pub fn from_json(text: &str) -> std::result::Result<Self, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+
+    /// The (family, type) pairs measured, copy excluded, sorted: one table and one chart each.
+    pub fn families(&self) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = self
+            .rows
+            .iter()
+            .filter(|r| r.family != "copy")
+            .map(|r| (r.family.clone(), r.ty.clone()))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// CSV with a header line.
+    pub fn to_csv(&self) -> String {
+        let mut s = String::from(
+            "family,variant,type,n,block,grid,bytes,median_us,min_us,max_us,gbs,pct_copy,passed,cuda_c_speedup,cub_speedup\n",
+        );
+        for r in &self.rows {
+            let speedup = |name: &str| {
+                r.speedup_over(name)
+                    .map_or(String::new(), |x| format!("{x:.3}"))
+            };
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.1},{:.1},{},{},{}",
+                r.family,
+                r.variant,
+                r.ty,
+                r.n,
+                r.block,
+                r.grid,
+                r.bytes,
+                r.median_us,
+                r.min_us,
+                r.max_us,
+                r.gbs,
+                r.pct_copy,
+                r.passed,
+                speedup("cuda-c"),
+                speedup("cub")
+            );
+        }
+        s
+    }
+}
+
+fn one() -> usize {
+    1
+}
+
+/// Today's UTC date (`YYYY-MM-DD`), from the system clock.
+pub fn utc_date() -> String {
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400) as i64;
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + (m <= 2) as i64;
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The Markdown report: one table per family and type, the charts, the method.
+pub fn markdown(report: &Report, charts: &[String]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# ferrocuda bench: {} ({}, driver CUDA {}), {}\n",
+        report.device, report.ptx_arch, report.driver_cuda, report.date
+    );
+    let _ = writeln!(
+        s,
+        "Each row: median, min and max of {} rounds x {} event-timed runs (GPU time: a blocking kernel hides the \
+         host's launch overhead; the rounds take every row of the run in turn, so min..max covers the GPU's \
+         drift over the whole run), inputs rotated over buffers larger than 4x L2 (and L2 flushed after the \
+         scratch copy of the in-place reductions), checked against the CPU on the first and the last timed run. \
+         GB/s counts the bytes the operation must move (reduction: input read once; stencil: input read + output \
+         written; copy: read + write). `%copy` compares with the device-to-device copy of the same size in this run. \
+         Baselines: {}; `xC` = baseline time / ferrocuda time (above 1: ferrocuda is faster).\n",
+        report.rounds, report.reps, report.baselines
+    );
+    for (family, ty) in report.families() {
+        let _ = writeln!(s, "## {family} {ty}\n");
+        let _ = writeln!(
+            s,
+            "| variant | n | block | grid | median us | min..max us | GB/s | %copy | vs CUDA C | vs CUB | check |"
+        );
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        for r in report
+            .rows
+            .iter()
+            .filter(|r| r.family == family && r.ty == ty)
+        {
+            let b = |name: &str| {
+                r.speedup_over(name)
+                    .map_or("-".to_string(), |x| format!("{x:.2}x"))
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {:.2} | {:.2}..{:.2} | {:.0} | {:.0}% | {} | {} | {} |",
+                r.variant,
+                r.size(),
+                r.block,
+                r.grid,
+                r.median_us,
+                r.min_us,
+                r.max_us,
+                r.gbs,
+                r.pct_copy,
+                b("cuda-c"),
+                b("cub"),
+                if r.passed { "PASS" } else { "FAIL" }
+            );
+        }
+        let _ = writeln!(s);
+    }
+    let _ = writeln!(
+        s,
+        "## copy (the ceiling)\n\n| type | bytes | median us | GB/s (read + write) |\n|---|---:|---:|---:|"
+    );
+    for r in report.rows.iter().filter(|r| r.family == "copy") {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.2} | {:.0} |",
+            r.ty,
+            r.bytes / 2,
+            r.median_us,
+            r.gbs
+        );
+    }
+    for c in charts {
+        let _ = writeln!(s, "\n![{c}]({c})");
+    }
+    s
+}
+
+/// The same row in two runs: whether each run's median lies inside the other's min..max.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Agreement {
+    /// `family variant type 2^k block b`.
+    pub row: String,
+    /// Median, min and max of the first run, microseconds.
+    pub first: [f64; 3],
+    /// Median, min and max of the second run, microseconds.
+    pub second: [f64; 3],
+}
+
+impl Agreement {
+    /// Both medians inside the other run's min..max.
+    pub fn holds(&self) -> bool {
+        let inside = |m: f64, r: &[f64; 3]| r[1] <= m && m <= r[2];
+        inside(self.second[0], &self.first) && inside(self.first[0], &self.second)
+    }
+
+    /// The second median over the first, minus one, percent.
+    pub fn change_pct(&self) -> f64 {
+        100.0 * (self.second[0] / self.first[0] - 1.0)
+    }
+}
+
+/// Two runs compared row by row (rows are matched by family, variant, type, size and block).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Comparison {
+    /// Rows present in both, in the first run's order.
+    pub rows: Vec<Agreement>,
+    /// Rows of one run only.
+    pub unmatched: Vec<String>,
+}
+
+/// Compares two reports: is each median reproduced within the spread the other run printed?
+pub fn compare(first: &Report, second: &Report) -> Comparison {
+    let key = |r: &Row| {
+        format!(
+            "{} {} {} {} block {}",
+            r.family,
+            r.variant,
+            r.ty,
+            r.size(),
+            r.block
+        )
+    };
+    let spread = |r: &Row| [r.median_us, r.min_us, r.max_us];
+    let second_rows: BTreeMap<String, &Row> = second.rows.iter().map(|r| (key(r), r)).collect();
+    let mut out = Comparison::default();
+    for r in &first.rows {
+        match second_rows.get(&key(r)) {
+            Some(s) => out.rows.push(Agreement {
+                row: key(r),
+                first: spread(r),
+                second: spread(s),
+            }),
+            None => out.unmatched.push(format!("{} (first run only)", key(r))),
+        }
+    }
+    let first_keys: std::collections::BTreeSet<String> = first.rows.iter().map(key).collect();
+    out.unmatched.extend(
+        second
+            .rows
+            .iter()
+            .map(key)
+            .filter(|k| !first_keys.contains(k))
+            .map(|k| format!("{k} (second run only)")),
+    );
+    out
+}

@@ -1,0 +1,61 @@
+//! CPU references (oracles) for every kernel, in one place. The GPU tests and the CLI's checks
+//! compare against these.
+
+/// `out[i] = a * x[i] + y[i]`, rounded as the kernel rounds (a multiply then an add, not fused).
+pub fn saxpy(a: f32, x: &[f32], y: &[f32]) -> Vec<f32> {
+    x.iter().zip(y).map(|(&x, &y)| a * x + y).collect()
+}
+
+pub mod check;
+pub mod reduce;
+pub mod stencil;
+pub mod warp;
+
+pub use check::{Check, compensated_sum};
+pub use reduce::{ReduceOp, ReduceReference};
+pub use stencil::{Boundary, Taps, check_stencil};
+
+/// A small deterministic generator (SplitMix64) for inputs: the same seed gives the same data
+/// on every machine, so a failing case can be replayed from its printed seed.
+#[derive(Clone, Debug)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    /// From a seed.
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[-1, 1)`.
+    pub fn next_f64_signed(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+    }
+}
+
+/// Input values like the book's: integers `rand() & 0xFF`, floats uniform in [-1, 1).
+pub trait Sample: crate::runtime::element::Element {
+    /// One value.
+    fn sample(rng: &mut SplitMix64) -> Self;
+}
+macro_rules! sample {
+    (int: $($t:ty),*; float: $($f:ty),*) => {
+        $(impl Sample for $t { fn sample(rng: &mut SplitMix64) -> Self { (rng.next_u64() & 0xFF) as $t } })*
+        $(impl Sample for $f { fn sample(rng: &mut SplitMix64) -> Self { rng.next_f64_signed() as $f } })*
+    };
+}
+sample!(int: i32, u32, i64, u64; float: f32, f64);
+
+/// `n` values of [`Sample`] from `seed`: the input of `ferrocuda reduce`, `stencil` and `bench`.
+pub fn book_input<T: Sample>(n: usize, seed: u64) -> Vec<T> {
+    let mut rng = SplitMix64::new(seed);
+    (0..n).map(|_| T::sample(&mut rng)).collect()
+}

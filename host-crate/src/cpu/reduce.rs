@@ -1,0 +1,105 @@
+//! The reduction as the CPU computes it: what each operation means and what a GPU result must be.
+use super::check::{Check, compensated_sum};
+use crate::runtime::element::Element;
+
+/// What a reduction of some input must produce, computed on the CPU.
+#[derive(Clone, Debug)]
+pub struct ReduceReference<A> {
+    /// The exact expected value where the result is exact: integer sums (wrapping), `min`,
+    /// `max`. `None` for float sums, checked against `sum` instead.
+    pub exact: Option<A>,
+    /// The sum in `f64` (compensated).
+    pub sum: f64,
+    /// `sum(|x|)`, the scale of a float sum's rounding error.
+    pub abs_sum: f64,
+}
+
+impl<A: Element> ReduceReference<A> {
+    /// The reference for `op` over `x`, accumulating into `A` (the same type, or `i64` for the
+    /// widening sum of `i32`).
+    pub fn of<T: Element>(
+        op: ReduceOp,
+        x: &[T],
+        widen: impl Fn(T) -> A,
+    ) -> Self {
+        let exact = match op {
+            ReduceOp::Sum if A::TYPE.is_float() => None,
+            ReduceOp::Sum => Some(x.iter().fold(A::default(), |a, &v| a.add(widen(v)))),
+            ReduceOp::Min => x.iter().map(|&v| widen(v)).reduce(A::min_of),
+            ReduceOp::Max => x.iter().map(|&v| widen(v)).reduce(A::max_of),
+        };
+        Self {
+            exact,
+            sum: compensated_sum(x.iter().map(|v| v.to_f64())),
+            abs_sum: compensated_sum(x.iter().map(|v| v.to_f64().abs())),
+        }
+    }
+
+    /// Checks `got`: bit-equal to `exact` when there is one; otherwise a float sum within
+    /// `(depth + 2) * eps * sum(|x|)` of the compensated `f64` sum, where `depth` bounds the
+    /// roundings on any element's path to the result (see `ReduceRun::rounding_depth`).
+    pub fn check(&self, got: A, depth: f64) -> Check {
+        match self.exact {
+            Some(want) if got.same_bits(want) => Check {
+                passed: true,
+                detail: "exact".into(),
+            },
+            Some(want) => Check {
+                passed: false,
+                detail: format!("got {got}, want {want}"),
+            },
+            None => {
+                let err = (got.to_f64() - self.sum).abs();
+                let bound =
+                    (depth + 2.0) * A::EPSILON * self.abs_sum + f64::from(f32::MIN_POSITIVE);
+                let passed = err <= bound && got.to_f64().is_finite();
+                Check {
+                    passed,
+                    detail: format!(
+                        "|err| = {err:.2e} {} {bound:.2e}",
+                        if passed { "<=" } else { ">" }
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// What a reduction computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// Sum (wrapping for integers).
+    Sum,
+    /// Minimum.
+    Min,
+    /// Maximum.
+    Max,
+}
+
+impl ReduceOp {
+    /// All three.
+    pub const ALL: [ReduceOp; 3] = [Self::Sum, Self::Min, Self::Max];
+
+    /// `sum`, `min`, `max`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sum => "sum",
+            Self::Min => "min",
+            Self::Max => "max",
+        }
+    }
+
+    /// From its name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.name() == name)
+    }
+
+    /// The CPU reference of this operation over `x` (`None` for `min`/`max` of nothing).
+    pub fn cpu<T: Element>(self, x: &[T]) -> Option<T> {
+        match self {
+            Self::Sum => Some(x.iter().fold(T::default(), |a, &b| a.add(b))),
+            Self::Min => x.iter().copied().reduce(T::min_of),
+            Self::Max => x.iter().copied().reduce(T::max_of),
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! The CUDA runtime layer, in cudarc's order: errors, a launch configuration, the device with
+//! its context, stream and modules, typed kernel launches, timing. Nothing here knows a kernel
+//! family; the families are built on it.
+pub mod config;
+pub mod element;
+pub mod error;
+pub mod gpu;
+pub mod kernel;
+pub mod timing;

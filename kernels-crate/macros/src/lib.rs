@@ -1,0 +1,391 @@
+//! `#[kernel]`: a kernel's parameters are declared once, in the kernel crate, and both sides are
+//! generated from that declaration.
+//!
+//! ```ignore
+//! /// `reduceNeighbored` (seed 002) ...
+//! /// # Launch ...
+//! /// # Safety ...
+//! #[kernel(T in [i32, f32])]
+//! pub unsafe fn reduce_neighbored<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
+//!     unsafe { neighbored(g_idata, g_odata, n) }
+//! }
+//! ```
+//!
+//! On `nvptx64` this is the generic function plus one `#[no_mangle] extern "ptx-kernel"` entry
+//! point per instance, named after the kernel and its parameters: `reduce_neighbored_i32`,
+//! `reduce_neighbored_f32` (a const parameter `BLOCK = 512` adds `_b512`, `R = 3` adds `_r3`, in
+//! the order the parameters are declared, before the type).
+//!
+//! On the host the body is dropped (it is device code) and the same name is a function that
+//! returns the kernel's typed handle, `ferrocuda_kernels::entry::Entry<(*mut T, *mut T, usize)>`:
+//! `reduce_neighbored::<f32>()` (`Option`, `None` for a type without an instance; const
+//! parameters become arguments, `reduce_complete_unroll::<f32>(512)`). A launch through the handle
+//! takes exactly those argument types, so a wrong count or type is a compile error. Every
+//! instance is also registered in `ferrocuda_kernels::entry::ENTRY_POINTS`, the one list the
+//! PTX test, the sanitizer and `ferrocuda occupancy` walk.
+//!
+//! `dynamic_shared = EXPR` declares the dynamic shared memory a launch needs, in bytes, as a
+//! `usize` expression of `block` (threads per block, `usize`), the type parameters and the const
+//! parameters; the host launches with it and refuses a launch that gives less.
+use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as TokenStream2};
+use quote::{ToTokens, format_ident, quote};
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::visit_mut::VisitMut;
+use syn::{
+    Expr, FnArg, GenericParam, Ident, ItemFn, Pat, Token, Type, bracketed, parse_macro_input,
+};
+
+/// One `NAME in [..]` or `dynamic_shared = EXPR` of the attribute.
+enum Arg {
+    Instances(Ident, Vec<TokenStream2>),
+    DynamicShared(Expr),
+}
+
+impl Parse for Arg {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let name: Ident = input.parse()?;
+        if input.peek(Token![in]) {
+            input.parse::<Token![in]>()?;
+            let content;
+            bracketed!(content in input);
+            let values = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?;
+            Ok(Arg::Instances(
+                name,
+                values.into_iter().map(|v| v.into_token_stream()).collect(),
+            ))
+        } else if name == "dynamic_shared" {
+            input.parse::<Token![=]>()?;
+            Ok(Arg::DynamicShared(input.parse()?))
+        } else {
+            Err(syn::Error::new(
+                name.span(),
+                "expected `PARAM in [..]` or `dynamic_shared = EXPR`",
+            ))
+        }
+    }
+}
+
+/// A generic parameter of the kernel and the values it is instantiated with.
+struct Param {
+    ident: Ident,
+    is_const: bool,
+    const_ty: Option<Type>,
+    values: Vec<TokenStream2>,
+}
+
+/// Replaces each generic parameter by its value of one instance.
+struct Substitute<'a>(&'a [(Ident, TokenStream2)]);
+
+impl VisitMut for Substitute<'_> {
+    fn visit_type_mut(&mut self, ty: &mut Type) {
+        if let Type::Path(p) = ty
+            && p.qself.is_none()
+            && let Some(id) = p.path.get_ident()
+            && let Some((_, v)) = self.0.iter().find(|(n, _)| n == id)
+        {
+            *ty = syn::parse2(v.clone()).expect("a type parameter's value is a type");
+            return;
+        }
+        syn::visit_mut::visit_type_mut(self, ty);
+    }
+
+    fn visit_expr_mut(&mut self, e: &mut Expr) {
+        if let Expr::Path(p) = e
+            && p.qself.is_none()
+            && let Some(id) = p.path.get_ident()
+            && let Some((_, v)) = self.0.iter().find(|(n, _)| n == id)
+        {
+            *e = syn::parse2(quote!({ #v })).expect("a const parameter's value is an expression");
+            return;
+        }
+        syn::visit_mut::visit_expr_mut(self, e);
+    }
+}
+
+/// The suffix an instance adds to the kernel's name: `_b512` for `BLOCK = 512`, `_f32` for
+/// `T = f32`; const parameters first, then types, each in declaration order.
+fn suffix(params: &[Param], values: &[TokenStream2]) -> String {
+    let mut consts = String::new();
+    let mut types = String::new();
+    for (p, v) in params.iter().zip(values) {
+        let v = v.to_string().replace(' ', "");
+        if p.is_const {
+            let first = p.ident.to_string().chars().next().unwrap().to_ascii_lowercase();
+            consts += &format!("_{first}{v}");
+        } else {
+            types += &format!("_{v}");
+        }
+    }
+    consts + &types
+}
+
+fn cartesian(params: &[Param]) -> Vec<Vec<TokenStream2>> {
+    params.iter().fold(vec![Vec::new()], |acc, p| {
+        acc.iter()
+            .flat_map(|prefix| {
+                p.values.iter().map(move |v| {
+                    let mut next = prefix.clone();
+                    next.push(v.clone());
+                    next
+                })
+            })
+            .collect()
+    })
+}
+
+/// Declares a GPU kernel; see the crate documentation.
+#[proc_macro_attribute]
+pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let args = parse_macro_input!(attr with Punctuated::<Arg, Token![,]>::parse_terminated);
+    let func = parse_macro_input!(item as ItemFn);
+    match expand(args, func) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenStream2> {
+    let sig = &func.sig;
+    let name = &sig.ident;
+    if sig.unsafety.is_none() {
+        return Err(syn::Error::new_spanned(
+            &sig.fn_token,
+            "a kernel is an `unsafe fn`: its launch contract is its `# Safety` section",
+        ));
+    }
+    if !matches!(sig.output, syn::ReturnType::Default) {
+        return Err(syn::Error::new_spanned(&sig.output, "a kernel returns nothing"));
+    }
+    let mut shared = None;
+    let mut lists = Vec::new();
+    for a in args {
+        match a {
+            Arg::Instances(id, values) => lists.push((id, values)),
+            Arg::DynamicShared(e) => shared = Some(e),
+        }
+    }
+    let mut params = Vec::new();
+    for g in &sig.generics.params {
+        let (ident, is_const, const_ty) = match g {
+            GenericParam::Type(t) => (t.ident.clone(), false, None),
+            GenericParam::Const(c) => (c.ident.clone(), true, Some(c.ty.clone())),
+            GenericParam::Lifetime(l) => {
+                return Err(syn::Error::new_spanned(l, "a kernel has no lifetime parameters"));
+            }
+        };
+        let Some(pos) = lists.iter().position(|(n, _)| *n == ident) else {
+            return Err(syn::Error::new_spanned(
+                g,
+                format!("say which values `{ident}` takes: `#[kernel({ident} in [..])]`"),
+            ));
+        };
+        let values = lists.remove(pos).1;
+        params.push(Param {
+            ident,
+            is_const,
+            const_ty,
+            values,
+        });
+    }
+    if let Some((id, _)) = lists.first() {
+        return Err(syn::Error::new_spanned(id, format!("`{id}` is not a parameter of the kernel")));
+    }
+
+    let mut arg_names = Vec::new();
+    let mut arg_types = Vec::new();
+    for input in &sig.inputs {
+        let FnArg::Typed(pt) = input else {
+            return Err(syn::Error::new_spanned(input, "a kernel takes no `self`"));
+        };
+        let Pat::Ident(pi) = &*pt.pat else {
+            return Err(syn::Error::new_spanned(&pt.pat, "name each kernel parameter"));
+        };
+        arg_names.push(pi.ident.clone());
+        arg_types.push((*pt.ty).clone());
+    }
+
+    let docs: Vec<_> = func
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("doc"))
+        .collect();
+    let other_attrs: Vec<_> = func
+        .attrs
+        .iter()
+        .filter(|a| !a.path().is_ident("doc"))
+        .collect();
+    let vis = &func.vis;
+    let body = &func.block;
+    let krate = quote!(::ferrocuda_kernels::entry);
+
+    let instances = cartesian(&params);
+    let mut device = Vec::new();
+    let mut host_checks = TokenStream2::new();
+    let mut registry = Vec::new();
+    let generic = !params.is_empty();
+
+    if generic {
+        let generics = &sig.generics;
+        let where_clause = &generics.where_clause;
+        let inputs = &sig.inputs;
+        device.push(quote! {
+            #(#docs)*
+            #(#other_attrs)*
+            #[inline(always)]
+            #vis unsafe fn #name #generics (#inputs) #where_clause #body
+        });
+    } else {
+        let inputs = &sig.inputs;
+        device.push(quote! {
+            #(#docs)*
+            #(#other_attrs)*
+            #[unsafe(no_mangle)]
+            #vis unsafe extern "ptx-kernel" fn #name(#inputs) #body
+        });
+    }
+
+    for (i, values) in instances.iter().enumerate() {
+        let symbol = format!("{name}{}", suffix(&params, values));
+        let subst: Vec<(Ident, TokenStream2)> = params
+            .iter()
+            .map(|p| p.ident.clone())
+            .zip(values.iter().cloned())
+            .collect();
+        let types: Vec<Type> = arg_types
+            .iter()
+            .map(|t| {
+                let mut t = t.clone();
+                Substitute(&subst).visit_type_mut(&mut t);
+                t
+            })
+            .collect();
+        let type_names: Vec<String> = types
+            .iter()
+            .map(|t| t.to_token_stream().to_string().replace(" ", ""))
+            .collect();
+        if generic {
+            let entry = Ident::new(&symbol, name.span());
+            let doc = format!(
+                "`{name}` for {}: see the generic function.",
+                subst
+                    .iter()
+                    .map(|(n, v)| format!("`{n} = {}`", v.to_string().replace(' ', "")))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            device.push(quote! {
+                #[doc = #doc]
+                ///
+                /// # Safety
+                /// As the generic function.
+                #[unsafe(no_mangle)]
+                pub unsafe extern "ptx-kernel" fn #entry(#(#arg_names: #types),*) {
+                    // SAFETY: forwarded to the launcher.
+                    unsafe { #name::<#(#values),*>(#(#arg_names),*) }
+                }
+            });
+        }
+        let shared_fn = match &shared {
+            None => quote!(None),
+            Some(e) => {
+                let aliases = params.iter().zip(values).map(|(p, v)| {
+                    let id = &p.ident;
+                    match &p.const_ty {
+                        Some(ty) => quote!(#[allow(non_upper_case_globals, dead_code)] const #id: #ty = #v;),
+                        None => quote!(#[allow(dead_code)] type #id = #v;),
+                    }
+                });
+                quote!(Some({
+                    fn dynamic_shared_bytes(block: u32) -> usize {
+                        #(#aliases)*
+                        let block = block as usize;
+                        #e
+                    }
+                    dynamic_shared_bytes
+                }))
+            }
+        };
+        let stat = format_ident!("__FERROCUDA_ENTRY_{}_{}", name.to_string().to_uppercase(), i);
+        let value_strings: Vec<String> =
+            values.iter().map(|v| v.to_string().replace(' ', "")).collect();
+        let param_names: Vec<String> = params.iter().map(|p| p.ident.to_string()).collect();
+        registry.push(quote! {
+            #[#krate::__private::linkme::distributed_slice(#krate::ENTRY_POINTS)]
+            #[linkme(crate = #krate::__private::linkme)]
+            #[doc(hidden)]
+            static #stat: #krate::EntryInfo = #krate::EntryInfo {
+                package: env!("CARGO_PKG_NAME"),
+                module: module_path!(),
+                kernel: stringify!(#name),
+                symbol: #symbol,
+                instance: &[#((#param_names, #value_strings)),*],
+                params: &[#(#type_names),*],
+                dynamic_shared_bytes: #shared_fn,
+            };
+        });
+        if generic {
+            let conds = params.iter().zip(values).map(|(p, v)| {
+                let id = &p.ident;
+                if p.is_const {
+                    let arg = Ident::new(&id.to_string().to_lowercase(), Span::call_site());
+                    quote!(#arg == #v)
+                } else {
+                    quote!(::core::any::TypeId::of::<#id>() == ::core::any::TypeId::of::<#v>())
+                }
+            });
+            host_checks.extend(quote! {
+                if true #(&& #conds)* {
+                    // SAFETY: the instance's parameter types are `Args` with the parameters
+                    // replaced by the values just compared.
+                    return Some(unsafe { #krate::Entry::from_info(&#stat) });
+                }
+            });
+        } else {
+            host_checks.extend(quote! {
+                // SAFETY: the parameter types of the declaration.
+                unsafe { #krate::Entry::from_info(&#stat) }
+            });
+        }
+    }
+
+    let args_ty = quote!((#(#arg_types,)*));
+    let host = if generic {
+        let type_params = params.iter().filter(|p| !p.is_const).map(|p| &p.ident);
+        let const_args = params.iter().filter(|p| p.is_const).map(|p| {
+            let arg = Ident::new(&p.ident.to_string().to_lowercase(), Span::call_site());
+            let ty = p.const_ty.as_ref().unwrap();
+            quote!(#arg: #ty)
+        });
+        let note = format!(
+            "\n\n**Host:** the typed handle of the `{name}_*` entry points, or `None` for \
+             parameters without an instance."
+        );
+        quote! {
+            #(#docs)*
+            #[doc = #note]
+            #[allow(clippy::type_complexity)]
+            #vis fn #name<#(#type_params: 'static),*>(#(#const_args),*) -> Option<#krate::Entry<#args_ty>> {
+                #host_checks
+                None
+            }
+        }
+    } else {
+        let note = format!("\n\n**Host:** the typed handle of the entry point `{name}`.");
+        quote! {
+            #(#docs)*
+            #[doc = #note]
+            #vis fn #name() -> #krate::Entry<#args_ty> {
+                #host_checks
+            }
+        }
+    };
+
+    Ok(quote! {
+        #(#[cfg(target_arch = "nvptx64")] #device)*
+        #[cfg(not(target_arch = "nvptx64"))]
+        #host
+        #(#[cfg(not(target_arch = "nvptx64"))] #registry)*
+    })
+}

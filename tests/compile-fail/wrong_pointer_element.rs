@@ -1,0 +1,12 @@
+//! A device pointer to `i32` where the kernel declares `*const f32` does not compile.
+use ferrocuda::Gpu;
+use ferrocuda::kernels::smoke::smoke_saxpy;
+use ferrocuda::LaunchConfig;
+use cust::memory::DevicePointer;
+
+fn launch(gpu: &Gpu, x: DevicePointer<i32>, out: DevicePointer<f32>, n: usize) -> ferrocuda::Result<()> {
+    let kernel = gpu.kernel(smoke_saxpy())?;
+    unsafe { kernel.launch(LaunchConfig::linear(1, 256, 0), (n, 2.0f32, x, out, out)) }
+}
+
+fn main() {}

@@ -1,0 +1,678 @@
+//! Rules of the repository that a reviewer would otherwise have to remember (rust-analyzer's
+//! `tidy` habit). They read the files with `std::fs` and use nothing of ferrocuda, so they need
+//! no GPU, and a broken rule is reported by its file and line.
+//!
+//! - Every `tests/tests/gpu_*.rs` is a `[[test]]` with `harness = false`: without it cargo
+//!   builds the file with libtest, which finds no `#[test]` and passes with 0 tests.
+//! - The modules of the host library import one way: no module reaches, through any chain of
+//!   `crate::`/`super::` paths, back to itself.
+//! - The library does not depend on its command line (`src/bin/`, clap).
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The workspace root.
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// The `.rs` files below `dir`, sorted.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+// ---------------------------------------------------------------------------------------------
+// tests/Cargo.toml
+
+/// One `[[test]]` table of a `Cargo.toml`: its keys with their values, quotes removed.
+type TestTarget = BTreeMap<String, String>;
+
+/// The `[[test]]` tables of a `Cargo.toml` (enough TOML for `key = value` lines).
+fn test_targets(manifest: &str) -> Vec<TestTarget> {
+    let mut targets = Vec::new();
+    let mut in_test = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_test = line == "[[test]]";
+            if in_test {
+                targets.push(TestTarget::new());
+            }
+        } else if in_test && let Some((key, value)) = line.split_once('=') {
+            let value = value.split('#').next().unwrap().trim().trim_matches('"');
+            let target = targets.last_mut().unwrap();
+            target.insert(key.trim().to_string(), value.to_string());
+        }
+    }
+    targets
+}
+
+#[test]
+fn every_gpu_test_file_has_harness_false() {
+    let tests = workspace().join("tests");
+    let targets = test_targets(&read(&tests.join("Cargo.toml")));
+    let mut problems = Vec::new();
+    for target in &targets {
+        let name = target.get("name").map_or("(no name)", String::as_str);
+        match target.get("path") {
+            None => problems.push(format!("[[test]] `{name}` has no `path`")),
+            Some(path) if !tests.join(path).is_file() => {
+                problems.push(format!("[[test]] `{name}`: `{path}` does not exist"))
+            }
+            Some(_) => {}
+        }
+    }
+    for file in rust_files(&tests.join("tests")) {
+        let file_name = file.file_name().unwrap().to_str().unwrap();
+        if !file_name.starts_with("gpu_") {
+            continue;
+        }
+        let path = format!("tests/{file_name}");
+        let entry = targets.iter().find(|t| {
+            t.get("path")
+                .is_some_and(|p| p.trim_start_matches("./") == path)
+        });
+        match entry {
+            None => problems.push(format!(
+                "{path} has no [[test]] entry in tests/Cargo.toml: cargo runs it with libtest, \
+                 which finds no #[test] and reports 0 tests"
+            )),
+            Some(t) if t.get("harness").map(String::as_str) != Some("false") => {
+                problems.push(format!(
+                    "the [[test]] entry of {path} lacks `harness = false`: libtest finds no \
+                     #[test] there and reports 0 tests"
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// A small Rust reader: tokens without comments, enough to follow paths and `use` trees.
+
+#[derive(Clone, Debug, PartialEq)]
+enum Tok {
+    Ident(String),
+    /// `::`
+    PathSep,
+    /// A string literal's contents (escapes left as written).
+    Str(String),
+    Punct(char),
+}
+
+/// The tokens of `src` with their line numbers. Comments are dropped; numbers and character
+/// literals too; a lifetime leaves its name as an identifier.
+fn tokenize(src: &str) -> Vec<(Tok, usize)> {
+    let c: Vec<char> = src.chars().collect();
+    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
+    let (mut out, mut i, mut line) = (Vec::new(), 0, 1);
+    while i < c.len() {
+        let start_line = line;
+        match (c[i], at(i + 1)) {
+            ('\n', _) => {
+                line += 1;
+                i += 1;
+            }
+            (ch, _) if ch.is_whitespace() => i += 1,
+            ('/', '/') => {
+                while i < c.len() && c[i] != '\n' {
+                    i += 1;
+                }
+            }
+            ('/', '*') => {
+                let mut depth = 0;
+                loop {
+                    match (at(i), at(i + 1)) {
+                        ('\0', _) => break,
+                        ('/', '*') => (depth, i) = (depth + 1, i + 2),
+                        ('*', '/') => {
+                            (depth, i) = (depth - 1, i + 2);
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        (ch, _) => (line, i) = (line + (ch == '\n') as usize, i + 1),
+                    }
+                }
+            }
+            ('"', _) => {
+                let (text, end) = string_at(&c, i + 1, None);
+                line += text.matches('\n').count();
+                out.push((Tok::Str(text), start_line));
+                i = end;
+            }
+            // A char literal, or the quote of a lifetime (`'a`), whose name is left as an ident.
+            ('\'', _) => i = char_literal_end(&c, i).unwrap_or(i + 1),
+            (':', ':') => {
+                out.push((Tok::PathSep, line));
+                i += 2;
+            }
+            (ch, _) if ch.is_ascii_digit() => {
+                while at(i).is_alphanumeric() || at(i) == '_' {
+                    i += 1;
+                }
+            }
+            (ch, _) if ch.is_alphabetic() || ch == '_' => {
+                let begin = i;
+                while at(i).is_alphanumeric() || at(i) == '_' {
+                    i += 1;
+                }
+                let word: String = c[begin..i].iter().collect();
+                let hashes = c[i..].iter().take_while(|&&ch| ch == '#').count();
+                if matches!(word.as_str(), "r" | "br" | "cr") && at(i + hashes) == '"' {
+                    let (text, end) = string_at(&c, i + hashes + 1, Some(hashes));
+                    line += text.matches('\n').count();
+                    out.push((Tok::Str(text), start_line));
+                    i = end;
+                } else if matches!(word.as_str(), "b" | "c") && at(i) == '"' {
+                    let (text, end) = string_at(&c, i + 1, None);
+                    line += text.matches('\n').count();
+                    out.push((Tok::Str(text), start_line));
+                    i = end;
+                } else if let Some(end) = char_literal_end(&c, i).filter(|_| word == "b") {
+                    i = end;
+                } else {
+                    out.push((Tok::Ident(word), line));
+                }
+            }
+            (ch, _) => {
+                out.push((Tok::Punct(ch), line));
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The contents of a string literal whose text starts at `c[i]`, and the index after it. A raw
+/// string (`raw` gives its number of `#`) has no escapes; in a plain one a backslash escapes the
+/// next character.
+fn string_at(c: &[char], mut i: usize, raw: Option<usize>) -> (String, usize) {
+    let (begin, hashes) = (i, raw.unwrap_or(0));
+    while i < c.len() {
+        if c[i] == '\\' && raw.is_none() {
+            i += 2;
+        } else if c[i] == '"' && c[i + 1..].iter().take_while(|&&h| h == '#').count() >= hashes {
+            return (c[begin..i].iter().collect(), i + 1 + hashes);
+        } else {
+            i += 1;
+        }
+    }
+    (c[begin..].iter().collect(), c.len())
+}
+
+/// The index after the char literal whose quote is `c[i]` (`'x'`, `'\n'`, `'\u{7f}'`); `None`
+/// where the quote starts a lifetime.
+fn char_literal_end(c: &[char], i: usize) -> Option<usize> {
+    match (c.get(i + 1)?, c.get(i + 2)?) {
+        ('\\', _) => Some(i + 3 + c.get(i + 3..)?.iter().position(|&ch| ch == '\'')? + 1),
+        (_, '\'') => Some(i + 3),
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The module graph of the host library.
+
+/// A module's path below the crate root, `bench::report`; the root is the empty path.
+type ModPath = Vec<String>;
+
+fn display(module: &[String]) -> String {
+    if module.is_empty() {
+        "crate".to_string()
+    } else {
+        module.join("::")
+    }
+}
+
+/// The module a file of `src/` is: `lib.rs` the root, `foo.rs` and `foo/mod.rs` `foo`,
+/// `foo/bar.rs` `foo::bar`.
+fn module_of(src: &Path, file: &Path) -> ModPath {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_str().unwrap().to_string())
+        .collect();
+    if matches!(parts.last().map(String::as_str), Some("lib" | "mod")) {
+        parts.pop();
+    }
+    parts
+}
+
+/// A path of the crate that a file names, resolved to start at the crate root.
+#[derive(Debug)]
+struct Reference {
+    path: ModPath,
+    /// `path` names a macro (`crate::with_elem_type!`).
+    is_macro: bool,
+    line: usize,
+}
+
+/// What one file says about the crate's paths.
+#[derive(Debug, Default)]
+struct FileFacts {
+    references: Vec<Reference>,
+    /// The names its `use` items bring in, with the paths they stand for.
+    imports: BTreeMap<String, ModPath>,
+    /// The `macro_rules!` it defines (exported ones live at the root but are named here).
+    macros: Vec<String>,
+}
+
+/// The references of a file of module `module`: every path that starts with `crate::`,
+/// `$crate::`, `super::`, `self::` or a child module's name, in `use` trees and in code.
+/// `children` are the names of `module`'s child modules.
+fn read_facts(src: &str, module: &[String], children: &BTreeSet<String>) -> FileFacts {
+    let toks = tokenize(src);
+    let tok = |i: usize| toks.get(i).map(|(t, _)| t);
+    let ident = |i: usize, s: &str| matches!(tok(i), Some(Tok::Ident(w)) if w == s);
+    let mut facts = FileFacts::default();
+    // For each open `{`: whether it opens an inline `mod name {` (where `super` stays in the file).
+    let mut braces: Vec<bool> = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        let (t, line) = &toks[i];
+        let after_path_sep = i > 0 && matches!(tok(i - 1), Some(Tok::PathSep | Tok::Punct('.')));
+        match t {
+            Tok::Punct('{') => braces.push(i >= 2 && ident(i - 2, "mod")),
+            Tok::Punct('}') => {
+                braces.pop();
+            }
+            Tok::Ident(w) if w == "macro_rules" && tok(i + 1) == Some(&Tok::Punct('!')) => {
+                if let Some(Tok::Ident(name)) = tok(i + 2) {
+                    facts.macros.push(name.clone());
+                }
+            }
+            Tok::Ident(w) if !after_path_sep && tok(i + 1) == Some(&Tok::PathSep) => {
+                let (base, start) = match w.as_str() {
+                    "crate" => (Vec::new(), i + 2),
+                    "self" => (module.to_vec(), i + 2),
+                    "super" => {
+                        let mut base = module.to_vec();
+                        let mut inline = braces.iter().filter(|&&m| m).count();
+                        let mut j = i;
+                        while ident(j, "super") && tok(j + 1) == Some(&Tok::PathSep) {
+                            if inline > 0 {
+                                inline -= 1;
+                            } else {
+                                base.pop();
+                            }
+                            j += 2;
+                        }
+                        (base, j)
+                    }
+                    _ if children.contains(w) => (module.to_vec(), i),
+                    _ => {
+                        i += 1;
+                        continue;
+                    }
+                };
+                let in_use = i > 0 && ident(i - 1, "use");
+                let mut leaves = Vec::new();
+                i = use_tree(&toks, start, base, &mut leaves);
+                for Leaf {
+                    path,
+                    name,
+                    is_macro,
+                } in leaves
+                {
+                    if in_use && let Some(name) = name {
+                        facts.imports.insert(name, path.clone());
+                    }
+                    facts.references.push(Reference {
+                        path,
+                        is_macro,
+                        line: *line,
+                    });
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    facts
+}
+
+/// One complete path of a `use` tree or of an expression.
+struct Leaf {
+    path: ModPath,
+    /// The name it is known by after a `use` (the last segment, or what follows `as`); `None`
+    /// for a glob.
+    name: Option<String>,
+    is_macro: bool,
+}
+
+/// Reads the path or `use` tree at `toks[i]`, below `prefix`: `a::b`, `a::{b, c::d}`, `a::*`,
+/// `a::{self, b as c}`. Pushes each complete path to `out`; returns the index after the tree.
+fn use_tree(toks: &[(Tok, usize)], mut i: usize, mut path: ModPath, out: &mut Vec<Leaf>) -> usize {
+    let tok = |i: usize| toks.get(i).map(|(t, _)| t);
+    loop {
+        match tok(i) {
+            Some(Tok::Ident(segment)) => {
+                match segment.as_str() {
+                    "self" => {}
+                    "super" => {
+                        path.pop();
+                    }
+                    _ => path.push(segment.clone()),
+                }
+                i += 1;
+                if tok(i) == Some(&Tok::PathSep) {
+                    i += 1;
+                    continue;
+                }
+                let is_macro = tok(i) == Some(&Tok::Punct('!'));
+                let mut name = path.last().cloned();
+                if let (Some(Tok::Ident(as_)), Some(Tok::Ident(alias))) = (tok(i), tok(i + 1))
+                    && as_ == "as"
+                {
+                    name = Some(alias.clone());
+                    i += 2;
+                }
+                out.push(Leaf {
+                    path,
+                    name,
+                    is_macro,
+                });
+                return i;
+            }
+            Some(Tok::Punct('{')) => {
+                i += 1;
+                while tok(i).is_some_and(|t| *t != Tok::Punct('}')) {
+                    i = use_tree(toks, i, path.clone(), out);
+                    if tok(i) == Some(&Tok::Punct(',')) {
+                        i += 1;
+                    } else if tok(i) != Some(&Tok::Punct('}')) {
+                        return i;
+                    }
+                }
+                return i + 1;
+            }
+            Some(Tok::Punct('*')) => {
+                out.push(Leaf {
+                    path,
+                    name: None,
+                    is_macro: false,
+                });
+                return i + 1;
+            }
+            // `Type::<T>` and the like: the path ends before the generics.
+            _ => {
+                out.push(Leaf {
+                    path,
+                    name: None,
+                    is_macro: false,
+                });
+                return i;
+            }
+        }
+    }
+}
+
+/// An edge of the module graph with the first reference that makes it.
+type Edges = BTreeMap<(ModPath, ModPath), String>;
+
+/// The modules of `src` (each a file; `src/bin/` left out) and the edges between them: module
+/// `a` -> module `b` when a file of `a` names a path in `b`. A path is mapped to the longest
+/// module it starts with, through the `use` items of the modules it passes (`crate::Error` ->
+/// `runtime::error`, where the root re-exports it); an exported macro to the module defining it.
+fn module_graph(src: &Path) -> (BTreeSet<ModPath>, Edges) {
+    let files: Vec<PathBuf> = rust_files(src)
+        .into_iter()
+        .filter(|f| !f.starts_with(src.join("bin")))
+        .collect();
+    let modules: BTreeSet<ModPath> = files.iter().map(|f| module_of(src, f)).collect();
+    let mut facts = BTreeMap::new();
+    for file in &files {
+        let module = module_of(src, file);
+        let children = modules
+            .iter()
+            .filter(|m| m.len() == module.len() + 1 && m.starts_with(&module))
+            .map(|m| m.last().unwrap().clone())
+            .collect();
+        let rel = format!("src/{}", file.strip_prefix(src).unwrap().display());
+        facts.insert(
+            module.clone(),
+            (rel, read_facts(&read(file), &module, &children)),
+        );
+    }
+    let macros: BTreeMap<&String, &ModPath> = facts
+        .iter()
+        .flat_map(|(m, (_, f))| f.macros.iter().map(move |name| (name, m)))
+        .collect();
+    let resolve = |reference: &Reference| -> ModPath {
+        let mut path = reference.path.clone();
+        // Following at most a few re-exports (a `use` that names itself ends the walk).
+        let mut hops = 0;
+        loop {
+            let k = (0..=path.len())
+                .rev()
+                .find(|&k| modules.contains(&path[..k]))
+                .expect("the root is a module");
+            let module = path[..k].to_vec();
+            let Some(next) = path.get(k) else {
+                return module;
+            };
+            if reference.is_macro
+                && k + 1 == path.len()
+                && let Some(definer) = macros.get(next)
+            {
+                return (*definer).clone();
+            }
+            match facts[&module].1.imports.get(next) {
+                Some(target) if *target != path[..=k] && hops < 8 => {
+                    path = target.iter().chain(&path[k + 1..]).cloned().collect();
+                    hops += 1;
+                }
+                _ => return module,
+            }
+        }
+    };
+    let mut edges = Edges::new();
+    for (module, (file, facts)) in &facts {
+        for reference in &facts.references {
+            let target = resolve(reference);
+            if target != *module {
+                let bang = if reference.is_macro { "!" } else { "" };
+                let named = format!("crate::{}{bang}", reference.path.join("::"));
+                edges
+                    .entry((module.clone(), target))
+                    .or_insert_with(|| format!("{file}:{} refers to `{named}`", reference.line));
+            }
+        }
+    }
+    (modules, edges)
+}
+
+/// Every cycle that a depth-first search of `graph` closes (one per edge back to a node still
+/// on the search's path), each as its nodes with the first repeated at the end.
+fn cycles<N: Ord + Clone>(graph: &BTreeMap<N, BTreeSet<N>>) -> Vec<Vec<N>> {
+    fn visit<N: Ord + Clone>(
+        node: &N,
+        graph: &BTreeMap<N, BTreeSet<N>>,
+        done: &mut BTreeSet<N>,
+        path: &mut Vec<N>,
+        found: &mut Vec<Vec<N>>,
+    ) {
+        path.push(node.clone());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(start) = path.iter().position(|n| n == next) {
+                let mut cycle = path[start..].to_vec();
+                cycle.push(next.clone());
+                found.push(cycle);
+            } else if !done.contains(next) {
+                visit(next, graph, done, path, found);
+            }
+        }
+        path.pop();
+        done.insert(node.clone());
+    }
+    let (mut done, mut found) = (BTreeSet::new(), Vec::new());
+    for node in graph.keys() {
+        if !done.contains(node) {
+            visit(node, graph, &mut done, &mut Vec::new(), &mut found);
+        }
+    }
+    found
+}
+
+#[test]
+fn host_crate_modules_import_one_way() {
+    let (modules, edges) = module_graph(&workspace().join("host-crate/src"));
+    assert!(modules.len() > 10, "found only {modules:?}");
+    let mut graph: BTreeMap<ModPath, BTreeSet<ModPath>> = BTreeMap::new();
+    for (from, to) in edges.keys() {
+        graph.entry(from.clone()).or_default().insert(to.clone());
+    }
+    let found = cycles(&graph);
+    let report: Vec<String> = found
+        .iter()
+        .map(|cycle| {
+            let names: Vec<String> = cycle.iter().map(|m| display(m)).collect();
+            let why: Vec<String> = cycle
+                .windows(2)
+                .map(|pair| format!("    {}", edges[&(pair[0].clone(), pair[1].clone())]))
+                .collect();
+            format!("{}\n{}", names.join(" -> "), why.join("\n"))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "the host crate's modules import each other in a circle:\n{}\n",
+        report.join("\n")
+    );
+}
+
+#[test]
+fn the_library_does_not_depend_on_the_cli() {
+    let src = workspace().join("host-crate/src");
+    let mut problems = Vec::new();
+    for file in rust_files(&src) {
+        if file.starts_with(src.join("bin")) {
+            continue;
+        }
+        let toks = tokenize(&read(&file));
+        let rel = file.strip_prefix(&src).unwrap().display();
+        let ident = |i: usize, s: &str| matches!(toks.get(i), Some((Tok::Ident(w), _)) if w == s);
+        for (i, (t, line)) in toks.iter().enumerate() {
+            let problem = match t {
+                Tok::Ident(w) if w == "clap" => Some("names clap"),
+                Tok::Ident(w) if w == "bin" && i > 0 && ident(i - 1, "mod") => {
+                    Some("declares `mod bin`")
+                }
+                Tok::Ident(w) if w == "bin" && i > 1 && ident(i - 2, "crate") => {
+                    Some("names `crate::bin`")
+                }
+                Tok::Str(s)
+                    if s.contains("bin/")
+                        && (i > 1 && ident(i - 2, "path")
+                            || i > 2
+                                && ["include", "include_str", "include_bytes"]
+                                    .iter()
+                                    .any(|m| ident(i - 3, m))) =>
+                {
+                    Some("includes a file of src/bin")
+                }
+                _ => None,
+            };
+            if let Some(problem) = problem {
+                problems.push(format!("src/{rel}:{line} {problem}"));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the library must not depend on the command line (src/bin/):\n{}\n",
+        problems.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The checkers themselves, on small inputs.
+
+#[test]
+fn the_cycle_finder_finds_circles_and_only_circles() {
+    let graph = |edges: &[(&'static str, &'static str)]| {
+        let mut g: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for &(a, b) in edges {
+            g.entry(a).or_default().insert(b);
+        }
+        g
+    };
+    let diamond = graph(&[("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")]);
+    assert!(cycles(&diamond).is_empty());
+    let circle = graph(&[("bench", "cpu"), ("cpu", "reduce"), ("reduce", "cpu")]);
+    assert_eq!(cycles(&circle), [vec!["cpu", "reduce", "cpu"]]);
+    let long = graph(&[("a", "b"), ("b", "c"), ("c", "a")]);
+    assert_eq!(cycles(&long), [vec!["a", "b", "c", "a"]]);
+}
+
+#[test]
+fn the_reference_reader_follows_use_trees_super_and_skips_comments_and_strings() {
+    let src = r#"
+//! Links in docs do not count: [`x`](crate::not_this).
+use crate::{cpu::{self, Check}, runtime::error::Error as E};
+use super::sibling::*;
+/* crate::nor_this */
+fn f() -> crate::reduce::ReduceRun::<u8> {
+    let s = "crate::not_a_path {";
+    let c = '{';
+    report::markdown(); // crate::nor_this_either
+    crate::with_elem_type!(x);
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use super::super::up;
+}
+"#;
+    let module: ModPath = vec!["bench".into(), "chart".into()];
+    let children = BTreeSet::from(["report".to_string()]);
+    let facts = read_facts(src, &module, &children);
+    let paths: Vec<String> = facts.references.iter().map(|r| display(&r.path)).collect();
+    assert_eq!(
+        paths,
+        [
+            "cpu",
+            "cpu::Check",
+            "runtime::error::Error",
+            "bench::sibling",
+            "reduce::ReduceRun",
+            "bench::chart::report::markdown",
+            "with_elem_type",
+            "bench::chart",
+            "bench::up",
+        ]
+    );
+    assert!(facts.references[6].is_macro);
+    assert_eq!(facts.references[4].line, 6);
+    assert_eq!(facts.imports["E"], ["runtime", "error", "Error"]);
+    assert_eq!(facts.imports["cpu"], ["cpu"]);
+}
+
+#[test]
+fn manifest_reader_sees_every_test_table() {
+    let manifest = "[package]\nname = \"x\"\n\n[[test]]\nname = \"gpu_a\"\npath = \"tests/gpu_a.rs\"\nharness = false # libtest-mimic\n\n[dependencies]\nharness = \"no\"\n";
+    let targets = test_targets(manifest);
+    assert_eq!(targets.len(), 1);
+    assert_eq!(targets[0]["path"], "tests/gpu_a.rs");
+    assert_eq!(targets[0]["harness"], "false");
+}
