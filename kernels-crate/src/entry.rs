@@ -13,6 +13,48 @@
 //! and `ferrocuda occupancy` walk the declarations instead of lists typed by hand.
 pub use ferrocuda_macros::kernel;
 
+/// Declares a `#[no_mangle]` device array (`__device__ T name[len]`, zero-initialised) per
+/// element type, and on the host a function returning its [`DeviceGlobal`] handle for `T`
+/// (`None` for a type without one):
+///
+/// ```ignore
+/// device_global! {
+///     /// The partials of `reduce2_static`.
+///     pub fn reduce2_static_partials<T>() -> [T; 10240] {
+///         f32 => REDUCE2_STATIC_PARTIALS_F32,
+///         f64 => REDUCE2_STATIC_PARTIALS_F64,
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! device_global {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident<T>() -> [T; $len:expr] {
+        $($t:ty => $symbol:ident),* $(,)?
+    }) => {
+        $(
+            #[cfg(target_arch = "nvptx64")]
+            #[doc = concat!("`", stringify!($name), "` for `", stringify!($t), "`.")]
+            #[unsafe(no_mangle)]
+            pub static mut $symbol: [$t; $len] = [0 as $t; $len];
+        )*
+
+        #[cfg(not(target_arch = "nvptx64"))]
+        $(#[$meta])*
+        $vis fn $name<T: 'static>() -> Option<$crate::entry::DeviceGlobal<T>> {
+            $(
+                if core::any::TypeId::of::<T>() == core::any::TypeId::of::<$t>() {
+                    return Some($crate::entry::DeviceGlobal {
+                        symbol: stringify!($symbol),
+                        len: $len,
+                        element: core::marker::PhantomData,
+                    });
+                }
+            )*
+            None
+        }
+    };
+}
+
 #[cfg(not(target_arch = "nvptx64"))]
 pub use host::*;
 

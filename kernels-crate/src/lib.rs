@@ -36,7 +36,6 @@ pub mod broken;
 #[cfg(target_arch = "nvptx64")]
 pub mod lab;
 
-#[cfg(target_arch = "nvptx64")]
 pub mod reduce;
 
 #[cfg(target_arch = "nvptx64")]

@@ -76,22 +76,3 @@ pub unsafe fn sum_kernel_block<T: Element + Vectorized + AtomicAdd>(
         }
     }
 }
-
-macro_rules! cg_vector_entries {
-    ($($name:ident: $t:ty),*) => {$(
-        /// The cooperative-groups vector-load sum (`sum_kernel_block`) with an atomic finish.
-        ///
-        /// # Launch
-        /// grid `ceil(n / (LANES * block))` (at least 1), block a power of two in 32..=1024,
-        /// dynamic shared memory `block * size_of::<T>()`; `*sum` zeroed first.
-        ///
-        /// # Safety
-        /// `x` holds `n` elements aligned to their size; `sum` one element.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(sum: *mut $t, x: *const $t, n: usize) {
-            // SAFETY: forwarded to the launcher.
-            unsafe { sum_kernel_block(sum, x, n) }
-        }
-    )*};
-}
-cg_vector_entries!(reduce_cg_vector4_i32: i32, reduce_cg_vector4_f32: f32);

@@ -17,7 +17,7 @@
 //! order; so the same input on the same device gives the same bits every run. No float atomics.
 //!
 //! Launch: block a multiple of 32 up to 1024; any grid up to the length of `partials`.
-use super::{Element, Max, Min, Op, Sum};
+use super::{Element, Op};
 use crate::device::atomic::atomic_add;
 use crate::device::sync::{syncthreads, threadfence};
 use crate::device::thread::{
@@ -190,46 +190,4 @@ pub unsafe fn fast<T, A, O, const ITEMS: usize>(
             }
         }
     }
-}
-
-macro_rules! fast_entries {
-    ($($name:ident: $op:ty, $t:ty => $a:ty;)*) => {$(
-        #[doc = concat!("Fast deterministic reduction: `", stringify!($op), "` of `", stringify!($t),
-            "` into `", stringify!($a), "`.")]
-        ///
-        /// # Launch
-        /// block a multiple of 32 up to 1024, grid at most the length of `partials`; no dynamic
-        /// shared memory. `*ticket` must be 0 (the kernel leaves it 0).
-        ///
-        /// # Safety
-        /// `x` holds `n` elements aligned to their size; `partials` at least `gridDim.x`;
-        /// `ticket` and `out` one each.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(x: *const $t, n: usize, partials: *mut $a, ticket: *mut u32, out: *mut $a) {
-            // SAFETY: forwarded to the launcher.
-            unsafe { fast::<$t, $a, $op, { crate::config::REDUCE_FAST_ITEMS }>(x, n, partials, ticket, out) }
-        }
-    )*};
-}
-
-fast_entries! {
-    reduce_fast_sum_i32: Sum, i32 => i32;
-    reduce_fast_sum_u32: Sum, u32 => u32;
-    reduce_fast_sum_i64: Sum, i64 => i64;
-    reduce_fast_sum_u64: Sum, u64 => u64;
-    reduce_fast_sum_f32: Sum, f32 => f32;
-    reduce_fast_sum_f64: Sum, f64 => f64;
-    reduce_fast_sum_i32_to_i64: Sum, i32 => i64;
-    reduce_fast_min_i32: Min, i32 => i32;
-    reduce_fast_min_u32: Min, u32 => u32;
-    reduce_fast_min_i64: Min, i64 => i64;
-    reduce_fast_min_u64: Min, u64 => u64;
-    reduce_fast_min_f32: Min, f32 => f32;
-    reduce_fast_min_f64: Min, f64 => f64;
-    reduce_fast_max_i32: Max, i32 => i32;
-    reduce_fast_max_u32: Max, u32 => u32;
-    reduce_fast_max_i64: Max, i64 => i64;
-    reduce_fast_max_u64: Max, u64 => u64;
-    reduce_fast_max_f32: Max, f32 => f32;
-    reduce_fast_max_f64: Max, f64 => f64;
 }

@@ -8,107 +8,336 @@
 //!   atomic finish, and the grid-stride two-pass version with a static device buffer.
 //! - [`cg_vector`]: the cooperative-groups sum with 16-byte loads (seed 004).
 //! - [`fast`]: one launch, 16-byte loads, a grid sized for the GPU, deterministic.
-use crate::device::warp::Shuffle;
+//!
+//! This file is the family's table of entry points: one `#[kernel]` declaration per kernel, its
+//! `# Launch` and `# Safety` contract, and a call into the algorithm. The host gets each one's
+//! typed handle from the same declaration (`reduce_interleaved::<f32>()`).
+use crate::entry::kernel;
 
+#[cfg(target_arch = "nvptx64")]
 pub mod cg_vector;
+#[cfg(target_arch = "nvptx64")]
 pub mod fast;
+#[cfg(target_arch = "nvptx64")]
+mod op;
+#[cfg(target_arch = "nvptx64")]
 pub mod textbook;
+#[cfg(target_arch = "nvptx64")]
 pub mod warp_level;
 
-/// An element type the reductions support.
-pub trait Element: Shuffle + Copy + PartialOrd {
-    /// The additive identity.
-    const ZERO: Self;
-    /// The identity of `min`: the largest value (`+inf` for floats).
-    const MIN_IDENTITY: Self;
-    /// The identity of `max`: the smallest value (`-inf` for floats).
-    const MAX_IDENTITY: Self;
-    /// `self + other`, wrapping for integers (exact modulo 2^bits).
-    fn add(self, other: Self) -> Self;
-    /// The smaller value (for floats, a NaN operand is ignored, as PTX `min` does).
-    fn min(self, other: Self) -> Self;
-    /// The larger value (for floats, a NaN operand is ignored, as PTX `max` does).
-    fn max(self, other: Self) -> Self;
+#[cfg(target_arch = "nvptx64")]
+pub use op::{Element, Max, Min, Op, Sum};
+#[cfg(target_arch = "nvptx64")]
+use {crate::device::atomic::AtomicAdd, crate::device::vector::Vectorized, fast::Widen};
+
+// ---------------------------------------------------------------------------------------------
+// "Professional CUDA C Programming", ch. 3 (seeds 002, 003): in place on a scratch copy, one
+// partial per block, the host adds the partials. Launch for all of them: block a power of two in
+// 64..=1024 (`reduce_complete_unroll`: exactly `BLOCK`), no dynamic shared memory; grid as
+// stated. Safety for all of them: `g_idata` holds `n` elements (overwritten), `g_odata` one per
+// block of the grid.
+// ---------------------------------------------------------------------------------------------
+
+/// `reduceNeighbored`: neighbored pairing (相邻配对), `tid % (2 * stride) == 0`.
+///
+/// # Launch
+/// grid `ceil(n / block)`, block a power of two in 64..=1024, no dynamic shared memory.
+///
+/// # Safety
+/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
+#[kernel(T in [i32, u32, i64, u64, f32, f64])]
+pub unsafe fn reduce_neighbored<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
+    unsafe { textbook::neighbored(g_idata, g_odata, n) }
 }
 
-macro_rules! element_int {
-    ($($t:ty),*) => {$(
-        impl Element for $t {
-            const ZERO: Self = 0;
-            const MIN_IDENTITY: Self = <$t>::MAX;
-            const MAX_IDENTITY: Self = <$t>::MIN;
-            #[inline(always)]
-            fn add(self, other: Self) -> Self { self.wrapping_add(other) }
-            #[inline(always)]
-            fn min(self, other: Self) -> Self { Ord::min(self, other) }
-            #[inline(always)]
-            fn max(self, other: Self) -> Self { Ord::max(self, other) }
-        }
-    )*};
-}
-element_int!(i32, u32, i64, u64);
-
-macro_rules! element_float {
-    ($($t:ty),*) => {$(
-        impl Element for $t {
-            const ZERO: Self = 0.0;
-            const MIN_IDENTITY: Self = <$t>::INFINITY;
-            const MAX_IDENTITY: Self = <$t>::NEG_INFINITY;
-            #[inline(always)]
-            fn add(self, other: Self) -> Self { self + other }
-            #[inline(always)]
-            fn min(self, other: Self) -> Self { <$t>::min(self, other) }
-            #[inline(always)]
-            fn max(self, other: Self) -> Self { <$t>::max(self, other) }
-        }
-    )*};
-}
-element_float!(f32, f64);
-
-/// A reduction operator: an associative combine and its identity.
-pub trait Op {
-    /// The identity element for `T`.
-    fn identity<T: Element>() -> T;
-    /// Combines two values.
-    fn combine<T: Element>(a: T, b: T) -> T;
+/// `reduceNeighboredLess`: neighbored pairing with `index = 2 * stride * tid`.
+///
+/// # Launch
+/// grid `ceil(n / block)`, block a power of two in 64..=1024, no dynamic shared memory.
+///
+/// # Safety
+/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
+#[kernel(T in [i32, u32, i64, u64, f32, f64])]
+pub unsafe fn reduce_neighbored_less<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
+    unsafe { textbook::neighbored_less(g_idata, g_odata, n) }
 }
 
-/// `+` (wrapping for integers).
-pub struct Sum;
-/// `min`.
-pub struct Min;
-/// `max`.
-pub struct Max;
+/// `reduceInterleaved`: interleaved pairing (交错配对), the stride halving from `blockDim / 2`.
+///
+/// # Launch
+/// grid `ceil(n / block)`, block a power of two in 64..=1024, no dynamic shared memory.
+///
+/// # Safety
+/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
+#[kernel(T in [i32, u32, i64, u64, f32, f64])]
+pub unsafe fn reduce_interleaved<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
+    unsafe { textbook::interleaved(g_idata, g_odata, n) }
+}
 
-impl Op for Sum {
-    #[inline(always)]
-    fn identity<T: Element>() -> T {
-        T::ZERO
+/// `reduceUnrolling2`: each thread first adds two blocks' worth (循环展开).
+///
+/// # Launch
+/// grid `ceil(n / (2 * block))`, block a power of two in 64..=1024, no dynamic shared memory.
+///
+/// # Safety
+/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
+#[kernel(T in [i32, u32, i64, u64, f32, f64])]
+pub unsafe fn reduce_unrolling2<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
+    unsafe { textbook::unrolling::<T, 2>(g_idata, g_odata, n) }
+}
+
+/// `reduceUnrolling4`: four blocks' worth per thread.
+///
+/// # Launch
+/// grid `ceil(n / (4 * block))`, block a power of two in 64..=1024, no dynamic shared memory.
+///
+/// # Safety
+/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
+#[kernel(T in [i32, u32, i64, u64, f32, f64])]
+pub unsafe fn reduce_unrolling4<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
+    unsafe { textbook::unrolling::<T, 4>(g_idata, g_odata, n) }
+}
+
+/// `reduceUnrolling8`: eight blocks' worth per thread.
+///
+/// # Launch
+/// grid `ceil(n / (8 * block))`, block a power of two in 64..=1024, no dynamic shared memory.
+///
+/// # Safety
+/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
+#[kernel(T in [i32, u32, i64, u64, f32, f64])]
+pub unsafe fn reduce_unrolling8<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
+    unsafe { textbook::unrolling::<T, 8>(g_idata, g_odata, n) }
+}
+
+/// `reduceUnrollWarps8`: unrolling 8, the last warp's steps without block barriers.
+///
+/// # Launch
+/// grid `ceil(n / (8 * block))`, block a power of two in 64..=1024, no dynamic shared memory.
+///
+/// # Safety
+/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
+#[kernel(T in [i32, u32, i64, u64, f32, f64])]
+pub unsafe fn reduce_unroll_warps8<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
+    unsafe { textbook::unroll_warps8(g_idata, g_odata, n) }
+}
+
+/// `reduceCompleteUnrollWarps8`: the tree's loop unrolled for every block size up to 1024.
+///
+/// # Launch
+/// grid `ceil(n / (8 * block))`, block a power of two in 64..=1024, no dynamic shared memory.
+///
+/// # Safety
+/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
+#[kernel(T in [i32, u32, i64, u64, f32, f64])]
+pub unsafe fn reduce_complete_unroll_warps8<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
+    unsafe { textbook::complete_unroll_warps8(g_idata, g_odata, n) }
+}
+
+/// `reduceCompleteUnroll<iBlockSize>`: the block size a compile-time constant (the book's
+/// template), one entry point per size: `reduce_complete_unroll_b512_f32`.
+///
+/// # Launch
+/// grid `ceil(n / (8 * BLOCK))`, block exactly `BLOCK`, no dynamic shared memory.
+///
+/// # Safety
+/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
+#[kernel(T in [i32, u32, i64, u64, f32, f64], BLOCK in [64, 128, 256, 512, 1024])]
+pub unsafe fn reduce_complete_unroll<T: Element, const BLOCK: u32>(
+    g_idata: *mut T,
+    g_odata: *mut T,
+    n: usize,
+) {
+    unsafe { textbook::complete_unroll::<T, BLOCK>(g_idata, g_odata, n) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 樊哲勇 ch. 10 (seed 000): a shared tree per block, finished by warp-level code.
+// ---------------------------------------------------------------------------------------------
+
+/// `reduce_syncwarp`: shared tree to 32, then `__syncwarp()` steps; one atomic add per block.
+///
+/// # Launch
+/// grid `ceil(n / block)`, block a power of two in 64..=1024, dynamic shared memory
+/// `block * size_of::<T>()`; `*d_y` zeroed before the launch.
+///
+/// # Safety
+/// `x` holds `n` elements; `d_y` one.
+#[kernel(T in [f32, f64], dynamic_shared = block * size_of::<T>())]
+pub unsafe fn reduce_syncwarp<T: Element + AtomicAdd>(x: *const T, d_y: *mut T, n: usize) {
+    unsafe { warp_level::syncwarp_atomic(x, d_y, n) }
+}
+
+/// `reduce_shfl`: shared tree to 32, then `__shfl_down_sync`; one atomic add per block.
+///
+/// # Launch
+/// grid `ceil(n / block)`, block a power of two in 64..=1024, dynamic shared memory
+/// `block * size_of::<T>()`; `*d_y` zeroed before the launch.
+///
+/// # Safety
+/// `x` holds `n` elements; `d_y` one.
+#[kernel(T in [f32, f64], dynamic_shared = block * size_of::<T>())]
+pub unsafe fn reduce_shfl<T: Element + AtomicAdd>(x: *const T, d_y: *mut T, n: usize) {
+    unsafe { warp_level::shfl_atomic(x, d_y, n) }
+}
+
+/// `reduce_cp`: as `reduce_shfl` through a cooperative-group tile (`g.shfl_down`).
+///
+/// # Launch
+/// grid `ceil(n / block)`, block a power of two in 64..=1024, dynamic shared memory
+/// `block * size_of::<T>()`; `*d_y` zeroed before the launch.
+///
+/// # Safety
+/// `x` holds `n` elements; `d_y` one.
+#[kernel(T in [f32, f64], dynamic_shared = block * size_of::<T>())]
+pub unsafe fn reduce_cg<T: Element + AtomicAdd>(x: *const T, d_y: *mut T, n: usize) {
+    unsafe { warp_level::cg_atomic(x, d_y, n) }
+}
+
+/// `reduce1parallelism`: grid-stride partial sums, one per block into `d_y`; the second pass
+/// is the same kernel launched `<<<1, 1024>>>` over the partials.
+///
+/// # Launch
+/// any grid (10240 by default), block a power of two in 64..=1024, dynamic shared memory
+/// `block * size_of::<T>()`.
+///
+/// # Safety
+/// `x` holds `n` elements; `d_y` one per block.
+#[kernel(T in [f32, f64], dynamic_shared = block * size_of::<T>())]
+pub unsafe fn reduce1_parallelism<T: Element>(x: *const T, n: usize, d_y: *mut T) {
+    unsafe { warp_level::parallelism(x, n, d_y) }
+}
+
+/// `reduce2static`: as `reduce1_parallelism`, the partials in the static device array
+/// [`reduce2_static_partials`] (`__device__ real static_y[GRID_SIZE]`): no allocation per call.
+///
+/// # Launch
+/// grid at most `REDUCE_STATIC_GRID`, block a power of two in 64..=1024, dynamic shared memory
+/// `block * size_of::<T>()`.
+///
+/// # Safety
+/// `x` holds `n` elements; the grid is at most `REDUCE_STATIC_GRID` blocks.
+#[kernel(T in [f32, f64], dynamic_shared = block * size_of::<T>())]
+pub unsafe fn reduce2_static<T: Element + warp_level::StaticPartials>(x: *const T, n: usize) {
+    unsafe { warp_level::parallelism(x, n, T::static_partials()) }
+}
+
+crate::device_global! {
+    /// The partials of [`reduce2_static`] (`static_y`), one per block.
+    pub fn reduce2_static_partials<T>() -> [T; crate::config::REDUCE_STATIC_GRID as usize] {
+        f32 => REDUCE2_STATIC_PARTIALS_F32,
+        f64 => REDUCE2_STATIC_PARTIALS_F64,
     }
-    #[inline(always)]
-    fn combine<T: Element>(a: T, b: T) -> T {
-        a.add(b)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seed 004: the cooperative-groups sum with 16-byte loads.
+// ---------------------------------------------------------------------------------------------
+
+/// The cooperative-groups vector-load sum (`sum_kernel_block`) with an atomic finish.
+///
+/// # Launch
+/// grid `ceil(n / (LANES * block))` (at least 1), block a power of two in 32..=1024, dynamic
+/// shared memory `block * size_of::<T>()`; `*sum` zeroed first.
+///
+/// # Safety
+/// `x` holds `n` elements aligned to their size; `sum` one element.
+#[kernel(T in [i32, f32], dynamic_shared = block * size_of::<T>())]
+pub unsafe fn reduce_cg_vector4<T: Element + Vectorized + AtomicAdd>(
+    sum: *mut T,
+    x: *const T,
+    n: usize,
+) {
+    unsafe { cg_vector::sum_kernel_block(sum, x, n) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The library's fast path: one launch, deterministic (see `fast`). Launch for all of them: block
+// a multiple of 32 up to 1024, grid at most the length of `partials`, no dynamic shared memory;
+// `*ticket` 0 (the kernel leaves it 0). Safety: `x` holds `n` elements aligned to their size,
+// `partials` at least `gridDim.x`, `ticket` and `out` one each.
+// ---------------------------------------------------------------------------------------------
+
+/// Fast deterministic sum (wrapping for integers).
+///
+/// # Launch
+/// block a multiple of 32 up to 1024, grid at most the length of `partials`; no dynamic shared
+/// memory. `*ticket` must be 0 (the kernel leaves it 0).
+///
+/// # Safety
+/// `x` holds `n` elements aligned to their size; `partials` at least `gridDim.x`; `ticket` and
+/// `out` one each.
+#[kernel(T in [i32, u32, i64, u64, f32, f64])]
+pub unsafe fn reduce_fast_sum<T: Element + Vectorized + Widen<T>>(
+    x: *const T,
+    n: usize,
+    partials: *mut T,
+    ticket: *mut u32,
+    out: *mut T,
+) {
+    unsafe {
+        fast::fast::<T, T, Sum, { crate::config::REDUCE_FAST_ITEMS }>(x, n, partials, ticket, out)
     }
 }
 
-impl Op for Min {
-    #[inline(always)]
-    fn identity<T: Element>() -> T {
-        T::MIN_IDENTITY
-    }
-    #[inline(always)]
-    fn combine<T: Element>(a: T, b: T) -> T {
-        a.min(b)
+/// Fast deterministic minimum (a NaN operand is ignored, as PTX `min` does).
+///
+/// # Launch
+/// As [`reduce_fast_sum`].
+///
+/// # Safety
+/// As [`reduce_fast_sum`].
+#[kernel(T in [i32, u32, i64, u64, f32, f64])]
+pub unsafe fn reduce_fast_min<T: Element + Vectorized + Widen<T>>(
+    x: *const T,
+    n: usize,
+    partials: *mut T,
+    ticket: *mut u32,
+    out: *mut T,
+) {
+    unsafe {
+        fast::fast::<T, T, Min, { crate::config::REDUCE_FAST_ITEMS }>(x, n, partials, ticket, out)
     }
 }
 
-impl Op for Max {
-    #[inline(always)]
-    fn identity<T: Element>() -> T {
-        T::MAX_IDENTITY
+/// Fast deterministic maximum (a NaN operand is ignored, as PTX `max` does).
+///
+/// # Launch
+/// As [`reduce_fast_sum`].
+///
+/// # Safety
+/// As [`reduce_fast_sum`].
+#[kernel(T in [i32, u32, i64, u64, f32, f64])]
+pub unsafe fn reduce_fast_max<T: Element + Vectorized + Widen<T>>(
+    x: *const T,
+    n: usize,
+    partials: *mut T,
+    ticket: *mut u32,
+    out: *mut T,
+) {
+    unsafe {
+        fast::fast::<T, T, Max, { crate::config::REDUCE_FAST_ITEMS }>(x, n, partials, ticket, out)
     }
-    #[inline(always)]
-    fn combine<T: Element>(a: T, b: T) -> T {
-        a.max(b)
+}
+
+/// Fast deterministic sum of `i32` in `i64`, which does not overflow below 2^63.
+///
+/// # Launch
+/// As [`reduce_fast_sum`].
+///
+/// # Safety
+/// As [`reduce_fast_sum`].
+#[kernel]
+pub unsafe fn reduce_fast_sum_i32_to_i64(
+    x: *const i32,
+    n: usize,
+    partials: *mut i64,
+    ticket: *mut u32,
+    out: *mut i64,
+) {
+    unsafe {
+        fast::fast::<i32, i64, Sum, { crate::config::REDUCE_FAST_ITEMS }>(
+            x, n, partials, ticket, out,
+        )
     }
 }

@@ -158,83 +158,23 @@ pub unsafe fn parallelism<T: Element>(x: *const T, n: usize, d_y: *mut T) {
     }
 }
 
-/// Partials of [`reduce2_static_f32`]: a `__device__` array the host finds by name
-/// (`cuModuleGetGlobal`, the notes' `cudaGetSymbolAddress`), so no allocation per call.
-#[unsafe(no_mangle)]
-pub static mut REDUCE2_STATIC_PARTIALS_F32: [f32; crate::config::REDUCE_STATIC_GRID as usize] =
-    [0.0; crate::config::REDUCE_STATIC_GRID as usize];
-
-/// Partials of [`reduce2_static_f64`].
-#[unsafe(no_mangle)]
-pub static mut REDUCE2_STATIC_PARTIALS_F64: [f64; crate::config::REDUCE_STATIC_GRID as usize] =
-    [0.0; crate::config::REDUCE_STATIC_GRID as usize];
-
-macro_rules! atomic_finish_entries {
-    (#[doc = $doc:literal] $f:ident => $($name:ident: $t:ty),*) => {$(
-        #[doc = $doc]
-        ///
-        /// # Launch
-        /// grid `ceil(n / block)`, block a power of two in 64..=1024, dynamic shared memory
-        /// `block * size_of::<T>()`; `*d_y` zeroed before the launch.
-        ///
-        /// # Safety
-        /// `x` holds `n` elements; `d_y` one.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(x: *const $t, d_y: *mut $t, n: usize) {
-            // SAFETY: forwarded to the launcher.
-            unsafe { $f(x, d_y, n) }
-        }
-    )*};
+/// An element type with a static partials array for `reduce2_static` (seed 000's
+/// `__device__ real static_y[GRID_SIZE]`, declared with the kernel in `reduce`).
+pub trait StaticPartials: Sized {
+    /// The first of `REDUCE_STATIC_GRID` elements of the array.
+    fn static_partials() -> *mut Self;
 }
 
-atomic_finish_entries! {
-    /// `reduce_syncwarp` with an atomic finish.
-    syncwarp_atomic => reduce_syncwarp_f32: f32, reduce_syncwarp_f64: f64
-}
-atomic_finish_entries! {
-    /// `reduce_shfl` with an atomic finish.
-    shfl_atomic => reduce_shfl_f32: f32, reduce_shfl_f64: f64
-}
-atomic_finish_entries! {
-    /// `reduce_cp` (cooperative-group tile) with an atomic finish.
-    cg_atomic => reduce_cg_f32: f32, reduce_cg_f64: f64
+impl StaticPartials for f32 {
+    #[inline(always)]
+    fn static_partials() -> *mut f32 {
+        (&raw mut super::REDUCE2_STATIC_PARTIALS_F32).cast()
+    }
 }
 
-macro_rules! grid_stride_entries {
-    ($($name:ident, $static_name:ident, $partials:ident: $t:ty;)*) => {$(
-        /// `reduce1parallelism`: grid-stride partial sums, one per block into `d_y`; the second
-        /// pass is the same kernel launched `<<<1, 1024>>>` over the partials.
-        ///
-        /// # Launch
-        /// any grid (10240 by default), block a power of two in 64..=1024, dynamic shared
-        /// memory `block * size_of::<T>()`.
-        ///
-        /// # Safety
-        /// `x` holds `n` elements; `d_y` one per block.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(x: *const $t, n: usize, d_y: *mut $t) {
-            // SAFETY: forwarded to the launcher.
-            unsafe { parallelism(x, n, d_y) }
-        }
-
-        /// `reduce2static`: as `reduce1_parallelism`, the partials in the static device array
-        #[doc = concat!("`", stringify!($partials), "`.")]
-        ///
-        /// # Launch
-        /// grid at most `REDUCE_STATIC_GRID`, block a power of two in 64..=1024, dynamic
-        /// shared memory `block * size_of::<T>()`.
-        ///
-        /// # Safety
-        /// `x` holds `n` elements; the grid is at most `REDUCE_STATIC_GRID` blocks.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $static_name(x: *const $t, n: usize) {
-            // SAFETY: forwarded to the launcher; the grid fits the static array.
-            unsafe { parallelism(x, n, (&raw mut $partials).cast::<$t>()) }
-        }
-    )*};
-}
-
-grid_stride_entries! {
-    reduce1_parallelism_f32, reduce2_static_f32, REDUCE2_STATIC_PARTIALS_F32: f32;
-    reduce1_parallelism_f64, reduce2_static_f64, REDUCE2_STATIC_PARTIALS_F64: f64;
+impl StaticPartials for f64 {
+    #[inline(always)]
+    fn static_partials() -> *mut f64 {
+        (&raw mut super::REDUCE2_STATIC_PARTIALS_F64).cast()
+    }
 }
