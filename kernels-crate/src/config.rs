@@ -36,6 +36,10 @@ pub const REDUCE_FAST_ITEMS: usize = 4;
 /// centre, `2R + 1` in all. Seed 001 uses `R = 3` (width 7).
 pub const STENCIL_RADII: [u32; 6] = [1, 2, 3, 4, 8, 16];
 
+/// Slots of a weighted stencil's coefficients (`stencil::Coefficients`): `2R + 1` for the
+/// largest radius.
+pub const STENCIL_MAX_TAPS: usize = 2 * STENCIL_RADII[STENCIL_RADII.len() - 1] as usize + 1;
+
 /// The radius of seed 001's stencil.
 pub const STENCIL_DEFAULT_RADIUS: u32 = 3;
 

@@ -38,7 +38,6 @@ pub mod lab;
 
 pub mod reduce;
 
-#[cfg(target_arch = "nvptx64")]
 pub mod stencil;
 
 pub mod smoke;

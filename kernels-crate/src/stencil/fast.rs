@@ -25,7 +25,7 @@
 //! (at most two) tiles at the ends are loaded element by element through the boundary rule,
 //! straight into shared memory. Every thread of a block runs the same loop iterations, so all
 //! reach every barrier.
-use super::{Element, Ones, Taps, Weights, fetch};
+use super::{Element, Taps, fetch};
 use crate::config::STENCIL_FAST_VECTORS_PER_THREAD as V;
 use crate::device::shared::dynamic_shared;
 use crate::device::sync::syncthreads;
@@ -260,66 +260,4 @@ pub unsafe fn fast<T: Element, P: Taps<T>, const R: usize>(
             _ => tiles::<T, P, R, 3>(input, out, mode, &taps, tiling),
         }
     }
-}
-
-/// Declares `stencil_1d_fast_r<R>_<type>` (the sum).
-macro_rules! fast_entries {
-    ($($r:literal => $($name:ident: $t:ty),*;)*) => {$($(
-        #[doc = concat!("The library's 1D stencil (一维模板) of radius ", stringify!($r), " on `",
-            stringify!($t), "`: seed 001's shared tile with 16-byte loads and stores, several outputs per thread, grid-stride.")]
-        ///
-        /// # Launch
-        /// any grid (the host uses the blocks resident at once, at most one per tile), block a
-        /// multiple of 32 up to 1024, dynamic shared memory
-        /// `16 * stencil_fast_tile_vectors(block, R, 16 / size_of::<T>())` bytes.
-        ///
-        /// # Safety
-        /// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`;
-        /// `boundary` is a `STENCIL_BOUNDARY_*` mode; the launch is as above.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(input: *const $t, out: *mut $t, n: usize, boundary: u32) {
-            // SAFETY: forwarded to the launcher.
-            unsafe { fast::<$t, Ones, $r>(input, out, n, boundary, Ones) }
-        }
-    )*)*};
-}
-
-fast_entries! {
-    1 => stencil_1d_fast_r1_i32: i32, stencil_1d_fast_r1_f32: f32, stencil_1d_fast_r1_f64: f64;
-    2 => stencil_1d_fast_r2_i32: i32, stencil_1d_fast_r2_f32: f32, stencil_1d_fast_r2_f64: f64;
-    3 => stencil_1d_fast_r3_i32: i32, stencil_1d_fast_r3_f32: f32, stencil_1d_fast_r3_f64: f64;
-    4 => stencil_1d_fast_r4_i32: i32, stencil_1d_fast_r4_f32: f32, stencil_1d_fast_r4_f64: f64;
-    8 => stencil_1d_fast_r8_i32: i32, stencil_1d_fast_r8_f32: f32, stencil_1d_fast_r8_f64: f64;
-    16 => stencil_1d_fast_r16_i32: i32, stencil_1d_fast_r16_f32: f32, stencil_1d_fast_r16_f64: f64;
-}
-
-/// Declares `stencil_1d_fast_weighted_r<R>_<type>`.
-macro_rules! fast_weighted_entries {
-    ($($r:literal => $($name:ident: $t:ty),*;)*) => {$($(
-        #[doc = concat!("The library's weighted 1D stencil (一维模板) of radius ", stringify!($r), " on `",
-            stringify!($t), "`: as the fast sum, with coefficients `weights[0] ..= weights[2R]` passed by value.")]
-        ///
-        /// # Launch
-        /// any grid, block a multiple of 32 up to 1024, dynamic shared memory
-        /// `16 * stencil_fast_tile_vectors(block, R, 16 / size_of::<T>())` bytes.
-        ///
-        /// # Safety
-        /// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`;
-        /// `boundary` is a `STENCIL_BOUNDARY_*` mode; the launch is as above.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(input: *const $t, out: *mut $t, n: usize, boundary: u32,
-            weights: Weights<$t, { 2 * $r + 1 }>) {
-            // SAFETY: forwarded to the launcher.
-            unsafe { fast::<$t, _, $r>(input, out, n, boundary, weights) }
-        }
-    )*)*};
-}
-
-fast_weighted_entries! {
-    1 => stencil_1d_fast_weighted_r1_f32: f32, stencil_1d_fast_weighted_r1_f64: f64;
-    2 => stencil_1d_fast_weighted_r2_f32: f32, stencil_1d_fast_weighted_r2_f64: f64;
-    3 => stencil_1d_fast_weighted_r3_f32: f32, stencil_1d_fast_weighted_r3_f64: f64;
-    4 => stencil_1d_fast_weighted_r4_f32: f32, stencil_1d_fast_weighted_r4_f64: f64;
-    8 => stencil_1d_fast_weighted_r8_f32: f32, stencil_1d_fast_weighted_r8_f64: f64;
-    16 => stencil_1d_fast_weighted_r16_f32: f32, stencil_1d_fast_weighted_r16_f64: f64;
 }

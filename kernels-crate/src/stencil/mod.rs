@@ -28,167 +28,156 @@
 //! Element types: `i32` (the notes' type; sums wrap), `f32` and `f64`. Float outputs are
 //! computed as a chain of `2R + 1` fused multiply-adds (plain adds when every coefficient is
 //! 1), leftmost tap first: the error is at most `(2R + 1) * eps / 2 * sum |c_k * x|`.
-use crate::config::{STENCIL_BOUNDARY_CLAMP, STENCIL_BOUNDARY_PERIODIC};
-use crate::device::vector::{Access16, Vector16};
+//!
+//! This file is the family's table of entry points, one `#[kernel]` declaration each; the
+//! algorithms are in [`textbook`] and [`fast`], the window they share in `window`.
+use crate::config::STENCIL_MAX_TAPS;
+use crate::entry::kernel;
 
+#[cfg(target_arch = "nvptx64")]
 pub mod fast;
+#[cfg(target_arch = "nvptx64")]
 pub mod textbook;
+#[cfg(target_arch = "nvptx64")]
+mod window;
 
-/// An element type of the stencil kernels, with its 16-byte vector.
-pub trait Element: Copy {
-    /// Zero: the value of an input outside the array in zero mode.
-    const ZERO: Self;
-    /// Where a sum starts: the exact identity of `+` (`-0.0` for floats, since `+0.0 + -0.0`
-    /// is `+0.0`), so that adding the first tap to it folds away.
-    const ADD_IDENTITY: Self;
-    /// Elements per 16-byte vector.
-    const LANES: usize;
-    /// The 16-byte vector of this type.
-    type V: Access16;
-    /// `self + other`, wrapping for integers.
-    fn add(self, other: Self) -> Self;
-    /// Lane `i` of `v`.
-    fn lane(v: Self::V, i: usize) -> Self;
-    /// The vector whose lane `i` is `f(i)`.
-    fn vector(f: impl FnMut(usize) -> Self) -> Self::V;
-}
+#[cfg(target_arch = "nvptx64")]
+pub use window::{Element, Float, Ones, Taps, fetch, point, source_index};
 
-/// An element type with a fused multiply-add, for weighted stencils.
-pub trait Float: Element {
-    /// `self * a + b` with one rounding.
-    fn mul_add(self, a: Self, b: Self) -> Self;
-}
-
-macro_rules! element {
-    ($($t:ty: $lanes:literal, $zero:literal, $identity:literal, |$a:ident, $b:ident| $add:expr;)*) => {$(
-        impl Element for $t {
-            const ZERO: Self = $zero;
-            const ADD_IDENTITY: Self = $identity;
-            const LANES: usize = $lanes;
-            type V = Vector16<$t, $lanes>;
-            #[inline(always)]
-            fn add(self, other: Self) -> Self { let ($a, $b) = (self, other); $add }
-            #[inline(always)]
-            fn lane(v: Self::V, i: usize) -> Self { v.0[i] }
-            #[inline(always)]
-            fn vector(f: impl FnMut(usize) -> Self) -> Self::V { Vector16(core::array::from_fn(f)) }
-        }
-    )*};
-}
-element! {
-    i32: 4, 0, 0, |a, b| a.wrapping_add(b);
-    f32: 4, 0.0, -0.0, |a, b| a + b;
-    f64: 2, 0.0, -0.0, |a, b| a + b;
-}
-
-impl Float for f32 {
-    #[inline(always)]
-    fn mul_add(self, a: Self, b: Self) -> Self {
-        core::intrinsics::fmaf32(self, a, b)
-    }
-}
-
-impl Float for f64 {
-    #[inline(always)]
-    fn mul_add(self, a: Self, b: Self) -> Self {
-        core::intrinsics::fmaf64(self, a, b)
-    }
-}
-
-/// The coefficients of a stencil, applied one tap at a time.
-pub trait Taps<T>: Copy {
-    /// `acc + c_k * x`: tap `k` (`0..=2R`, leftmost first) applied to input `x`.
-    fn accumulate(&self, acc: T, k: usize, x: T) -> T;
-}
-
-/// Every coefficient 1: seed 001's sum of the window.
-#[derive(Clone, Copy)]
-pub struct Ones;
-
-impl<T: Element> Taps<T> for Ones {
-    #[inline(always)]
-    fn accumulate(&self, acc: T, _k: usize, x: T) -> T {
-        acc.add(x)
-    }
-}
-
-/// Arbitrary coefficients `c_0 ..= c_2R`, leftmost first, passed to the kernel by value: a
-/// `#[repr(C)]` wrapper of `[T; 2R + 1]`, laid out as the bare array (the host passes the
-/// array's bytes), read from the parameter space.
+/// The coefficients a weighted stencil takes by value: `c_0 ..= c_2R`, leftmost first, in the
+/// first `2R + 1` slots (the rest are not read). One `#[repr(C)]` type for every radius, so
+/// that a kernel's parameter list does not depend on `R`: 132 bytes of `f32` (264 of `f64`),
+/// well inside the 4 KiB a launch may pass.
 #[repr(C)]
-#[derive(Clone, Copy)]
-pub struct Weights<T, const W: usize>(pub [T; W]);
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Coefficients<T>(pub [T; STENCIL_MAX_TAPS]);
 
-impl<T: Float, const W: usize> Taps<T> for Weights<T, W> {
-    #[inline(always)]
-    fn accumulate(&self, acc: T, k: usize, x: T) -> T {
-        x.mul_add(self.0[k], acc)
-    }
-}
+// SAFETY: `#[repr(C)]` array of a by-value primitive, the same on both sides.
+#[cfg(not(target_arch = "nvptx64"))]
+unsafe impl<T: crate::entry::ByValue> crate::entry::ByValue for Coefficients<T> {}
 
-/// The element that input index `j` (which may lie outside `0..n`) stands for under the
-/// boundary rule `mode` (`STENCIL_BOUNDARY_*`), or `None` when it reads as zero.
+/// Seed 001's 1D stencil (一维模板), every input read from global memory: the baseline the
+/// shared tile improves on.
 ///
-/// Inside `0..n` that is `j` itself. Outside: zero mode reads 0; clamp reads the nearest end;
-/// periodic wraps modulo `n` (several times when `n < R`). An empty array has no elements.
-#[inline(always)]
-pub fn source_index(j: isize, n: usize, mode: u32) -> Option<usize> {
-    // A negative `j` wraps to a huge `usize`, so one compare tests both ends.
-    if (j as usize) < n {
-        return Some(j as usize);
-    }
-    if n == 0 {
-        return None;
-    }
-    match mode {
-        STENCIL_BOUNDARY_CLAMP => Some(if j < 0 { 0 } else { n - 1 }),
-        STENCIL_BOUNDARY_PERIODIC => {
-            // The kernels ask for indices less than `R + 2 * LANES` outside the array, so this
-            // takes one step unless `n` is tiny; a 64-bit remainder would cost far more
-            // registers.
-            let (mut j, n) = (j, n as isize);
-            while j < 0 {
-                j += n;
-            }
-            while j >= n {
-                j -= n;
-            }
-            Some(j as usize)
-        }
-        _ => None,
-    }
-}
-
-/// Input `j` of `x` under the boundary rule `mode`.
+/// # Launch
+/// grid `ceil(n / block)`, any block size, no dynamic shared memory.
 ///
 /// # Safety
-/// `x` must point to `n` readable elements.
-#[inline(always)]
-pub unsafe fn fetch<T: Element>(x: *const T, n: usize, j: isize, mode: u32) -> T {
-    match source_index(j, n, mode) {
-        // SAFETY: `source_index` returns an index below `n`.
-        Some(i) => unsafe { *x.add(i) },
-        None => T::ZERO,
-    }
-}
-
-/// Output `i` computed straight from global memory: `2R + 1` reads through the boundary rule.
-///
-/// # Safety
-/// `x` must point to `n` readable elements.
-#[inline(always)]
-pub unsafe fn point<T: Element, P: Taps<T>, const R: usize>(
-    x: *const T,
+/// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`; `boundary` is
+/// a `STENCIL_BOUNDARY_*` mode.
+#[kernel(T in [i32, f32, f64], R in [1, 2, 3, 4, 8, 16])]
+pub unsafe fn stencil_1d_naive<T: Element, const R: usize>(
+    input: *const T,
+    out: *mut T,
     n: usize,
-    i: usize,
-    mode: u32,
-    taps: &P,
-) -> T {
-    let mut acc = T::ADD_IDENTITY;
-    for k in 0..2 * R + 1 {
-        // SAFETY: forwarded to the caller.
-        let v = unsafe { fetch(x, n, i as isize + k as isize - R as isize, mode) };
-        acc = taps.accumulate(acc, k, v);
-    }
-    acc
+    boundary: u32,
+) {
+    unsafe { textbook::naive::<T, R>(input, out, n, boundary) }
+}
+
+/// Seed 001's shared-memory 1D stencil: the `blockDim + 2R` tile with halos,
+/// `__syncthreads()`, the sum of the window.
+///
+/// # Launch
+/// grid `ceil(n / block)`, block at least `R`, dynamic shared memory
+/// `(block + 2R) * size_of::<T>()` bytes.
+///
+/// # Safety
+/// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`; `boundary` is
+/// a `STENCIL_BOUNDARY_*` mode; the launch is as above.
+#[kernel(
+    T in [i32, f32, f64],
+    R in [1, 2, 3, 4, 8, 16],
+    dynamic_shared = crate::config::stencil_shared_tile_len(block as u32, R as u32) as usize
+        * size_of::<T>()
+)]
+pub unsafe fn stencil_1d_shared<T: Element, const R: usize>(
+    input: *const T,
+    out: *mut T,
+    n: usize,
+    boundary: u32,
+) {
+    unsafe { textbook::shared_tile::<T, Ones, R>(input, out, n, boundary, Ones) }
+}
+
+/// Seed 001's shared-memory 1D stencil with arbitrary coefficients `weights.0[0 ..= 2R]`
+/// (leftmost first), passed by value.
+///
+/// # Launch
+/// grid `ceil(n / block)`, block at least `R`, dynamic shared memory
+/// `(block + 2R) * size_of::<T>()` bytes.
+///
+/// # Safety
+/// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`; `boundary` is
+/// a `STENCIL_BOUNDARY_*` mode; the launch is as above.
+#[kernel(
+    T in [f32, f64],
+    R in [1, 2, 3, 4, 8, 16],
+    dynamic_shared = crate::config::stencil_shared_tile_len(block as u32, R as u32) as usize
+        * size_of::<T>()
+)]
+pub unsafe fn stencil_1d_weighted<T: Float, const R: usize>(
+    input: *const T,
+    out: *mut T,
+    n: usize,
+    boundary: u32,
+    weights: Coefficients<T>,
+) {
+    unsafe { textbook::shared_tile::<T, _, R>(input, out, n, boundary, weights) }
+}
+
+/// The library's 1D stencil: seed 001's shared tile with 16-byte loads and stores, several
+/// outputs per thread, grid-stride.
+///
+/// # Launch
+/// any grid (the host uses the blocks resident at once, at most one per tile), block a
+/// multiple of 32 up to 1024, dynamic shared memory
+/// `16 * stencil_fast_tile_vectors(block, R, 16 / size_of::<T>())` bytes.
+///
+/// # Safety
+/// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`; `boundary` is
+/// a `STENCIL_BOUNDARY_*` mode; the launch is as above.
+#[kernel(
+    T in [i32, f32, f64],
+    R in [1, 2, 3, 4, 8, 16],
+    dynamic_shared = 16 * crate::config::stencil_fast_tile_vectors(
+        block as u32,
+        R as u32,
+        (16 / size_of::<T>()) as u32
+    ) as usize
+)]
+pub unsafe fn stencil_1d_fast<T: Element, const R: usize>(
+    input: *const T,
+    out: *mut T,
+    n: usize,
+    boundary: u32,
+) {
+    unsafe { fast::fast::<T, Ones, R>(input, out, n, boundary, Ones) }
+}
+
+/// The library's weighted 1D stencil: as [`stencil_1d_fast`], with coefficients
+/// `weights.0[0 ..= 2R]` passed by value.
+///
+/// # Launch
+/// As [`stencil_1d_fast`].
+///
+/// # Safety
+/// As [`stencil_1d_fast`].
+#[kernel(
+    T in [f32, f64],
+    R in [1, 2, 3, 4, 8, 16],
+    dynamic_shared = 16 * crate::config::stencil_fast_tile_vectors(
+        block as u32,
+        R as u32,
+        (16 / size_of::<T>()) as u32
+    ) as usize
+)]
+pub unsafe fn stencil_1d_fast_weighted<T: Float, const R: usize>(
+    input: *const T,
+    out: *mut T,
+    n: usize,
+    boundary: u32,
+    weights: Coefficients<T>,
+) {
+    unsafe { fast::fast::<T, _, R>(input, out, n, boundary, weights) }
 }

@@ -5,7 +5,7 @@
 //! `stencil_1d_weighted_*` need `block >= R` (the threads below `R` load the halos) and
 //! `(block + 2R) * size_of::<T>()` bytes of dynamic shared memory
 //! ([`stencil_shared_tile_len`](crate::config::stencil_shared_tile_len)).
-use super::{Element, Ones, Taps, Weights, fetch, point};
+use super::{Element, Ones, Taps, fetch, point};
 use crate::device::shared::dynamic_shared;
 use crate::device::sync::syncthreads;
 use crate::device::thread::{block_dim_x, block_idx_x, index_1d, thread_idx_x};
@@ -64,94 +64,4 @@ pub unsafe fn shared_tile<T: Element, P: Taps<T>, const R: usize>(
             *out.add(gindex) = result;
         }
     }
-}
-
-/// Declares `stencil_1d_naive_r<R>_<type>`.
-macro_rules! naive_entries {
-    ($($r:literal => $($name:ident: $t:ty),*;)*) => {$($(
-        #[doc = concat!("Seed 001's 1D stencil (一维模板) of radius ", stringify!($r), " on `",
-            stringify!($t), "`, every input read from global memory: the baseline the shared tile improves on.")]
-        ///
-        /// # Launch
-        /// grid `ceil(n / block)`, any block size, no dynamic shared memory.
-        ///
-        /// # Safety
-        /// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`;
-        /// `boundary` is a `STENCIL_BOUNDARY_*` mode.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(input: *const $t, out: *mut $t, n: usize, boundary: u32) {
-            // SAFETY: forwarded to the launcher.
-            unsafe { naive::<$t, $r>(input, out, n, boundary) }
-        }
-    )*)*};
-}
-
-naive_entries! {
-    1 => stencil_1d_naive_r1_i32: i32, stencil_1d_naive_r1_f32: f32, stencil_1d_naive_r1_f64: f64;
-    2 => stencil_1d_naive_r2_i32: i32, stencil_1d_naive_r2_f32: f32, stencil_1d_naive_r2_f64: f64;
-    3 => stencil_1d_naive_r3_i32: i32, stencil_1d_naive_r3_f32: f32, stencil_1d_naive_r3_f64: f64;
-    4 => stencil_1d_naive_r4_i32: i32, stencil_1d_naive_r4_f32: f32, stencil_1d_naive_r4_f64: f64;
-    8 => stencil_1d_naive_r8_i32: i32, stencil_1d_naive_r8_f32: f32, stencil_1d_naive_r8_f64: f64;
-    16 => stencil_1d_naive_r16_i32: i32, stencil_1d_naive_r16_f32: f32, stencil_1d_naive_r16_f64: f64;
-}
-
-/// Declares `stencil_1d_shared_r<R>_<type>`.
-macro_rules! shared_entries {
-    ($($r:literal => $($name:ident: $t:ty),*;)*) => {$($(
-        #[doc = concat!("Seed 001's shared-memory 1D stencil (一维模板) of radius ", stringify!($r),
-            " on `", stringify!($t), "`: the `blockDim + 2R` tile with halos, `__syncthreads()`, the sum of the window.")]
-        ///
-        /// # Launch
-        /// grid `ceil(n / block)`, block at least `R`, dynamic shared memory
-        /// `(block + 2R) * size_of::<T>()` bytes.
-        ///
-        /// # Safety
-        /// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`;
-        /// `boundary` is a `STENCIL_BOUNDARY_*` mode; the launch is as above.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(input: *const $t, out: *mut $t, n: usize, boundary: u32) {
-            // SAFETY: forwarded to the launcher.
-            unsafe { shared_tile::<$t, Ones, $r>(input, out, n, boundary, Ones) }
-        }
-    )*)*};
-}
-
-shared_entries! {
-    1 => stencil_1d_shared_r1_i32: i32, stencil_1d_shared_r1_f32: f32, stencil_1d_shared_r1_f64: f64;
-    2 => stencil_1d_shared_r2_i32: i32, stencil_1d_shared_r2_f32: f32, stencil_1d_shared_r2_f64: f64;
-    3 => stencil_1d_shared_r3_i32: i32, stencil_1d_shared_r3_f32: f32, stencil_1d_shared_r3_f64: f64;
-    4 => stencil_1d_shared_r4_i32: i32, stencil_1d_shared_r4_f32: f32, stencil_1d_shared_r4_f64: f64;
-    8 => stencil_1d_shared_r8_i32: i32, stencil_1d_shared_r8_f32: f32, stencil_1d_shared_r8_f64: f64;
-    16 => stencil_1d_shared_r16_i32: i32, stencil_1d_shared_r16_f32: f32, stencil_1d_shared_r16_f64: f64;
-}
-
-/// Declares `stencil_1d_weighted_r<R>_<type>`.
-macro_rules! weighted_entries {
-    ($($r:literal => $($name:ident: $t:ty),*;)*) => {$($(
-        #[doc = concat!("Seed 001's shared-memory 1D stencil (一维模板) of radius ", stringify!($r),
-            " on `", stringify!($t), "` with arbitrary coefficients `weights[0] ..= weights[2R]` (leftmost first), passed by value.")]
-        ///
-        /// # Launch
-        /// grid `ceil(n / block)`, block at least `R`, dynamic shared memory
-        /// `(block + 2R) * size_of::<T>()` bytes.
-        ///
-        /// # Safety
-        /// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`;
-        /// `boundary` is a `STENCIL_BOUNDARY_*` mode; the launch is as above.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(input: *const $t, out: *mut $t, n: usize, boundary: u32,
-            weights: Weights<$t, { 2 * $r + 1 }>) {
-            // SAFETY: forwarded to the launcher.
-            unsafe { shared_tile::<$t, _, $r>(input, out, n, boundary, weights) }
-        }
-    )*)*};
-}
-
-weighted_entries! {
-    1 => stencil_1d_weighted_r1_f32: f32, stencil_1d_weighted_r1_f64: f64;
-    2 => stencil_1d_weighted_r2_f32: f32, stencil_1d_weighted_r2_f64: f64;
-    3 => stencil_1d_weighted_r3_f32: f32, stencil_1d_weighted_r3_f64: f64;
-    4 => stencil_1d_weighted_r4_f32: f32, stencil_1d_weighted_r4_f64: f64;
-    8 => stencil_1d_weighted_r8_f32: f32, stencil_1d_weighted_r8_f64: f64;
-    16 => stencil_1d_weighted_r16_f32: f32, stencil_1d_weighted_r16_f64: f64;
 }
