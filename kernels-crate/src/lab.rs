@@ -1,12 +1,16 @@
 //! The warp and execution-model lab (seeds 000, 003, 004): the notes' warp-function program and
 //! the `simpleDivergence` kernels of "Professional CUDA C".
+use crate::entry::kernel;
+#[cfg(target_arch = "nvptx64")]
 use crate::device::thread::{index_1d, thread_idx_x};
+#[cfg(target_arch = "nvptx64")]
 use crate::device::warp::{self, WARP_SIZE};
 
 /// Words each lane of [`warp_functions_demo`] writes.
 pub const DEMO_WORDS: usize = crate::config::WARP_DEMO_WORDS;
 
 /// Written for a vote a lane does not take part in.
+#[cfg(target_arch = "nvptx64")]
 const NOT_IN_MASK: u32 = u32::MAX;
 
 /// The notes' `warp.cu` (`<<<1, 16>>>`, width `w = 8`), with masks that name only lanes that
@@ -24,8 +28,8 @@ const NOT_IN_MASK: u32 = u32::MAX;
 ///
 /// # Safety
 /// `out` holds `12 * B` words.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn warp_functions_demo(
+#[kernel]
+pub unsafe fn warp_functions_demo(
     out: *mut u32,
     width: u32,
     src_lane: u32,
@@ -72,6 +76,7 @@ pub unsafe extern "ptx-kernel" fn warp_functions_demo(
 /// The two sides of every divergence kernel: `work` steps of a recurrence that LLVM cannot
 /// turn into a select (with the book's one-assignment bodies the branch disappears into
 /// predication and there is no divergence left to see).
+#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 fn side(seed: f32, work: u32) -> f32 {
     let mut v = seed;
@@ -82,6 +87,7 @@ fn side(seed: f32, work: u32) -> f32 {
 }
 
 /// Writes `ia + ib` to `c[tid]`, as the book does.
+#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn store(c: *mut f32, n: usize, tid: usize, ia: f32, ib: f32) {
     if tid < n {
@@ -98,8 +104,8 @@ unsafe fn store(c: *mut f32, n: usize, tid: usize, ia: f32, ib: f32) {
 ///
 /// # Safety
 /// `c` holds `n` elements.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn math_kernel1(c: *mut f32, n: usize, work: u32) {
+#[kernel]
+pub unsafe fn math_kernel1(c: *mut f32, n: usize, work: u32) {
     let tid = index_1d();
     let (mut ia, mut ib) = (0.0, 0.0);
     if tid % 2 == 0 {
@@ -119,8 +125,8 @@ pub unsafe extern "ptx-kernel" fn math_kernel1(c: *mut f32, n: usize, work: u32)
 ///
 /// # Safety
 /// `c` holds `n` elements.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn math_kernel2(c: *mut f32, n: usize, work: u32) {
+#[kernel]
+pub unsafe fn math_kernel2(c: *mut f32, n: usize, work: u32) {
     let tid = index_1d();
     let (mut ia, mut ib) = (0.0, 0.0);
     if (tid / WARP_SIZE as usize) % 2 == 0 {
@@ -140,8 +146,8 @@ pub unsafe extern "ptx-kernel" fn math_kernel2(c: *mut f32, n: usize, work: u32)
 ///
 /// # Safety
 /// `c` holds `n` elements.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn math_kernel3(c: *mut f32, n: usize, work: u32) {
+#[kernel]
+pub unsafe fn math_kernel3(c: *mut f32, n: usize, work: u32) {
     let tid = index_1d();
     let (mut ia, mut ib) = (0.0, 0.0);
     let ipred = tid % 2 == 0;
@@ -164,8 +170,8 @@ pub unsafe extern "ptx-kernel" fn math_kernel3(c: *mut f32, n: usize, work: u32)
 ///
 /// # Safety
 /// `c` holds `n` elements.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn math_kernel4(c: *mut f32, n: usize, work: u32) {
+#[kernel]
+pub unsafe fn math_kernel4(c: *mut f32, n: usize, work: u32) {
     let tid = index_1d();
     let itid = tid >> 5;
     let (mut ia, mut ib) = (0.0, 0.0);

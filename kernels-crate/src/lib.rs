@@ -30,10 +30,8 @@ extern crate self as ferrocuda_kernels;
 #[cfg(target_arch = "nvptx64")]
 pub mod device;
 
-#[cfg(target_arch = "nvptx64")]
 pub mod broken;
 
-#[cfg(target_arch = "nvptx64")]
 pub mod lab;
 
 pub mod reduce;
@@ -44,8 +42,7 @@ pub mod smoke;
 
 pub mod timing;
 
-#[cfg(target_arch = "nvptx64")]
-mod selftest;
+pub mod selftest;
 
 #[cfg(target_arch = "nvptx64")]
 #[panic_handler]

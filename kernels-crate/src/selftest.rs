@@ -1,22 +1,35 @@
 //! Kernels that exercise each device-layer primitive on its own, so that the GPU test suite can
 //! compare it with the CPU model (the warp emulator in `ferrocuda::cpu`). They are not part of
 //! the library's algorithms; their names all start with `selftest_`.
+use crate::entry::kernel;
+#[cfg(target_arch = "nvptx64")]
 use crate::device::atomic::{AtomicAdd, AtomicOrd, atomic_add, atomic_cas, atomic_max, atomic_min};
+#[cfg(target_arch = "nvptx64")]
 use crate::device::cg::{this_thread_block, tiled_partition};
+#[cfg(target_arch = "nvptx64")]
 use crate::device::shared::dynamic_shared;
+#[cfg(target_arch = "nvptx64")]
 use crate::device::sync::{self, syncthreads, syncthreads_and, syncthreads_count, syncthreads_or};
+#[cfg(target_arch = "nvptx64")]
 use crate::device::thread::*;
+#[cfg(target_arch = "nvptx64")]
 use crate::device::vector::{Vector16, load_16, store_16};
+#[cfg(target_arch = "nvptx64")]
 use crate::device::warp::{self, Shuffle};
+#[cfg(target_arch = "nvptx64")]
 use crate::shared_array;
 
 /// Shuffle modes, numbered as `ferrocuda::cpu::warp::ShflMode`.
+#[cfg(target_arch = "nvptx64")]
 const MODE_IDX: u32 = 0;
+#[cfg(target_arch = "nvptx64")]
 const MODE_UP: u32 = 1;
+#[cfg(target_arch = "nvptx64")]
 const MODE_DOWN: u32 = 2;
 
 /// One shuffle per lane named in `mask`: `out[t] = shfl_*(mask, input[t], b, width)`.
 /// Lanes outside `mask` write nothing.
+#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn shuffle_once<T: Shuffle>(
     mode: u32,
@@ -44,29 +57,29 @@ unsafe fn shuffle_once<T: Shuffle>(
     }
 }
 
-macro_rules! selftest_shfl {
-    ($($name:ident: $t:ty),*) => {$(
-        /// `<<<1, warp lanes>>>`: one shuffle of `mode` (0 idx, 1 up, 2 down, 3 xor).
-        ///
-        /// # Safety
-        /// `input` and `out` hold `blockDim.x <= 32` elements; `mask` names existing lanes.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(mode: u32, input: *const $t, out: *mut $t, mask: u32, b: u32, width: u32) {
-            // SAFETY: forwarded to the launcher.
-            unsafe { shuffle_once(mode, input, out, mask, b, width) }
-        }
-    )*};
+/// `<<<1, warp lanes>>>`: one shuffle of `mode` (0 idx, 1 up, 2 down, 3 xor).
+///
+/// # Safety
+/// `input` and `out` hold `blockDim.x <= 32` elements; `mask` names existing lanes.
+#[kernel(T in [u32, i32, f32, u64, i64, f64])]
+pub unsafe fn selftest_shfl<T: Shuffle>(
+    mode: u32,
+    input: *const T,
+    out: *mut T,
+    mask: u32,
+    b: u32,
+    width: u32,
+) {
+    unsafe { shuffle_once(mode, input, out, mask, b, width) }
 }
-selftest_shfl!(selftest_shfl_u32: u32, selftest_shfl_i32: i32, selftest_shfl_f32: f32,
-    selftest_shfl_u64: u64, selftest_shfl_i64: i64, selftest_shfl_f64: f64);
 
 /// `<<<1, warp lanes>>>`: `out[4t..4t+4] = [ballot, any, all, lane_id]` of `pred[t] != 0` over
 /// `mask`. Lanes outside `mask` write nothing.
 ///
 /// # Safety
 /// `pred` holds `blockDim.x <= 32` elements, `out` four times that; `mask` names existing lanes.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn selftest_vote(pred: *const u32, mask: u32, out: *mut u32) {
+#[kernel]
+pub unsafe fn selftest_vote(pred: *const u32, mask: u32, out: *mut u32) {
     let t = thread_idx_x() as usize;
     let lane = warp::lane_id();
     if mask & (1 << lane) == 0 {
@@ -82,6 +95,7 @@ pub unsafe extern "ptx-kernel" fn selftest_vote(pred: *const u32, mask: u32, out
     }
 }
 
+#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn accumulate<T: AtomicAdd>(values: *const T, n: usize, acc: *mut T) {
     for i in grid_stride_1d(n) {
@@ -90,6 +104,7 @@ unsafe fn accumulate<T: AtomicAdd>(values: *const T, n: usize, acc: *mut T) {
     }
 }
 
+#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn min_max<T: AtomicOrd>(values: *const T, n: usize, out: *mut T) {
     for i in grid_stride_1d(n) {
@@ -101,48 +116,33 @@ unsafe fn min_max<T: AtomicOrd>(values: *const T, n: usize, out: *mut T) {
     }
 }
 
-macro_rules! selftest_atomic_add {
-    ($($name:ident: $t:ty),*) => {$(
-        /// Any grid: every thread adds its grid-stride share of `values` into `*acc` with
-        /// `atomic_add` (all threads hit one address: maximal contention).
-        ///
-        /// # Safety
-        /// `values` holds `n` elements; `acc` one, initialised by the host.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(values: *const $t, n: usize, acc: *mut $t) {
-            // SAFETY: forwarded to the launcher.
-            unsafe { accumulate(values, n, acc) }
-        }
-    )*};
+/// Any grid: every thread adds its grid-stride share of `values` into `*acc` with
+/// `atomic_add` (all threads hit one address: maximal contention).
+///
+/// # Safety
+/// `values` holds `n` elements; `acc` one, initialised by the host.
+#[kernel(T in [i32, u32, i64, u64, f32, f64])]
+pub unsafe fn selftest_atomic_add<T: AtomicAdd>(values: *const T, n: usize, acc: *mut T) {
+    unsafe { accumulate(values, n, acc) }
 }
-selftest_atomic_add!(selftest_atomic_add_i32: i32, selftest_atomic_add_u32: u32,
-    selftest_atomic_add_i64: i64, selftest_atomic_add_u64: u64, selftest_atomic_add_f32: f32,
-    selftest_atomic_add_f64: f64);
 
-macro_rules! selftest_atomic_min_max {
-    ($($name:ident: $t:ty),*) => {$(
-        /// Any grid: `out[0] = min(out[0], values..)`, `out[1] = max(out[1], values..)` with
-        /// `atomic_min` / `atomic_max`.
-        ///
-        /// # Safety
-        /// `values` holds `n` elements; `out` two, initialised by the host.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(values: *const $t, n: usize, out: *mut $t) {
-            // SAFETY: forwarded to the launcher.
-            unsafe { min_max(values, n, out) }
-        }
-    )*};
+/// Any grid: `out[0] = min(out[0], values..)`, `out[1] = max(out[1], values..)` with
+/// `atomic_min` / `atomic_max`.
+///
+/// # Safety
+/// `values` holds `n` elements; `out` two, initialised by the host.
+#[kernel(T in [i32, u32, i64, u64])]
+pub unsafe fn selftest_atomic_min_max<T: AtomicOrd>(values: *const T, n: usize, out: *mut T) {
+    unsafe { min_max(values, n, out) }
 }
-selftest_atomic_min_max!(selftest_atomic_min_max_i32: i32, selftest_atomic_min_max_u32: u32,
-    selftest_atomic_min_max_i64: i64, selftest_atomic_min_max_u64: u64);
 
 /// Any grid: every thread increments `*counter` once with an `atomic_cas` retry loop, so the
 /// final value is the number of threads launched.
 ///
 /// # Safety
 /// `counter` is one `u64`, initialised by the host.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn selftest_atomic_cas_counter(counter: *mut u64) {
+#[kernel]
+pub unsafe fn selftest_atomic_cas_counter(counter: *mut u64) {
     // SAFETY: `counter` is only touched atomically.
     unsafe {
         let mut seen = atomic_add(counter, 0);
@@ -156,7 +156,9 @@ pub unsafe extern "ptx-kernel" fn selftest_atomic_cas_counter(counter: *mut u64)
     }
 }
 
+#[cfg(target_arch = "nvptx64")]
 const SHARED_STATIC_BLOCK: usize = crate::config::SELFTEST_SHARED_BLOCK as usize;
+#[cfg(target_arch = "nvptx64")]
 shared_array!(
     /// The tile of `selftest_shared_static`: one slot per thread.
     fn selftest_reverse_tile() -> [u32; SHARED_STATIC_BLOCK]
@@ -164,6 +166,7 @@ shared_array!(
 
 /// Reverses each block-sized chunk of `input` into `out` through shared memory. Threads past
 /// `n` still reach the barrier (no early return before `syncthreads`).
+#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn reverse_chunks(tile: *mut u32, input: *const u32, out: *mut u32, n: usize) {
     let t = thread_idx_x() as usize;
@@ -186,8 +189,8 @@ unsafe fn reverse_chunks(tile: *mut u32, input: *const u32, out: *mut u32, n: us
 ///
 /// # Safety
 /// `input` and `out` hold `n` elements; the block size must be `SELFTEST_SHARED_BLOCK`.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn selftest_shared_static(
+#[kernel]
+pub unsafe fn selftest_shared_static(
     input: *const u32,
     out: *mut u32,
     n: usize,
@@ -200,8 +203,8 @@ pub unsafe extern "ptx-kernel" fn selftest_shared_static(
 ///
 /// # Safety
 /// `input` and `out` hold `n` elements; dynamic shared memory holds `blockDim.x` `u32`.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn selftest_shared_dynamic(
+#[kernel(dynamic_shared = block * size_of::<u32>())]
+pub unsafe fn selftest_shared_dynamic(
     input: *const u32,
     out: *mut u32,
     n: usize,
@@ -215,8 +218,8 @@ pub unsafe extern "ptx-kernel" fn selftest_shared_dynamic(
 ///
 /// # Safety
 /// `pred` holds `gridDim.x * blockDim.x` elements, `out` `3 * gridDim.x`.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn selftest_sync_predicates(pred: *const u32, out: *mut u32) {
+#[kernel]
+pub unsafe fn selftest_sync_predicates(pred: *const u32, out: *mut u32) {
     // SAFETY: bounds as documented; every thread reaches the three barriers.
     unsafe {
         let p = *pred.add(index_1d()) != 0;
@@ -234,6 +237,7 @@ pub unsafe extern "ptx-kernel" fn selftest_sync_predicates(pred: *const u32, out
 
 /// Per thread, ten words: rank, size, meta-group rank, `shfl(v, 0)`, `shfl_down(v, 1)`,
 /// `shfl_up(v, 1)`, `shfl_xor(v, 1)`, `ballot(v odd)`, `any(v % 3 == 0)`, `all(v != 0)`.
+#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn tile_report<const N: u32>(input: *const u32, out: *mut u32) {
     let block = this_thread_block();
@@ -262,29 +266,22 @@ unsafe fn tile_report<const N: u32>(input: *const u32, out: *mut u32) {
     }
 }
 
-macro_rules! selftest_tile {
-    ($($name:ident: $n:literal),*) => {$(
-        /// `<<<1, B>>>`: the `TiledPartition` API for this tile size (see `tile_report`).
-        ///
-        /// # Safety
-        /// `input` holds `B` elements, `out` `10 * B`.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(input: *const u32, out: *mut u32) {
-            // SAFETY: forwarded to the launcher.
-            unsafe { tile_report::<$n>(input, out) }
-        }
-    )*};
+/// `<<<1, B>>>`: the `TiledPartition` API for tiles of `N` threads (see `tile_report`).
+///
+/// # Safety
+/// `input` holds `B` elements, `out` `10 * B`.
+#[kernel(N in [1, 2, 4, 8, 16, 32])]
+pub unsafe fn selftest_tile<const N: u32>(input: *const u32, out: *mut u32) {
+    unsafe { tile_report::<N>(input, out) }
 }
-selftest_tile!(selftest_tile_1: 1, selftest_tile_2: 2, selftest_tile_4: 4, selftest_tile_8: 8,
-    selftest_tile_16: 16, selftest_tile_32: 32);
 
 /// Any 3D grid and block: thread `g` (linear over the whole grid, x fastest) writes twelve words:
 /// threadIdx, blockIdx, blockDim, gridDim (x, y, z each).
 ///
 /// # Safety
 /// `out` holds `12 *` (threads in the grid) elements.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn selftest_indices_3d(out: *mut u32) {
+#[kernel]
+pub unsafe fn selftest_indices_3d(out: *mut u32) {
     let block = this_thread_block();
     let b = block.group_index();
     let block_linear = (b.z * grid_dim_y() + b.y) * grid_dim_x() + b.x;
@@ -314,8 +311,8 @@ pub unsafe extern "ptx-kernel" fn selftest_indices_3d(out: *mut u32) {
 ///
 /// # Safety
 /// `input` and `out` hold `n` elements.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn selftest_grid_stride_copy(
+#[kernel]
+pub unsafe fn selftest_grid_stride_copy(
     input: *const u32,
     out: *mut u32,
     n: usize,
@@ -330,12 +327,12 @@ pub unsafe extern "ptx-kernel" fn selftest_grid_stride_copy(
 ///
 /// # Safety
 /// `input` and `out` are 16-byte aligned and hold `4 * n_vectors` `f32`.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn selftest_vector_copy_f32(
-    input: *const Vector16<f32, 4>,
-    out: *mut Vector16<f32, 4>,
-    n_vectors: usize,
-) {
+#[kernel]
+pub unsafe fn selftest_vector_copy_f32(input: *const f32, out: *mut f32, n_vectors: usize) {
+    let (input, out) = (
+        input.cast::<Vector16<f32, 4>>(),
+        out.cast::<Vector16<f32, 4>>(),
+    );
     for i in grid_stride_1d(n_vectors) {
         // SAFETY: `i < n_vectors`, alignment by the caller.
         unsafe { store_16(out.add(i), load_16(input.add(i))) };
@@ -349,8 +346,8 @@ pub unsafe extern "ptx-kernel" fn selftest_vector_copy_f32(
 ///
 /// # Safety
 /// `input` holds `n` elements, `partials` `gridDim.x`, `counter` one (zeroed by the host).
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn selftest_last_block_sum(
+#[kernel(dynamic_shared = (block + 1) * size_of::<u32>())]
+pub unsafe fn selftest_last_block_sum(
     input: *const u32,
     n: usize,
     partials: *mut u32,
@@ -399,6 +396,7 @@ pub unsafe extern "ptx-kernel" fn selftest_last_block_sum(
 
 /// Sums one value per thread over a power-of-two block through shared memory `s` (`block`
 /// slots); the result is valid in thread 0. Ends with a barrier so `s` can be reused.
+#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn block_tree_sum(s: *mut u32, v: u32, t: u32, block: u32) -> u32 {
     // SAFETY: `s` holds `block` slots; every thread calls this.
