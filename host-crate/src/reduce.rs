@@ -263,40 +263,40 @@ enum Entries<T, A> {
 
 impl<T: Element, A: Element> Entries<T, A> {
     fn of(variant: ReduceVariant, op: ReduceOp, block: u32) -> Option<Self> {
-        use ferrocuda_kernels::reduce::{cg_vector, fast, textbook as t, warp_level as w};
+        use ferrocuda_kernels::reduce as k;
         if op != ReduceOp::Sum && variant != V::Fast {
             return None;
         }
         let in_place = |e: Option<Entry<(*mut T, *mut T, usize)>>| Some(Self::InPlace(e?.retype()?));
         match variant {
-            V::Neighbored => in_place(t::reduce_neighbored::<T>()),
-            V::NeighboredLess => in_place(t::reduce_neighbored_less::<T>()),
-            V::Interleaved => in_place(t::reduce_interleaved::<T>()),
-            V::Unrolling2 => in_place(t::reduce_unrolling2::<T>()),
-            V::Unrolling4 => in_place(t::reduce_unrolling4::<T>()),
-            V::Unrolling8 => in_place(t::reduce_unrolling8::<T>()),
-            V::UnrollWarps8 => in_place(t::reduce_unroll_warps8::<T>()),
-            V::CompleteUnrollWarps8 => in_place(t::reduce_complete_unroll_warps8::<T>()),
-            V::CompleteUnroll => in_place(t::reduce_complete_unroll::<T>(block)),
-            V::Syncwarp => Some(Self::AtomicFinish(w::reduce_syncwarp::<T>()?.retype()?)),
-            V::Shfl => Some(Self::AtomicFinish(w::reduce_shfl::<T>()?.retype()?)),
-            V::Cg => Some(Self::AtomicFinish(w::reduce_cg::<T>()?.retype()?)),
-            V::CgVector4 => Some(Self::CgVector(cg_vector::reduce_cg_vector4::<T>()?.retype()?)),
+            V::Neighbored => in_place(k::reduce_neighbored::<T>()),
+            V::NeighboredLess => in_place(k::reduce_neighbored_less::<T>()),
+            V::Interleaved => in_place(k::reduce_interleaved::<T>()),
+            V::Unrolling2 => in_place(k::reduce_unrolling2::<T>()),
+            V::Unrolling4 => in_place(k::reduce_unrolling4::<T>()),
+            V::Unrolling8 => in_place(k::reduce_unrolling8::<T>()),
+            V::UnrollWarps8 => in_place(k::reduce_unroll_warps8::<T>()),
+            V::CompleteUnrollWarps8 => in_place(k::reduce_complete_unroll_warps8::<T>()),
+            V::CompleteUnroll => in_place(k::reduce_complete_unroll::<T>(block)),
+            V::Syncwarp => Some(Self::AtomicFinish(k::reduce_syncwarp::<T>()?.retype()?)),
+            V::Shfl => Some(Self::AtomicFinish(k::reduce_shfl::<T>()?.retype()?)),
+            V::Cg => Some(Self::AtomicFinish(k::reduce_cg::<T>()?.retype()?)),
+            V::CgVector4 => Some(Self::CgVector(k::reduce_cg_vector4::<T>()?.retype()?)),
             V::Reduce1Parallelism => Some(Self::GridStride(
-                w::reduce1_parallelism::<T>()?.retype()?,
-                w::reduce1_parallelism::<A>()?,
+                k::reduce1_parallelism::<T>()?.retype()?,
+                k::reduce1_parallelism::<A>()?,
             )),
             V::Reduce2Static => Some(Self::GridStrideStatic(
-                w::reduce2_static::<T>()?,
-                w::reduce1_parallelism::<A>()?,
-                w::reduce2_static_partials::<A>()?,
+                k::reduce2_static::<T>()?,
+                k::reduce1_parallelism::<A>()?,
+                k::reduce2_static_partials::<A>()?,
             )),
             V::Fast => {
-                let widening = fast::reduce_fast_sum_i32_to_i64().retype();
+                let widening = k::reduce_fast_sum_i32_to_i64().retype();
                 let same = match op {
-                    ReduceOp::Sum => fast::reduce_fast_sum::<T>(),
-                    ReduceOp::Min => fast::reduce_fast_min::<T>(),
-                    ReduceOp::Max => fast::reduce_fast_max::<T>(),
+                    ReduceOp::Sum => k::reduce_fast_sum::<T>(),
+                    ReduceOp::Min => k::reduce_fast_min::<T>(),
+                    ReduceOp::Max => k::reduce_fast_max::<T>(),
                 };
                 let entry = match (widening, op) {
                     (Some(e), ReduceOp::Sum) => e,

@@ -8,23 +8,21 @@
 //!
 //! An empty input gives an empty output and launches nothing; an input shorter than the
 //! radius works (periodic then wraps several times).
-use std::ffi::c_void;
 use std::marker::PhantomData;
 
 use cust::memory::{DeviceBuffer, DevicePointer, DeviceSlice};
-use ferrocuda_kernels::config::{
-    STENCIL_BOUNDARY_CLAMP, STENCIL_BOUNDARY_PERIODIC, STENCIL_BOUNDARY_ZERO,
-    STENCIL_FAST_VECTORS_PER_THREAD, STENCIL_RADII, stencil_fast_tile_vectors,
-    stencil_shared_tile_len,
-};
+use ferrocuda_kernels::config::{STENCIL_FAST_VECTORS_PER_THREAD, STENCIL_MAX_TAPS};
+use ferrocuda_kernels::entry::Entry;
+use ferrocuda_kernels::stencil::Coefficients;
 
 pub use ferrocuda_kernels::config::STENCIL_DEFAULT_RADIUS;
 
 use crate::cpu::{Check, check_stencil};
 use crate::runtime::element::{ElemType, Element};
-use crate::runtime::error::{CudaContext, Error, KernelLaunch, Result, check_raw};
+use crate::runtime::config::LaunchConfig;
+use crate::runtime::error::{CudaContext, Error, KernelLaunch, Result};
 use crate::runtime::gpu::Gpu;
-use crate::launch::{Kernel, LaunchConfig, param};
+use crate::runtime::kernel::Kernel;
 use crate::runtime::timing::{Stats, time_on_stream};
 
 pub use crate::cpu::stencil::{Boundary, Taps};
@@ -65,12 +63,9 @@ impl StencilVariant {
         Self::ALL.into_iter().find(|v| v.name() == name)
     }
 
-    /// Element types with an entry point.
+    /// Element types with an entry point (from the kernels' declarations).
     pub fn supports_type(self, ty: ElemType) -> bool {
-        match self {
-            V::Weighted => ty.is_float(),
-            _ => matches!(ty, ElemType::I32 | ElemType::F32 | ElemType::F64),
-        }
+        crate::with_elem_type!(ty, T => Entries::<T>::of(self, STENCIL_DEFAULT_RADIUS, self == V::Weighted).is_some())
     }
 
     /// Whether the variant can apply given coefficients (the others compute sums only).
@@ -82,17 +77,6 @@ impl StencilVariant {
     /// the threads below `R` must be able to load both halos.
     pub fn needs_block_of_radius(self) -> bool {
         matches!(self, V::Shared | V::Weighted)
-    }
-
-    /// The dynamic shared memory this variant is launched with: the `block + 2R` tile of the
-    /// textbook kernels, the 16-byte-vector tile with halos of the fast path, none for naive.
-    pub fn dynamic_shared_bytes(self, ty: ElemType, radius: u32, block: u32) -> u32 {
-        let elem = ty.size() as u32;
-        match self {
-            V::Naive => 0,
-            V::Shared | V::Weighted => stencil_shared_tile_len(block, radius) * elem,
-            V::Fast => 16 * stencil_fast_tile_vectors(block, radius, 16 / elem),
-        }
     }
 
     /// The block size used when none is given.
@@ -141,72 +125,61 @@ impl StencilVariant {
             .or_else(|| self.block_error(block, taps.radius()))
     }
 
-    /// The PTX entry point for `ty`, `radius`, and whether the taps are given.
-    pub fn symbol(self, ty: ElemType, radius: u32, weighted: bool) -> String {
+}
+
+/// The typed handles of the kernel one variant launches for `T`, a radius and whether the
+/// taps are weighted; `None` from [`Entries::of`] when there is no such kernel.
+enum Entries<T> {
+    /// `(input, out, n, boundary)`: every coefficient 1.
+    Sum(Entry<(*const T, *mut T, usize, u32)>),
+    /// `(input, out, n, boundary, weights)`.
+    Weighted(Entry<(*const T, *mut T, usize, u32, Coefficients<T>)>),
+}
+
+impl<T: Element> Entries<T> {
+    fn of(variant: StencilVariant, radius: u32, weighted: bool) -> Option<Self> {
+        use ferrocuda_kernels::stencil as k;
+        let r = radius as usize;
+        match (variant, weighted) {
+            (V::Naive, false) => Some(Self::Sum(k::stencil_1d_naive::<T>(r)?)),
+            (V::Shared, false) => Some(Self::Sum(k::stencil_1d_shared::<T>(r)?)),
+            (V::Naive | V::Shared, true) => None,
+            (V::Weighted, _) => Some(Self::Weighted(k::stencil_1d_weighted::<T>(r)?)),
+            (V::Fast, false) => Some(Self::Sum(k::stencil_1d_fast::<T>(r)?)),
+            (V::Fast, true) => Some(Self::Weighted(k::stencil_1d_fast_weighted::<T>(r)?)),
+        }
+    }
+}
+
+/// The kernel of a prepared stencil, with the coefficients it takes by value.
+enum StencilKernel<'g, T> {
+    Sum(Kernel<'g, (*const T, *mut T, usize, u32)>),
+    Weighted(
+        Kernel<'g, (*const T, *mut T, usize, u32, Coefficients<T>)>,
+        Coefficients<T>,
+    ),
+}
+
+impl<T> StencilKernel<'_, T> {
+    fn symbol(&self) -> &'static str {
         match self {
-            V::Fast if weighted => format!("stencil_1d_fast_weighted_r{radius}_{ty}"),
-            _ => format!("stencil_1d_{}_r{radius}_{ty}", self.name()),
+            Self::Sum(k) => k.symbol(),
+            Self::Weighted(k, _) => k.symbol(),
         }
     }
-
-    /// Every entry point of this variant (for the PTX test).
-    pub fn all_symbols(self) -> Vec<String> {
-        let mut v = Vec::new();
-        for ty in ElemType::ALL.into_iter().filter(|&t| self.supports_type(t)) {
-            for radius in STENCIL_RADII {
-                v.push(self.symbol(ty, radius, false));
-                if self == V::Fast && ty.is_float() {
-                    v.push(self.symbol(ty, radius, true));
-                }
-            }
-        }
-        v
-    }
 }
-
-/// The dynamic shared memory the library launches stencil kernel `symbol`
-/// (`stencil_1d_<variant>_r<R>_<type>`) with at `block` threads; 0 for other symbols.
-pub fn dynamic_shared_bytes(symbol: &str, block: u32) -> u32 {
-    let Some(rest) = symbol.strip_prefix("stencil_1d_") else {
-        return 0;
-    };
-    let Some((head, ty)) = rest.rsplit_once('_') else {
-        return 0;
-    };
-    let Some((variant, radius)) = head.rsplit_once("_r") else {
-        return 0;
-    };
-    let variant = variant.strip_suffix("_weighted").unwrap_or(variant);
-    match (
-        StencilVariant::from_name(variant),
-        radius.parse::<u32>(),
-        ElemType::from_name(ty),
-    ) {
-        (Some(v), Ok(r), Some(t)) => v.dynamic_shared_bytes(t, r, block),
-        _ => 0,
-    }
-}
-
-/// Every stencil entry point the host knows.
-pub fn symbols() -> Vec<String> {
-    StencilVariant::ALL
-        .iter()
-        .flat_map(|v| v.all_symbols())
-        .collect()
-}
-
 
 /// One prepared stencil: kernel looked up, configuration validated. [`launch`](Self::launch)
 /// enqueues the kernel (what the benchmark times), [`finish`](Self::finish) waits for it.
 pub struct StencilRun<'g, 'a, T: Element> {
+    gpu: &'g Gpu,
     variant: StencilVariant,
     boundary: Boundary,
     n: usize,
     input: DevicePointer<T>,
     output: DevicePointer<T>,
-    kernel: Kernel<'g>,
+    kernel: StencilKernel<'g, T>,
     config: LaunchConfig,
-    weights: Option<Vec<T>>,
     _slices: PhantomData<(&'a DeviceSlice<T>, &'a mut DeviceSlice<T>)>,
 }
 
@@ -225,13 +198,17 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         let n = input.len();
         let invalid = |what: String| Err(Error::InvalidArgument { what });
         let radius = taps.radius();
-        let symbol = variant.symbol(T::TYPE, radius, taps.is_weighted());
+        let symbol = format!("stencil variant `{}` (R = {radius}, {})", variant.name(), T::TYPE);
         if let Some(e) = variant.error(taps, block) {
-            return invalid(format!("`{symbol}` with block {block}, n = {n}: {e}"));
+            return invalid(format!("{symbol} with block {block}, n = {n}: {e}"));
         }
+        let weights = kernel_weights(taps, variant);
+        let Some(entries) = Entries::<T>::of(variant, radius, weights.is_some()) else {
+            return invalid(format!("{symbol}: no kernel for these taps"));
+        };
         if output.len() != n {
             return invalid(format!(
-                "`{symbol}`: the input has {n} elements but the output {}",
+                "{symbol}: the input has {n} elements but the output {}",
                 output.len()
             ));
         }
@@ -242,35 +219,55 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         );
         if n > 0 && a < b + bytes && b < a + bytes {
             return invalid(format!(
-                "`{symbol}`: the output overlaps the input (the stencil cannot run in place)"
+                "{symbol}: the output overlaps the input (the stencil cannot run in place)"
             ));
         }
-        let kernel = gpu.kernel(&symbol)?;
-        let elem = size_of::<T>() as u32;
-        let too_large = || Error::InvalidArgument {
-            what: format!("`{symbol}`: n = {n} needs more than 2^32 blocks of {block}"),
+        let kernel = match entries {
+            Entries::Sum(e) => StencilKernel::Sum(gpu.kernel(e)?),
+            Entries::Weighted(e) => {
+                let w = weights.expect("a weighted kernel is chosen for weights only");
+                let mut c = Coefficients([T::default(); STENCIL_MAX_TAPS]);
+                c.0[..w.len()].copy_from_slice(&w);
+                StencilKernel::Weighted(gpu.kernel(e)?, c)
+            }
         };
-        let shared = variant.dynamic_shared_bytes(T::TYPE, radius, block);
+        let (shared, occupancy) = match &kernel {
+            StencilKernel::Sum(k) => (
+                k.entry().dynamic_shared_bytes(block),
+                k.max_active_blocks_per_sm(block, k.entry().dynamic_shared_bytes(block)),
+            ),
+            StencilKernel::Weighted(k, _) => (
+                k.entry().dynamic_shared_bytes(block),
+                k.max_active_blocks_per_sm(block, k.entry().dynamic_shared_bytes(block)),
+            ),
+        };
+        let too_large = || Error::InvalidArgument {
+            what: format!("{symbol}: n = {n} needs more than 2^32 blocks of {block}"),
+        };
         let config = match variant {
             V::Naive | V::Shared | V::Weighted => {
                 LaunchConfig::per_element(n, block, shared).ok_or_else(too_large)?
             }
             V::Fast => {
-                let lanes = 16 / elem;
-                let tile = block as usize * STENCIL_FAST_VECTORS_PER_THREAD * lanes as usize;
-                let tiles = (n + 2 * lanes as usize).div_ceil(tile);
-                let resident =
-                    kernel.max_active_blocks_per_sm(block, shared)? * gpu.props().sm_count;
+                let lanes = 16 / size_of::<T>();
+                let tile = block as usize * STENCIL_FAST_VECTORS_PER_THREAD * lanes;
+                let tiles = (n + 2 * lanes).div_ceil(tile);
+                let resident = occupancy? * gpu.props().sm_count;
                 let grid = tiles.min(resident.max(1) as usize) as u32;
                 LaunchConfig::linear(grid, block, shared)
             }
         };
         // An empty input launches nothing; its configuration must still be one that could run.
-        kernel.validate(LaunchConfig {
+        let check = LaunchConfig {
             grid: [config.grid[0].max(1), 1, 1],
             ..config
-        })?;
+        };
+        match &kernel {
+            StencilKernel::Sum(k) => k.validate(check)?,
+            StencilKernel::Weighted(k, _) => k.validate(check)?,
+        }
         Ok(Self {
+            gpu,
             variant,
             boundary,
             n,
@@ -278,7 +275,6 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             output: output.as_device_ptr(),
             kernel,
             config,
-            weights: kernel_weights(taps, variant),
             _slices: PhantomData,
         })
     }
@@ -309,21 +305,21 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             return Ok(());
         }
         let (input, output, n, boundary) = (self.input, self.output, self.n, self.boundary.code());
-        let mut args = vec![param(&input), param(&output), param(&n), param(&boundary)];
-        if let Some(w) = &self.weights {
-            // The kernel's last parameter is a `[T; 2R + 1]` by value; the driver copies that
-            // many bytes from this address, which are exactly `w`'s elements.
-            args.push(w.as_ptr() as *mut c_void);
+        // SAFETY: `input` and `output` are `n`-element device slices that do not overlap (see
+        // `new`), and the configuration was validated for this kernel.
+        unsafe {
+            match &self.kernel {
+                StencilKernel::Sum(k) => k.launch(self.config, (input, output, n, boundary)),
+                StencilKernel::Weighted(k, w) => {
+                    k.launch(self.config, (input, output, n, boundary, *w))
+                }
+            }
         }
-        // SAFETY: `input` and `output` are `n`-element device slices that do not overlap, the
-        // weights have 2R + 1 elements, the configuration was validated for this kernel, and the
-        // arguments match its parameters (see `new`).
-        unsafe { self.kernel.launch(self.config, &args) }
     }
 
     /// Waits for the kernel; an execution error names it and its configuration.
     pub fn finish(&self) -> Result<()> {
-        self.kernel.gpu().stream().synchronize().launch(
+        self.gpu.stream().synchronize().launch(
             "cuStreamSynchronize",
             &KernelLaunch {
                 kernel: self.kernel.symbol().to_string(),

@@ -2,6 +2,7 @@
 use std::fmt::{Debug, Display};
 
 use cust::memory::DeviceCopy;
+use ferrocuda_kernels::entry::ByValue;
 
 /// The six element types, by name (`i32`, ..., `f64`): the suffix of kernel symbols.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -71,7 +72,17 @@ impl Display for ElemType {
 /// A host type that matches a kernel element type, with the arithmetic the CPU references
 /// need.
 pub trait Element:
-    DeviceCopy + Copy + Default + PartialEq + PartialOrd + Debug + Display + Send + Sync + 'static
+    DeviceCopy
+    + ByValue
+    + Copy
+    + Default
+    + PartialEq
+    + PartialOrd
+    + Debug
+    + Display
+    + Send
+    + Sync
+    + 'static
 {
     /// Which of the six.
     const TYPE: ElemType;

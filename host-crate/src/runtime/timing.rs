@@ -5,7 +5,7 @@ use cust::memory::{AsyncCopyDestination, DeviceBuffer};
 use ferrocuda_kernels::timing::timing_spin;
 
 use crate::runtime::config::LaunchConfig;
-use crate::runtime::error::{CudaContext, Result, check_raw};
+use crate::runtime::error::{CudaContext, Result};
 use crate::runtime::gpu::Gpu;
 
 /// Repetition statistics of one timed operation, in seconds.

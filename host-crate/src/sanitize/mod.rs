@@ -10,7 +10,7 @@ use cust::memory::DeviceBuffer;
 use ferrocuda_kernels::broken::{broken_reduce_volatile_warp_i32, broken_stencil_1d_no_sync_f32};
 use ferrocuda_kernels::entry::EntryInfo;
 use ferrocuda_kernels::lab::warp_functions_demo;
-use ferrocuda_kernels::reduce::fast::reduce_fast_sum_i32_to_i64;
+use ferrocuda_kernels::reduce::reduce_fast_sum_i32_to_i64;
 use ferrocuda_kernels::smoke::smoke_saxpy;
 use ferrocuda_kernels::timing::timing_spin;
 

@@ -6,7 +6,7 @@ use ferrocuda::cpu::SplitMix64;
 use ferrocuda::lab::{self, WARP_DEMO_COLUMNS, WarpDemo};
 use ferrocuda::occupancy::{self, Occupancy};
 use ferrocuda::reduce::{ReduceOp, ReduceRun};
-use ferrocuda::kernels::reduce::fast::reduce_fast_sum;
+use ferrocuda::kernels::reduce::reduce_fast_sum;
 use ferrocuda::runtime::kernel::{entry_point, entry_points};
 use ferrocuda::runtime::timing::time_on_stream;
 

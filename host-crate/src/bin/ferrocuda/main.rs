@@ -12,7 +12,8 @@ use ferrocuda::cpu::{ReduceReference, Sample, book_input};
 use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::runtime::gpu::{EMBEDDED_PTX, Gpu};
 use ferrocuda::reduce::{self, ReduceOp, ReduceVariant};
-use ferrocuda::{smoke, timing};
+use ferrocuda::runtime::timing;
+use ferrocuda::smoke;
 
 #[derive(Parser)]
 #[command(
