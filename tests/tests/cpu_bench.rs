@@ -2,7 +2,7 @@
 //! CSV has one line per row, the charts have one line per variant plus the copy ceiling, and
 //! two runs compare row by row.
 use ferrocuda::bench::{Baseline, Report, Row, compare, markdown, utc_date};
-use ferrocuda::chart::bandwidth_chart;
+use ferrocuda::bench::chart::bandwidth_chart;
 
 fn row(family: &str, variant: &str, n: u64, gbs: f64) -> Row {
     Row {

@@ -1,11 +1,13 @@
 //! Property tests of the launch arithmetic and the CPU models (proptest, fixed seed by the
 //! runner's defaults; a failure prints the minimal case to replay), and the messages of the
 //! errors a GPU machine cannot easily produce on demand.
+use ferrocuda::kernels::config::STENCIL_FAST_VECTORS_PER_THREAD;
+use ferrocuda::runtime::kernel::entry_points;
 use ferrocuda::LaunchConfig;
 use ferrocuda::args::parse_count;
 use ferrocuda::cpu::warp::{ShflMode, shfl_source};
 use ferrocuda::reduce::ReduceVariant;
-use ferrocuda::{Error, stencil};
+use ferrocuda::Error;
 use proptest::prelude::*;
 
 proptest! {
@@ -62,15 +64,36 @@ proptest! {
         prop_assert_eq!(ReduceVariant::Fast.block_error(block).is_none(), block % 32 == 0 && (32..=1024).contains(&block));
     }
 
-    /// The occupancy table finds each stencil kernel's tile from its symbol alone.
+    /// Every stencil kernel that declares a shared tile asks, at every block size, for room for
+    /// the block's outputs and both halos of `R` elements (the slide's `BLOCK_SIZE + 2 * RADIUS`;
+    /// the fast path's outputs are 16-byte vectors, `STENCIL_FAST_VECTORS_PER_THREAD` per thread).
     #[test]
-    fn stencil_shared_memory_is_found_from_the_symbol(v in 0usize..4, r in 0usize..6, t in 0usize..3, block in 1u32..=32) {
-        let variant = stencil::StencilVariant::ALL[v];
-        let radius = [1u32, 2, 3, 4, 8, 16][r];
-        let ty = [ferrocuda::runtime::element::ElemType::I32, ferrocuda::runtime::element::ElemType::F32, ferrocuda::runtime::element::ElemType::F64][t];
+    fn declared_stencil_tiles_hold_the_outputs_and_both_halos(block in 1u32..=32) {
         let block = block * 32;
-        let symbol = variant.symbol(ty, radius, false);
-        prop_assert_eq!(stencil::dynamic_shared_bytes(&symbol, block), variant.dynamic_shared_bytes(ty, radius, block));
+        let fast = ferrocuda::kernels::stencil::stencil_1d_fast::<f32>(3).unwrap().info().kernel;
+        let fast_weighted =
+            ferrocuda::kernels::stencil::stencil_1d_fast_weighted::<f32>(3).unwrap().info().kernel;
+        let tiles = entry_points().into_iter().filter(|e| {
+            e.module.ends_with("::stencil") && e.dynamic_shared_bytes.is_some()
+        });
+        let mut seen = 0;
+        for e in tiles {
+            seen += 1;
+            let radius: usize = e.instance_value("R").unwrap().parse().unwrap();
+            let size = ferrocuda::runtime::element::ElemType::from_name(e.instance_value("T").unwrap())
+                .unwrap()
+                .size();
+            let outputs = if e.kernel == fast || e.kernel == fast_weighted {
+                block as usize * STENCIL_FAST_VECTORS_PER_THREAD * (16 / size)
+            } else {
+                block as usize
+            };
+            prop_assert!(
+                e.dynamic_shared_bytes(block) as usize >= (outputs + 2 * radius) * size,
+                "{} at block {block}: {} B", e.symbol, e.dynamic_shared_bytes(block)
+            );
+        }
+        prop_assert_eq!(seen, (3 + 2 + 3 + 2) * 6);
     }
 }
 

@@ -1,11 +1,9 @@
 //! CPU-only checks of what the reduction suite stands on: element counts from the command line,
-//! the variants' metadata (names, symbols, supported types, operations and block sizes), the
+//! the variants' metadata (names, supported types, operations and block sizes), the
 //! reference check with its stated float bound, and the compensated sum behind it.
 use ferrocuda::args::parse_count;
 use ferrocuda::cpu::{ReduceReference, SplitMix64, compensated_sum};
-use ferrocuda::reduce::{
-    COMPLETE_UNROLL_BLOCKS, ReduceOp, ReduceVariant as V, WIDENING_SUM_SYMBOL, symbols,
-};
+use ferrocuda::reduce::{ReduceOp, ReduceVariant as V, complete_unroll_blocks};
 use ferrocuda::runtime::element::ElemType;
 
 #[test]
@@ -57,135 +55,8 @@ fn variant_and_op_names_round_trip_and_are_unique() {
 }
 
 #[test]
-fn symbols_follow_the_notes_names_for_every_type() {
-    for v in V::ALL {
-        let all = v.all_symbols();
-        for ty in ElemType::ALL.into_iter().filter(|&t| v.supports_type(t)) {
-            for op in ReduceOp::ALL.into_iter().filter(|&o| v.supports_op(o)) {
-                for block in COMPLETE_UNROLL_BLOCKS {
-                    let s = v.symbol(ty, op, block);
-                    assert!(s.ends_with(&format!("_{ty}")), "{s} lacks the type");
-                    assert!(s.starts_with("reduce"), "{s}");
-                    assert!(all.contains(&s), "{s} is not in all_symbols of {v:?}");
-                    if v != V::CompleteUnroll {
-                        assert_eq!(s, v.symbol(ty, op, 0), "only complete_unroll is per block");
-                    }
-                }
-            }
-        }
-    }
-    let cases = [
-        (
-            V::Neighbored,
-            ElemType::F32,
-            ReduceOp::Sum,
-            512,
-            "reduce_neighbored_f32",
-        ),
-        (
-            V::NeighboredLess,
-            ElemType::I32,
-            ReduceOp::Sum,
-            512,
-            "reduce_neighbored_less_i32",
-        ),
-        (
-            V::UnrollWarps8,
-            ElemType::U64,
-            ReduceOp::Sum,
-            512,
-            "reduce_unroll_warps8_u64",
-        ),
-        (
-            V::CompleteUnroll,
-            ElemType::F32,
-            ReduceOp::Sum,
-            512,
-            "reduce_complete_unroll_b512_f32",
-        ),
-        (
-            V::Shfl,
-            ElemType::F32,
-            ReduceOp::Sum,
-            128,
-            "reduce_shfl_f32",
-        ),
-        (
-            V::Reduce1Parallelism,
-            ElemType::F64,
-            ReduceOp::Sum,
-            128,
-            "reduce1_parallelism_f64",
-        ),
-        (
-            V::Reduce2Static,
-            ElemType::F32,
-            ReduceOp::Sum,
-            128,
-            "reduce2_static_f32",
-        ),
-        (
-            V::CgVector4,
-            ElemType::I32,
-            ReduceOp::Sum,
-            256,
-            "reduce_cg_vector4_i32",
-        ),
-        (
-            V::Fast,
-            ElemType::F64,
-            ReduceOp::Max,
-            256,
-            "reduce_fast_max_f64",
-        ),
-    ];
-    for (variant, ty, op, block, symbol) in cases {
-        assert_eq!(variant.symbol(ty, op, block), symbol);
-    }
-    assert!(
-        V::Fast
-            .all_symbols()
-            .contains(&WIDENING_SUM_SYMBOL.to_string())
-    );
-}
-
-#[test]
-fn all_symbols_has_one_entry_per_type_op_and_template_block() {
-    let expected = [
-        (V::Neighbored, 6),
-        (V::NeighboredLess, 6),
-        (V::Interleaved, 6),
-        (V::Unrolling2, 6),
-        (V::Unrolling4, 6),
-        (V::Unrolling8, 6),
-        (V::UnrollWarps8, 6),
-        (V::CompleteUnrollWarps8, 6),
-        (V::CompleteUnroll, 6 * 5),
-        (V::Syncwarp, 2),
-        (V::Shfl, 2),
-        (V::Cg, 2),
-        (V::Reduce1Parallelism, 2),
-        // Its own two, plus the second-pass kernels it shares with reduce1_parallelism.
-        (V::Reduce2Static, 2 + 2),
-        (V::CgVector4, 2),
-        // Sum, min and max of six types, plus the widening sum.
-        (V::Fast, 6 * 3 + 1),
-    ];
-    assert_eq!(expected.map(|(v, _)| v), V::ALL);
-    for (v, count) in expected {
-        let mut s = v.all_symbols();
-        assert_eq!(s.len(), count, "{v:?}: {s:?}");
-        s.sort();
-        s.dedup();
-        assert_eq!(s.len(), count, "{v:?} lists a symbol twice");
-    }
-    // Every entry point once: the second-pass kernels shared by the two grid-stride variants
-    // are not listed twice.
-    let mut all = symbols();
-    assert_eq!(all.len(), 109);
-    all.sort();
-    all.dedup();
-    assert_eq!(all.len(), 109);
+fn complete_unroll_has_an_instance_per_block_of_the_notes_host_switch() {
+    assert_eq!(complete_unroll_blocks(), [64, 128, 256, 512, 1024]);
 }
 
 #[test]
@@ -271,7 +142,7 @@ fn block_error_allows_exactly_the_documented_block_sizes() {
         assert_eq!(allowed(v), want, "{v:?}");
         assert!(v.block_error(v.default_block()).is_none(), "{v:?}");
     }
-    assert_eq!(allowed(V::CompleteUnroll), COMPLETE_UNROLL_BLOCKS);
+    assert_eq!(allowed(V::CompleteUnroll), complete_unroll_blocks());
     // The notes' block sizes; the fast path's default is a tuning choice, only checked above.
     for v in V::ALL.into_iter().filter(|&v| v != V::Fast) {
         let want = match v {

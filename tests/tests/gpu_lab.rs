@@ -115,12 +115,13 @@ fn divergence_results(gpu: &Gpu) -> TestResult {
 
 fn occupancy_everywhere(gpu: &Gpu) -> TestResult {
     let mut rows = 0;
-    for kernel in ferrocuda::library_symbols() {
+    for kernel in ferrocuda::runtime::kernel::entry_points() {
         for block in (32..=1024).step_by(32) {
-            let o = occupancy::occupancy(gpu, &kernel, block)?;
+            let o = occupancy::occupancy(gpu, kernel, block)?;
             ensure!(
                 o.active_blocks == o.computed_blocks,
-                "{kernel} at {block}: driver {} blocks/SM, host calculation {} ({} regs, {} + {} B shared, limiter {:?})",
+                "{} at {block}: driver {} blocks/SM, host calculation {} ({} regs, {} + {} B shared, limiter {:?})",
+                kernel.symbol,
                 o.active_blocks,
                 o.computed_blocks,
                 o.registers,

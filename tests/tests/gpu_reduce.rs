@@ -38,7 +38,7 @@ use anyhow::{Context, bail, ensure};
 use cust::memory::{DeviceBuffer, DeviceSlice};
 use ferrocuda::cpu::{ReduceReference, SplitMix64};
 use ferrocuda::runtime::element::{ElemType, Element};
-use ferrocuda::reduce::{self, COMPLETE_UNROLL_BLOCKS, ReduceOp, ReduceRun, ReduceVariant};
+use ferrocuda::reduce::{self, ReduceOp, ReduceRun, ReduceVariant, complete_unroll_blocks};
 use ferrocuda::{Error, Gpu, with_elem_type};
 use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite};
 use libtest_mimic::Trial;
@@ -501,8 +501,8 @@ fn matches_cpu_on_every_size_and_block<T: Elem, A: Elem>(
     let pool = random_pool::<T>(gpu)?;
     let mut rng = SplitMix64::new(seed(&r.label()));
     let blocks = match r.variant {
-        ReduceVariant::CompleteUnroll => COMPLETE_UNROLL_BLOCKS,
-        _ => BLOCKS,
+        ReduceVariant::CompleteUnroll => complete_unroll_blocks(),
+        _ => BLOCKS.to_vec(),
     };
     let mut cases = Vec::new();
     for block in blocks {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, ensure};
-use ferrocuda::sanitize::{BROKEN_KERNELS, parse_report, sanitizer_command};
+use ferrocuda::sanitize::{broken_kernels, parse_report, sanitizer_command};
 use ferrocuda_tests::{TestResult, gpu_test, run_gpu_suite};
 
 fn ferrocuda_bin() -> anyhow::Result<PathBuf> {
@@ -50,8 +50,8 @@ fn racecheck_flags_both_broken_kernels(_gpu: &ferrocuda::Gpu) -> TestResult {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let report = parse_report(&text, &BROKEN_KERNELS.map(String::from));
-    for k in BROKEN_KERNELS {
+    let report = parse_report(&text, &broken_kernels().map(|k| k.symbol.to_string()));
+    for k in broken_kernels().map(|k| k.symbol) {
         ensure!(
             report.per_kernel.get(k).copied().unwrap_or(0) > 0,
             "racecheck did not flag {k}:\n{text}"

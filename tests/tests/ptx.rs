@@ -1,7 +1,10 @@
-//! The embedded PTX, checked without a GPU: every kernel the host knows is an entry point of
-//! every architecture's PTX, and kernels that use shared memory reach it with `ld.shared` /
+//! The embedded PTX, checked without a GPU: the declared kernels (`#[kernel]`) are exactly the
+//! entry points of every architecture's PTX, and kernels that use shared memory reach it with `ld.shared` /
 //! `st.shared` rather than generic loads and stores.
+use ferrocuda::kernels as k;
+use ferrocuda::kernels::entry::EntryInfo;
 use ferrocuda::runtime::gpu::EMBEDDED_PTX;
+use ferrocuda::runtime::kernel::entry_points;
 
 /// The body of `.entry name` in `ptx`, if present.
 fn entry_body<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
@@ -11,33 +14,44 @@ fn entry_body<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
     Some(&rest[..end])
 }
 
-fn known_symbols() -> Vec<String> {
-    let mut v = ferrocuda::library_symbols();
-    v.extend(ferrocuda_tests::selftest::symbols());
-    v.extend(ferrocuda::sanitize::BROKEN_KERNELS.map(String::from));
-    v
-}
-
 #[test]
-fn every_host_kernel_is_an_entry_of_every_ptx() {
-    let symbols = known_symbols();
-    assert!(symbols.len() > 30);
+fn every_declared_kernel_is_an_entry_of_every_ptx_and_nothing_else_is() {
+    let declared: Vec<&str> = entry_points().iter().map(|e| e.symbol).collect();
+    assert!(declared.len() > 200, "{} declared entry points", declared.len());
     for ptx in EMBEDDED_PTX {
         assert!(
             ptx.source.contains(&format!(".target {}", ptx.arch)),
             "{} PTX has the wrong target",
             ptx.arch
         );
-        let missing: Vec<&String> = symbols
+        let missing: Vec<&&str> = declared
             .iter()
             .filter(|s| entry_body(ptx.source, s).is_none())
             .collect();
+        assert!(missing.is_empty(), "{}: missing entries {missing:?}", ptx.arch);
+        let undeclared: Vec<&str> = ptx
+            .source
+            .match_indices(".visible .entry ")
+            .map(|(i, m)| {
+                let name = &ptx.source[i + m.len()..];
+                &name[..name.find('(').unwrap()]
+            })
+            .filter(|s| !declared.contains(s))
+            .collect();
         assert!(
-            missing.is_empty(),
-            "{}: missing entries {missing:?}",
+            undeclared.is_empty(),
+            "{}: entries without a declaration {undeclared:?}",
             ptx.arch
         );
     }
+}
+
+/// Every instance of the kernel behind `handle` (all its types and radii).
+fn instances_of(handle: &EntryInfo) -> Vec<&'static EntryInfo> {
+    entry_points()
+        .into_iter()
+        .filter(|e| e.module == handle.module && e.kernel == handle.kernel)
+        .collect()
 }
 
 /// Loads and stores with no state space (`ld.b32`, `st.v4.f32`) go through generic addressing.
@@ -54,29 +68,28 @@ fn generic_accesses(body: &str) -> Vec<&str> {
 }
 
 /// The 1D stencil kernels that stage their input in a shared tile.
-fn stencil_shared_tile_kernels() -> Vec<String> {
-    use ferrocuda::stencil::StencilVariant;
+fn stencil_shared_tile_kernels() -> Vec<&'static EntryInfo> {
     [
-        StencilVariant::Shared,
-        StencilVariant::Weighted,
-        StencilVariant::Fast,
+        k::stencil::stencil_1d_shared::<f32>(3).unwrap().info(),
+        k::stencil::stencil_1d_weighted::<f32>(3).unwrap().info(),
+        k::stencil::stencil_1d_fast::<f32>(3).unwrap().info(),
+        k::stencil::stencil_1d_fast_weighted::<f32>(3).unwrap().info(),
     ]
-    .iter()
-    .flat_map(|v| v.all_symbols())
+    .into_iter()
+    .flat_map(instances_of)
     .collect()
 }
 
 #[test]
 fn shared_memory_kernels_use_ld_st_shared_only() {
-    let mut shared_kernels: Vec<String> = [
-        "selftest_shared_static",
-        "selftest_shared_dynamic",
-        "selftest_last_block_sum",
-        "selftest_sync_predicates",
+    let mut shared_kernels: Vec<&str> = [
+        k::selftest::selftest_shared_static().symbol(),
+        k::selftest::selftest_shared_dynamic().symbol(),
+        k::selftest::selftest_last_block_sum().symbol(),
+        k::selftest::selftest_sync_predicates().symbol(),
     ]
-    .map(String::from)
     .to_vec();
-    shared_kernels.extend(stencil_shared_tile_kernels());
+    shared_kernels.extend(stencil_shared_tile_kernels().iter().map(|e| e.symbol));
     for ptx in EMBEDDED_PTX {
         for k in &shared_kernels {
             let body =
@@ -93,7 +106,8 @@ fn shared_memory_kernels_use_ld_st_shared_only() {
                 ptx.arch
             );
         }
-        let reverse = entry_body(ptx.source, "selftest_shared_static").unwrap();
+        let reverse =
+            entry_body(ptx.source, k::selftest::selftest_shared_static().symbol()).unwrap();
         assert!(
             reverse.contains("st.shared") && reverse.contains("ld.shared"),
             "{}: no shared access",
@@ -105,7 +119,8 @@ fn shared_memory_kernels_use_ld_st_shared_only() {
 #[test]
 fn vector_copy_uses_16_byte_accesses() {
     for ptx in EMBEDDED_PTX {
-        let body = entry_body(ptx.source, "selftest_vector_copy_f32").unwrap();
+        let body =
+            entry_body(ptx.source, k::selftest::selftest_vector_copy_f32().symbol()).unwrap();
         assert!(
             body.contains("ld.global.v4") && body.contains("st.global.v4"),
             "{}: {body}",
@@ -118,10 +133,17 @@ fn vector_copy_uses_16_byte_accesses() {
 /// `f64`: `.v2.b64`), and the textbook tile kernels read and write shared memory.
 #[test]
 fn stencil_kernels_use_16_byte_global_and_shared_accesses() {
-    use ferrocuda::stencil::StencilVariant;
+    let fast = [
+        k::stencil::stencil_1d_fast::<f32>(3).unwrap().info(),
+        k::stencil::stencil_1d_fast_weighted::<f32>(3).unwrap().info(),
+    ];
+    let textbook = [
+        k::stencil::stencil_1d_shared::<f32>(3).unwrap().info(),
+        k::stencil::stencil_1d_weighted::<f32>(3).unwrap().info(),
+    ];
     for ptx in EMBEDDED_PTX {
-        for k in StencilVariant::Fast.all_symbols() {
-            let body = entry_body(ptx.source, &k).unwrap();
+        for k in fast.into_iter().flat_map(instances_of).map(|e| e.symbol) {
+            let body = entry_body(ptx.source, k).unwrap();
             let v = if k.ends_with("f64") {
                 ".v2.b64"
             } else {
@@ -135,9 +157,9 @@ fn stencil_kernels_use_16_byte_global_and_shared_accesses() {
                 );
             }
         }
-        for v in [StencilVariant::Shared, StencilVariant::Weighted] {
-            for k in v.all_symbols() {
-                let body = entry_body(ptx.source, &k).unwrap();
+        for k in textbook.into_iter().flat_map(instances_of).map(|e| e.symbol) {
+            {
+                let body = entry_body(ptx.source, k).unwrap();
                 assert!(
                     body.contains("st.shared")
                         && body.contains("ld.shared")

@@ -13,7 +13,10 @@ pub mod warp;
 
 pub use check::{Check, compensated_sum};
 pub use reduce::{ReduceOp, ReduceReference};
-pub use stencil::{Boundary, Taps, check_stencil};
+pub use stencil::{
+    Boundary, StencilPoint, Taps, check_stencil, radius_error, stencil, stencil_at, stencil_point,
+    stencil_source, stencil_tolerance,
+};
 
 /// A small deterministic generator (SplitMix64) for inputs: the same seed gives the same data
 /// on every machine, so a failing case can be replayed from its printed seed.
