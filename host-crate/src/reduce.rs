@@ -11,13 +11,13 @@ use cust::memory::{AsyncCopyDestination, DeviceBuffer, DevicePointer, DeviceSlic
 use ferrocuda_kernels::config::{REDUCE_FAST_ITEMS, REDUCE_STATIC_GRID};
 
 use crate::cpu::{Check, ReduceReference};
-use ferrocuda_kernels::entry::{DeviceGlobal, Entry, entry_points_of};
+use ferrocuda_kernels::entry::{DeviceGlobal, Entry};
 
 use crate::runtime::config::{ARCH_MAX_THREADS_PER_BLOCK, LaunchConfig};
 use crate::runtime::element::{ElemType, Element};
 use crate::runtime::error::{CudaContext, Error, KernelLaunch, Result};
 use crate::runtime::gpu::Gpu;
-use crate::runtime::kernel::{KERNELS_PACKAGE, Kernel};
+use crate::runtime::kernel::Kernel;
 use crate::runtime::timing::{Stats, time_on_stream};
 
 pub use crate::cpu::reduce::ReduceOp;
@@ -228,16 +228,12 @@ impl ReduceVariant {
     }
 }
 
-/// Block sizes of `reduce_complete_unroll` (its `BLOCK` instances, from its declaration).
+/// Block sizes of `reduce_complete_unroll` (the `BLOCK` instances its declaration has).
 pub fn complete_unroll_blocks() -> Vec<u32> {
-    let mut v: Vec<u32> = entry_points_of(KERNELS_PACKAGE)
-        .into_iter()
-        .filter(|e| e.kernel == "reduce_complete_unroll")
-        .filter_map(|e| e.instance_value("BLOCK")?.parse().ok())
-        .collect();
-    v.sort_unstable();
-    v.dedup();
-    v
+    (0..=10)
+        .map(|e| 1u32 << e)
+        .filter(|&b| ferrocuda_kernels::reduce::reduce_complete_unroll::<i32>(b).is_some())
+        .collect()
 }
 
 /// The typed handles of the kernels one variant launches, before any GPU is involved: `None`

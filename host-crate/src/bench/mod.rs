@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 
 use cust::memory::{AsyncCopyDestination, DeviceBuffer};
 
-use crate::cpu::{Check, ReduceReference, Sample, book_input, check_stencil};
-use crate::runtime::element::ElemType;
+use crate::cpu::{Check, ReduceReference, book_input, check_stencil};
+use crate::runtime::element::{ElemType, Element};
 use crate::runtime::error::{CudaContext, Error, Result};
 use crate::runtime::gpu::Gpu;
 use crate::reduce::{ReduceOp, ReduceRun, ReduceVariant};
@@ -86,7 +86,7 @@ struct Round {
 /// The buffers of one (size, type) group, shared by all its rows: the host input, its copies
 /// on the device (as many as it takes to exceed 4x L2, used in turn), one output per input for
 /// the stencil and the copy.
-struct Group<'g, T: Sample> {
+struct Group<'g, T: Element> {
     gpu: &'g Gpu,
     host: Vec<T>,
     reference: ReduceReference<T>,
@@ -96,7 +96,7 @@ struct Group<'g, T: Sample> {
     radius: u32,
 }
 
-impl<'g, T: Sample> Group<'g, T> {
+impl<'g, T: Element> Group<'g, T> {
     fn new(gpu: &'g Gpu, cfg: &BenchConfig, n: usize) -> Result<Self> {
         let host: Vec<T> = book_input(n, n as u64);
         let reference = ReduceReference::of(ReduceOp::Sum, &host, |v| v);
@@ -305,7 +305,7 @@ trait Rounds {
     fn round(&mut self, job: Job, first: bool, last: bool, flush: &mut L2Flush) -> Result<Round>;
 }
 
-impl<T: Sample> Rounds for Group<'_, T> {
+impl<T: Element> Rounds for Group<'_, T> {
     fn round(&mut self, job: Job, first: bool, last: bool, flush: &mut L2Flush) -> Result<Round> {
         Group::round(self, job, first, last, flush)
     }

@@ -6,6 +6,8 @@ pub fn saxpy(a: f32, x: &[f32], y: &[f32]) -> Vec<f32> {
     x.iter().zip(y).map(|(&x, &y)| a * x + y).collect()
 }
 
+use crate::runtime::element::{Element, signed_unit};
+
 pub mod check;
 pub mod reduce;
 pub mod stencil;
@@ -40,25 +42,19 @@ impl SplitMix64 {
 
     /// Uniform in `[-1, 1)`.
     pub fn next_f64_signed(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+        signed_unit(self.next_u64())
     }
 }
 
-/// Input values like the book's: integers `rand() & 0xFF`, floats uniform in [-1, 1).
-pub trait Sample: crate::runtime::element::Element {
-    /// One value.
-    fn sample(rng: &mut SplitMix64) -> Self;
-}
-macro_rules! sample {
-    (int: $($t:ty),*; float: $($f:ty),*) => {
-        $(impl Sample for $t { fn sample(rng: &mut SplitMix64) -> Self { (rng.next_u64() & 0xFF) as $t } })*
-        $(impl Sample for $f { fn sample(rng: &mut SplitMix64) -> Self { rng.next_f64_signed() as $f } })*
-    };
-}
-sample!(int: i32, u32, i64, u64; float: f32, f64);
-
-/// `n` values of [`Sample`] from `seed`: the input of `ferrocuda reduce`, `stencil` and `bench`.
-pub fn book_input<T: Sample>(n: usize, seed: u64) -> Vec<T> {
+/// `n` values like the book's ([`Element::book_sample`]) from `seed`: the input of
+/// `ferrocuda reduce`, `stencil` and `bench`.
+pub fn book_input<T: Element>(n: usize, seed: u64) -> Vec<T> {
     let mut rng = SplitMix64::new(seed);
-    (0..n).map(|_| T::sample(&mut rng)).collect()
+    (0..n).map(|_| T::book_sample(rng.next_u64())).collect()
+}
+
+/// `n` values spread over `T`'s range ([`Element::from_random_bits`]) from `seed`.
+pub fn random_vec<T: Element>(n: usize, seed: u64) -> Vec<T> {
+    let mut rng = SplitMix64::new(seed);
+    (0..n).map(|_| T::from_random_bits(rng.next_u64())).collect()
 }

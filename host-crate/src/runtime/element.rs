@@ -103,6 +103,17 @@ pub trait Element:
     /// A value no kernel produces by chance (every byte `0xA5`), written to outputs before a
     /// kernel runs so that an output it failed to write is caught.
     fn poison() -> Self;
+    /// A value from 64 random bits spread over the type's range: every bit pattern for
+    /// integers, uniform in `[-1, 1)` for floats (the tests' inputs).
+    fn from_random_bits(bits: u64) -> Self;
+    /// A value from 64 random bits like the book's inputs: integers `rand() & 0xFF`, floats
+    /// uniform in `[-1, 1)` (the input of `ferrocuda reduce`, `stencil` and `bench`).
+    fn book_sample(bits: u64) -> Self;
+}
+
+/// `bits` as a float uniform in `[-1, 1)` (53 random bits).
+pub fn signed_unit(bits: u64) -> f64 {
+    (bits >> 11) as f64 / (1u64 << 52) as f64 - 1.0
 }
 
 macro_rules! element_int {
@@ -117,6 +128,8 @@ macro_rules! element_int {
             fn from_f64(v: f64) -> Self { v as $t }
             fn same_bits(self, other: Self) -> bool { self == other }
             fn poison() -> Self { <$t>::from_ne_bytes([0xA5; size_of::<$t>()]) }
+            fn from_random_bits(bits: u64) -> Self { bits as $t }
+            fn book_sample(bits: u64) -> Self { (bits & 0xFF) as $t }
         }
     )*};
 }
@@ -134,6 +147,8 @@ macro_rules! element_float {
             fn from_f64(v: f64) -> Self { v as $t }
             fn same_bits(self, other: Self) -> bool { self.to_bits() == other.to_bits() }
             fn poison() -> Self { <$t>::from_ne_bytes([0xA5; size_of::<$t>()]) }
+            fn from_random_bits(bits: u64) -> Self { signed_unit(bits) as $t }
+            fn book_sample(bits: u64) -> Self { signed_unit(bits) as $t }
         }
     )*};
 }

@@ -8,7 +8,7 @@ mod sanitize;
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
 use ferrocuda::args::parse_count;
-use ferrocuda::cpu::{ReduceReference, Sample, book_input};
+use ferrocuda::cpu::{ReduceReference, book_input};
 use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::runtime::gpu::{EMBEDDED_PTX, Gpu};
 use ferrocuda::reduce::{self, ReduceOp, ReduceVariant};
@@ -292,7 +292,7 @@ fn reduce_args(
     ))
 }
 
-fn reduce_table<T: Sample>(gpu: &Gpu, a: &ReduceArgs) -> Result<bool> {
+fn reduce_table<T: Element>(gpu: &Gpu, a: &ReduceArgs) -> Result<bool> {
     let bytes = (a.n * size_of::<T>()) as u128;
     let (free, total) = gpu.memory_info()?;
     if 2 * bytes + (64 << 20) > free as u128 {
@@ -371,7 +371,7 @@ fn stencil(
     use ferrocuda::stencil::{Boundary, STENCIL_DEFAULT_RADIUS, StencilVariant, Taps};
 
     #[allow(clippy::too_many_arguments)]
-    fn table<T: Sample>(
+    fn table<T: Element>(
         gpu: &Gpu,
         variants: &[StencilVariant],
         taps: &Taps<T>,
