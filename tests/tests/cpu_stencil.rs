@@ -169,38 +169,18 @@ fn boundary_names_and_kernel_codes_round_trip() {
 }
 
 #[test]
-fn variant_symbols_follow_the_naming_rule() {
-    use StencilVariant::*;
-    assert_eq!(
-        Shared.symbol(ElemType::F32, 3, false),
-        "stencil_1d_shared_r3_f32"
-    );
-    assert_eq!(
-        Naive.symbol(ElemType::I32, 16, false),
-        "stencil_1d_naive_r16_i32"
-    );
-    assert_eq!(
-        Weighted.symbol(ElemType::F64, 1, true),
-        "stencil_1d_weighted_r1_f64"
-    );
-    assert_eq!(
-        Fast.symbol(ElemType::F32, 3, false),
-        "stencil_1d_fast_r3_f32"
-    );
-    assert_eq!(
-        Fast.symbol(ElemType::F32, 3, true),
-        "stencil_1d_fast_weighted_r3_f32"
-    );
+fn every_radius_has_an_instance_of_every_variant_and_no_other_does() {
     for v in StencilVariant::ALL {
         assert_eq!(StencilVariant::from_name(v.name()), Some(v));
     }
-    let symbols = stencil::symbols();
-    assert_eq!(symbols.len(), 18 + 18 + 12 + 18 + 12);
-    let mut unique = symbols.clone();
-    unique.sort();
-    unique.dedup();
-    assert_eq!(unique.len(), symbols.len());
-    assert!(ferrocuda::library_symbols().contains(&"stencil_1d_shared_r3_i32".to_string()));
+    let radii = |kernel: fn(usize) -> bool| (0..=64).filter(|&r| kernel(r)).collect::<Vec<_>>();
+    let want: Vec<usize> = STENCIL_RADII.iter().map(|&r| r as usize).collect();
+    use ferrocuda::kernels::stencil as k;
+    assert_eq!(radii(|r| k::stencil_1d_naive::<i32>(r).is_some()), want);
+    assert_eq!(radii(|r| k::stencil_1d_shared::<f64>(r).is_some()), want);
+    assert_eq!(radii(|r| k::stencil_1d_weighted::<f32>(r).is_some()), want);
+    assert_eq!(radii(|r| k::stencil_1d_fast::<f32>(r).is_some()), want);
+    assert_eq!(radii(|r| k::stencil_1d_fast_weighted::<f64>(r).is_some()), want);
 }
 
 #[test]

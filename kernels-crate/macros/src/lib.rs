@@ -121,6 +121,17 @@ fn suffix(params: &[Param], values: &[TokenStream2]) -> String {
     consts + &types
 }
 
+/// Tokens as a person writes them: `*const f32`, `Coefficients<f32>`.
+fn readable(tokens: TokenStream2) -> String {
+    tokens
+        .to_string()
+        .replace("* ", "*")
+        .replace(" <", "<")
+        .replace("< ", "<")
+        .replace(" >", ">")
+        .replace(" ,", ",")
+}
+
 fn cartesian(params: &[Param]) -> Vec<Vec<TokenStream2>> {
     params.iter().fold(vec![Vec::new()], |acc, p| {
         acc.iter()
@@ -261,10 +272,7 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
                 t
             })
             .collect();
-        let type_names: Vec<String> = types
-            .iter()
-            .map(|t| t.to_token_stream().to_string().replace(" ", ""))
-            .collect();
+        let type_names: Vec<String> = types.iter().map(|t| readable(t.to_token_stream())).collect();
         if generic {
             let entry = Ident::new(&symbol, name.span());
             let doc = format!(
