@@ -116,10 +116,14 @@ impl<const N: u32> TiledPartition<N> {
     }
 
     /// `tile.sync()`: [`syncwarp`](sync::syncwarp) over the tile's lanes.
+    ///
+    /// # Safety
+    /// Every thread of the tile must call it, at the same `sync` (as for `__syncwarp`, a call
+    /// from only part of the tile is undefined behaviour).
     #[inline(always)]
-    pub fn sync(&self) {
-        // SAFETY: the mask names exactly the lanes of this tile, all of which exist and, by the
-        // group's contract, call `sync` together.
+    pub unsafe fn sync(&self) {
+        // SAFETY: the mask names exactly the lanes of this tile, all of which exist; the caller
+        // guarantees they all call it together.
         unsafe { sync::syncwarp(self.mask) }
     }
 
@@ -182,9 +186,14 @@ impl<const N: u32> TiledPartition<N> {
     }
 
     /// `tile.ballot(predicate)`: bit `r` set when tile rank `r` passed `true`.
+    ///
+    /// # Safety
+    /// Every thread of the tile must call it, at the same `ballot` (a vote that names a lane
+    /// which does not take part is undefined behaviour, as for `__ballot_sync`).
     #[inline(always)]
-    pub fn ballot(&self, predicate: bool) -> u32 {
-        // SAFETY: the mask names exactly this tile's existing lanes.
+    pub unsafe fn ballot(&self, predicate: bool) -> u32 {
+        // SAFETY: the mask names exactly this tile's existing lanes; the caller guarantees they
+        // all take part.
         let bits = unsafe { warp::ballot_sync(self.mask, predicate) };
         let first_lane = (self.rank % warp::WARP_SIZE) / N * N;
         let tile_bits = if N == warp::WARP_SIZE {
@@ -196,16 +205,22 @@ impl<const N: u32> TiledPartition<N> {
     }
 
     /// `tile.any(predicate)`.
+    ///
+    /// # Safety
+    /// As [`ballot`](Self::ballot).
     #[inline(always)]
-    pub fn any(&self, predicate: bool) -> bool {
-        // SAFETY: the mask names exactly this tile's existing lanes.
+    pub unsafe fn any(&self, predicate: bool) -> bool {
+        // SAFETY: as `ballot`.
         unsafe { warp::any_sync(self.mask, predicate) }
     }
 
     /// `tile.all(predicate)`.
+    ///
+    /// # Safety
+    /// As [`ballot`](Self::ballot).
     #[inline(always)]
-    pub fn all(&self, predicate: bool) -> bool {
-        // SAFETY: the mask names exactly this tile's existing lanes.
+    pub unsafe fn all(&self, predicate: bool) -> bool {
+        // SAFETY: as `ballot`.
         unsafe { warp::all_sync(self.mask, predicate) }
     }
 }

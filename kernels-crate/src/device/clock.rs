@@ -1,5 +1,5 @@
-//! Clocks: `%globaltimer` (nanoseconds, shared by the whole GPU) and `clock64()` (cycles of
-//! this SM).
+//! The clock the host's timing harness needs: `%globaltimer`, nanoseconds shared by the whole
+//! GPU (the blocking kernel `timing_spin` spins on it).
 
 /// `%globaltimer`: a GPU-wide nanosecond timer.
 #[inline(always)]
@@ -9,17 +9,6 @@ pub fn globaltimer() -> u64 {
     // happen, a spin loop depends on it.
     unsafe {
         core::arch::asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nomem, nostack))
-    };
-    t
-}
-
-/// `clock64()`: this SM's cycle counter.
-#[inline(always)]
-pub fn clock64() -> u64 {
-    let t: u64;
-    // SAFETY: as `globaltimer`.
-    unsafe {
-        core::arch::asm!("mov.u64 {t}, %clock64;", t = out(reg64) t, options(nomem, nostack))
     };
     t
 }

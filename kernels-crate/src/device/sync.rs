@@ -84,14 +84,6 @@ pub unsafe fn syncwarp(mask: u32) {
     unsafe { bar_warp_sync(mask) }
 }
 
-/// `__threadfence_block()`: orders this thread's memory operations as seen by its block.
-#[doc(alias = "__threadfence_block")]
-#[inline(always)]
-pub fn threadfence_block() {
-    // SAFETY: a fence has no preconditions.
-    unsafe { core::arch::asm!("fence.acq_rel.cta;") }
-}
-
 /// `__threadfence()`: orders this thread's memory operations as seen by the whole GPU.
 #[doc(alias = "__threadfence")]
 #[inline(always)]

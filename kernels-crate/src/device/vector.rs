@@ -9,22 +9,6 @@
 #[derive(Clone, Copy)]
 pub struct Vector16<T: Copy, const N: usize>(pub [T; N]);
 
-/// Element types that pack into a [`Vector16`]: four 4-byte or two 8-byte lanes.
-pub trait Lanes16: Copy {
-    /// Lanes per 16 bytes.
-    const LANES: usize;
-}
-
-macro_rules! lanes16 {
-    ($n:literal: $($t:ty),*) => {$(
-        impl Lanes16 for $t {
-            const LANES: usize = $n;
-        }
-    )*};
-}
-lanes16!(4: i32, u32, f32);
-lanes16!(2: i64, u64, f64);
-
 /// Reads 16 bytes at `p` with one vector load (`ld.global.v4.b32` / `.v2.b64`); see
 /// [`Vectorized::load_nc`] for the read-only (`.nc`) path.
 ///

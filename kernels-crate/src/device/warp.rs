@@ -7,7 +7,7 @@
 //! Every `*_sync` function takes a `mask` naming the lanes that take part. Each lane in the
 //! mask must call the same function with the same mask, and **every lane named must exist**:
 //! the notes launch `<<<1, 16>>>` with `FULL_MASK = 0xffffffff`, which names 16 lanes that do
-//! not exist and is undefined behaviour. Use `mask_for_lanes(block_dim)` or [`activemask`].
+//! not exist and is undefined behaviour. Use `mask_for_lanes(block_dim)`.
 //!
 //! The `width` argument splits the warp into segments of `width` lanes (a power of two from 1
 //! to 32); lane indices and deltas are taken within the segment, and a source lane outside the
@@ -27,8 +27,6 @@ pub const FULL_MASK: u32 = u32::MAX;
 unsafe extern "C" {
     #[link_name = "llvm.nvvm.read.ptx.sreg.laneid"]
     fn read_laneid() -> u32;
-    #[link_name = "llvm.nvvm.activemask"]
-    fn nvvm_activemask() -> u32;
     #[link_name = "llvm.nvvm.shfl.sync.idx.i32"]
     fn shfl_idx_i32(mask: u32, v: u32, lane: u32, c: u32) -> u32;
     #[link_name = "llvm.nvvm.shfl.sync.up.i32"]
@@ -50,14 +48,6 @@ unsafe extern "C" {
 pub fn lane_id() -> u32 {
     // SAFETY: reading a special register is always defined.
     unsafe { read_laneid() }
-}
-
-/// `__activemask()`: the lanes of this warp that are executing this instruction now.
-#[doc(alias = "__activemask")]
-#[inline(always)]
-pub fn activemask() -> u32 {
-    // SAFETY: no preconditions.
-    unsafe { nvvm_activemask() }
 }
 
 /// The mask of the lanes of this warp that exist in a block of `block_threads` threads (the
