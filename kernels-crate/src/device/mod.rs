@@ -6,6 +6,7 @@
 //! with the intrinsic written inline.
 pub mod atomic;
 pub mod cg;
+pub mod element;
 pub mod clock;
 pub mod shared;
 pub mod sync;

@@ -10,7 +10,7 @@
 pub struct Vector16<T: Copy, const N: usize>(pub [T; N]);
 
 /// Reads 16 bytes at `p` with one vector load (`ld.global.v4.b32` / `.v2.b64`); see
-/// [`Vectorized::load_nc`] for the read-only (`.nc`) path.
+/// [`Element::load_nc`](super::element::Element::load_nc) for the read-only (`.nc`) path.
 ///
 /// # Safety
 /// `p` must be 16-byte aligned, point to `N` valid elements of global memory, and nothing may
@@ -72,59 +72,9 @@ impl<T: Copy> Access16 for Vector16<T, 2> {
     }
 }
 
-/// An element type read as 16-byte vectors: the vector type and a fold over its lanes.
-pub trait Vectorized: Copy {
-    /// The 16-byte vector of this type.
-    type V: Copy;
-    /// Elements per vector.
-    const LANES: usize;
-    /// [`load_16`] for this type's vector.
-    ///
-    /// # Safety
-    /// As [`load_16`].
-    unsafe fn load(p: *const Self::V) -> Self::V;
-    /// Like [`load`](Self::load), through the non-coherent read-only path
-    /// (`ld.global.nc`), for data that nothing writes during the kernel.
-    ///
-    /// # Safety
-    /// As [`load_16`]; `p` must point to global memory.
-    unsafe fn load_nc(p: *const Self::V) -> Self::V;
-    /// Folds the lanes of `v` into `init`, lane 0 first.
-    fn fold<A>(v: Self::V, init: A, f: impl Fn(A, Self) -> A) -> A;
-}
-
-macro_rules! vectorized {
-    ($n:literal, $nc:ident: $($t:ty),*) => {$(
-        impl Vectorized for $t {
-            type V = Vector16<$t, $n>;
-            const LANES: usize = $n;
-            #[inline(always)]
-            unsafe fn load(p: *const Self::V) -> Self::V {
-                // SAFETY: forwarded to the caller.
-                unsafe { load_16(p) }
-            }
-            #[inline(always)]
-            unsafe fn load_nc(p: *const Self::V) -> Self::V {
-                // SAFETY: forwarded to the caller.
-                unsafe { $nc(p.cast()) }
-            }
-            #[inline(always)]
-            fn fold<A>(v: Self::V, init: A, f: impl Fn(A, Self) -> A) -> A {
-                let mut a = init;
-                for i in 0..$n {
-                    a = f(a, v.0[i]);
-                }
-                a
-            }
-        }
-    )*};
-}
-vectorized!(4, load_nc_v4: i32, u32, f32);
-vectorized!(2, load_nc_v2: i64, u64, f64);
-
 /// `ld.global.nc.v4.b32` of four 4-byte lanes.
 #[inline(always)]
-unsafe fn load_nc_v4<T: Copy>(p: *const Vector16<u32, 4>) -> Vector16<T, 4> {
+pub(super) unsafe fn load_nc_v4<T: Copy>(p: *const Vector16<u32, 4>) -> Vector16<T, 4> {
     let (a, b, c, d): (u32, u32, u32, u32);
     // SAFETY: the caller guarantees a 16-byte aligned global address of 16 readable bytes.
     unsafe {
@@ -139,7 +89,7 @@ unsafe fn load_nc_v4<T: Copy>(p: *const Vector16<u32, 4>) -> Vector16<T, 4> {
 
 /// `ld.global.nc.v2.b64` of two 8-byte lanes.
 #[inline(always)]
-unsafe fn load_nc_v2<T: Copy>(p: *const Vector16<u64, 2>) -> Vector16<T, 2> {
+pub(super) unsafe fn load_nc_v2<T: Copy>(p: *const Vector16<u64, 2>) -> Vector16<T, 2> {
     let (a, b): (u64, u64);
     // SAFETY: the caller guarantees a 16-byte aligned global address of 16 readable bytes.
     unsafe {
@@ -168,7 +118,7 @@ pub struct VectorSplit {
 impl VectorSplit {
     /// The split of `n` elements at `x`.
     #[inline(always)]
-    pub fn of<T: Vectorized>(x: *const T, n: usize) -> Self {
+    pub fn of<T: super::element::Element>(x: *const T, n: usize) -> Self {
         let misalign = x as usize % 16;
         let head = if misalign == 0 {
             0

@@ -12,11 +12,11 @@ use crate::device::atomic::{AtomicAdd, atomic_add};
 use crate::device::cg::{ThreadBlock, this_thread_block};
 use crate::device::shared::dynamic_shared;
 use crate::device::thread::{grid_size_1d, index_1d};
-use crate::device::vector::{VectorSplit, Vectorized};
+use crate::device::vector::VectorSplit;
 
 /// `thread_sum`: head scalars, then 16-byte vectors with a grid-stride loop, then tail scalars.
 #[inline(always)]
-unsafe fn thread_sum<T: Element + Vectorized>(x: *const T, n: usize) -> T {
+unsafe fn thread_sum<T: Element>(x: *const T, n: usize) -> T {
     let split = VectorSplit::of(x, n);
     let (g, stride) = (index_1d(), grid_size_1d());
     let mut sum = T::ZERO;
@@ -61,7 +61,7 @@ unsafe fn reduce_sum<T: Element>(g: &ThreadBlock, temp: *mut T, mut val: T) -> T
 
 /// `sum_kernel_block`.
 #[inline(always)]
-pub unsafe fn sum_kernel_block<T: Element + Vectorized + AtomicAdd>(
+pub unsafe fn sum_kernel_block<T: Element + AtomicAdd>(
     sum: *mut T,
     x: *const T,
     n: usize,

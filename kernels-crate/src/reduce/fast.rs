@@ -23,7 +23,7 @@ use crate::device::sync::{syncthreads, threadfence};
 use crate::device::thread::{
     block_dim_x, block_idx_x, grid_dim_x, grid_size_1d, index_1d, thread_idx_x,
 };
-use crate::device::vector::{VectorSplit, Vectorized};
+use crate::device::vector::VectorSplit;
 use crate::device::warp::{FULL_MASK, WARP_SIZE, lane_id, shfl_xor_sync};
 use crate::shared_array;
 
@@ -99,7 +99,7 @@ unsafe fn block_reduce<A: Element, O: Op>(v: A, scratch: *mut A) -> A {
 #[inline(always)]
 unsafe fn thread_partial<T, A, O, const ITEMS: usize>(x: *const T, n: usize) -> A
 where
-    T: Vectorized + Widen<A> + Copy,
+    T: Element + Widen<A>,
     A: Element,
     O: Op,
 {
@@ -156,7 +156,7 @@ pub unsafe fn fast<T, A, O, const ITEMS: usize>(
     ticket: *mut u32,
     out: *mut A,
 ) where
-    T: Vectorized + Widen<A> + Copy,
+    T: Element + Widen<A>,
     A: Element,
     O: Op,
 {

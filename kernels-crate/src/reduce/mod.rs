@@ -26,9 +26,11 @@ pub mod textbook;
 pub mod warp_level;
 
 #[cfg(target_arch = "nvptx64")]
-pub use op::{Element, Max, Min, Op, Sum};
+pub use crate::device::element::Element;
 #[cfg(target_arch = "nvptx64")]
-use {crate::device::atomic::AtomicAdd, crate::device::vector::Vectorized, fast::Widen};
+pub use op::{Max, Min, Op, Sum};
+#[cfg(target_arch = "nvptx64")]
+use {crate::device::atomic::AtomicAdd, fast::Widen};
 
 // ---------------------------------------------------------------------------------------------
 // "Professional CUDA C Programming", ch. 3 (seeds 002, 003): in place on a scratch copy, one
@@ -243,7 +245,7 @@ crate::device_global! {
 /// # Safety
 /// `x` holds `n` elements aligned to their size; `sum` one element.
 #[kernel(T in [i32, f32], dynamic_shared = block * size_of::<T>())]
-pub unsafe fn reduce_cg_vector4<T: Element + Vectorized + AtomicAdd>(
+pub unsafe fn reduce_cg_vector4<T: Element + AtomicAdd>(
     sum: *mut T,
     x: *const T,
     n: usize,
@@ -268,7 +270,7 @@ pub unsafe fn reduce_cg_vector4<T: Element + Vectorized + AtomicAdd>(
 /// `x` holds `n` elements aligned to their size; `partials` at least `gridDim.x`; `ticket` and
 /// `out` one each.
 #[kernel(T in [i32, u32, i64, u64, f32, f64])]
-pub unsafe fn reduce_fast_sum<T: Element + Vectorized + Widen<T>>(
+pub unsafe fn reduce_fast_sum<T: Element + Widen<T>>(
     x: *const T,
     n: usize,
     partials: *mut T,
@@ -288,7 +290,7 @@ pub unsafe fn reduce_fast_sum<T: Element + Vectorized + Widen<T>>(
 /// # Safety
 /// As [`reduce_fast_sum`].
 #[kernel(T in [i32, u32, i64, u64, f32, f64])]
-pub unsafe fn reduce_fast_min<T: Element + Vectorized + Widen<T>>(
+pub unsafe fn reduce_fast_min<T: Element + Widen<T>>(
     x: *const T,
     n: usize,
     partials: *mut T,
@@ -308,7 +310,7 @@ pub unsafe fn reduce_fast_min<T: Element + Vectorized + Widen<T>>(
 /// # Safety
 /// As [`reduce_fast_sum`].
 #[kernel(T in [i32, u32, i64, u64, f32, f64])]
-pub unsafe fn reduce_fast_max<T: Element + Vectorized + Widen<T>>(
+pub unsafe fn reduce_fast_max<T: Element + Widen<T>>(
     x: *const T,
     n: usize,
     partials: *mut T,

@@ -42,7 +42,9 @@ pub mod textbook;
 mod window;
 
 #[cfg(target_arch = "nvptx64")]
-pub use window::{Element, Float, Ones, Taps, fetch, point, source_index};
+pub use crate::device::element::{Element, Float};
+#[cfg(target_arch = "nvptx64")]
+pub use window::{Ones, Taps, fetch, point, source_index};
 
 /// The coefficients a weighted stencil takes by value: `c_0 ..= c_2R`, leftmost first, in the
 /// first `2R + 1` slots (the rest are not read). One `#[repr(C)]` type for every radius, so

@@ -1,68 +1,7 @@
-//! The window of one output: the element types, the taps, the boundary rule, and an output
-//! computed straight from global memory.
+//! The window of one output: the taps, the boundary rule, and an output computed straight
+//! from global memory.
 use crate::config::{STENCIL_BOUNDARY_CLAMP, STENCIL_BOUNDARY_PERIODIC};
-use crate::device::vector::{Access16, Vector16};
-
-/// An element type of the stencil kernels, with its 16-byte vector.
-pub trait Element: Copy {
-    /// Zero: the value of an input outside the array in zero mode.
-    const ZERO: Self;
-    /// Where a sum starts: the exact identity of `+` (`-0.0` for floats, since `+0.0 + -0.0`
-    /// is `+0.0`), so that adding the first tap to it folds away.
-    const ADD_IDENTITY: Self;
-    /// Elements per 16-byte vector.
-    const LANES: usize;
-    /// The 16-byte vector of this type.
-    type V: Access16;
-    /// `self + other`, wrapping for integers.
-    fn add(self, other: Self) -> Self;
-    /// Lane `i` of `v`.
-    fn lane(v: Self::V, i: usize) -> Self;
-    /// The vector whose lane `i` is `f(i)`.
-    fn vector(f: impl FnMut(usize) -> Self) -> Self::V;
-}
-
-/// An element type with a fused multiply-add, for weighted stencils.
-pub trait Float: Element {
-    /// `self * a + b` with one rounding.
-    fn mul_add(self, a: Self, b: Self) -> Self;
-}
-
-macro_rules! element {
-    ($($t:ty: $lanes:literal, $zero:literal, $identity:literal, |$a:ident, $b:ident| $add:expr;)*) => {$(
-        impl Element for $t {
-            const ZERO: Self = $zero;
-            const ADD_IDENTITY: Self = $identity;
-            const LANES: usize = $lanes;
-            type V = Vector16<$t, $lanes>;
-            #[inline(always)]
-            fn add(self, other: Self) -> Self { let ($a, $b) = (self, other); $add }
-            #[inline(always)]
-            fn lane(v: Self::V, i: usize) -> Self { v.0[i] }
-            #[inline(always)]
-            fn vector(f: impl FnMut(usize) -> Self) -> Self::V { Vector16(core::array::from_fn(f)) }
-        }
-    )*};
-}
-element! {
-    i32: 4, 0, 0, |a, b| a.wrapping_add(b);
-    f32: 4, 0.0, -0.0, |a, b| a + b;
-    f64: 2, 0.0, -0.0, |a, b| a + b;
-}
-
-impl Float for f32 {
-    #[inline(always)]
-    fn mul_add(self, a: Self, b: Self) -> Self {
-        core::intrinsics::fmaf32(self, a, b)
-    }
-}
-
-impl Float for f64 {
-    #[inline(always)]
-    fn mul_add(self, a: Self, b: Self) -> Self {
-        core::intrinsics::fmaf64(self, a, b)
-    }
-}
+use crate::device::element::{Element, Float};
 
 /// The coefficients of a stencil, applied one tap at a time.
 pub trait Taps<T>: Copy {

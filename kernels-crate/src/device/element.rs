@@ -1,0 +1,124 @@
+//! The element types of the kernels (`i32`, `u32`, `i64`, `u64`, `f32`, `f64`): one trait with
+//! what the reductions, the stencils and the 16-byte vector paths need of a type, implemented
+//! once per type.
+use super::vector::{Access16, Vector16, load_16, load_nc_v2, load_nc_v4};
+use super::warp::Shuffle;
+
+/// An element type of the kernels.
+pub trait Element: Shuffle + Copy + PartialOrd {
+    /// Zero: the additive identity, and what an input outside a stencil's array reads in zero
+    /// mode.
+    const ZERO: Self;
+    /// Where a stencil's sum starts: the exact identity of `+` (`-0.0` for floats, since
+    /// `+0.0 + -0.0` is `+0.0`), so that adding the first tap to it folds away.
+    const ADD_IDENTITY: Self;
+    /// The identity of `min`: the largest value (`+inf` for floats).
+    const MIN_IDENTITY: Self;
+    /// The identity of `max`: the smallest value (`-inf` for floats).
+    const MAX_IDENTITY: Self;
+    /// Elements per 16-byte vector.
+    const LANES: usize;
+    /// The 16-byte vector of this type.
+    type V: Access16;
+    /// `self + other`, wrapping for integers (exact modulo 2^bits).
+    fn add(self, other: Self) -> Self;
+    /// The smaller value (for floats, a NaN operand is ignored, as PTX `min` does).
+    fn min(self, other: Self) -> Self;
+    /// The larger value (for floats, a NaN operand is ignored, as PTX `max` does).
+    fn max(self, other: Self) -> Self;
+    /// Lane `i` of `v`.
+    fn lane(v: Self::V, i: usize) -> Self;
+    /// The vector whose lane `i` is `f(i)`.
+    fn vector(f: impl FnMut(usize) -> Self) -> Self::V;
+    /// Folds the lanes of `v` into `init`, lane 0 first.
+    fn fold<A>(v: Self::V, init: A, f: impl Fn(A, Self) -> A) -> A;
+    /// [`load_16`] for this type's vector.
+    ///
+    /// # Safety
+    /// As [`load_16`].
+    unsafe fn load(p: *const Self::V) -> Self::V;
+    /// Like [`load`](Self::load), through the non-coherent read-only path (`ld.global.nc`), for
+    /// data that nothing writes during the kernel.
+    ///
+    /// # Safety
+    /// As [`load_16`]; `p` must point to global memory.
+    unsafe fn load_nc(p: *const Self::V) -> Self::V;
+}
+
+/// An element type with a fused multiply-add, for weighted stencils.
+pub trait Float: Element {
+    /// `self * a + b` with one rounding.
+    fn mul_add(self, a: Self, b: Self) -> Self;
+}
+
+macro_rules! element {
+    ($($t:ty: $lanes:literal, $nc:ident, $zero:literal, $add_identity:literal,
+        min/max $min_id:expr, $max_id:expr,
+        |$a:ident, $b:ident| add $add:expr, min $min:expr, max $max:expr;)*) => {$(
+        impl Element for $t {
+            const ZERO: Self = $zero;
+            const ADD_IDENTITY: Self = $add_identity;
+            const MIN_IDENTITY: Self = $min_id;
+            const MAX_IDENTITY: Self = $max_id;
+            const LANES: usize = $lanes;
+            type V = Vector16<$t, $lanes>;
+            #[inline(always)]
+            fn add(self, other: Self) -> Self { let ($a, $b) = (self, other); $add }
+            #[inline(always)]
+            fn min(self, other: Self) -> Self { let ($a, $b) = (self, other); $min }
+            #[inline(always)]
+            fn max(self, other: Self) -> Self { let ($a, $b) = (self, other); $max }
+            #[inline(always)]
+            fn lane(v: Self::V, i: usize) -> Self { v.0[i] }
+            #[inline(always)]
+            fn vector(f: impl FnMut(usize) -> Self) -> Self::V { Vector16(core::array::from_fn(f)) }
+            #[inline(always)]
+            fn fold<A>(v: Self::V, init: A, f: impl Fn(A, Self) -> A) -> A {
+                let mut acc = init;
+                for i in 0..$lanes {
+                    acc = f(acc, v.0[i]);
+                }
+                acc
+            }
+            #[inline(always)]
+            unsafe fn load(p: *const Self::V) -> Self::V {
+                // SAFETY: forwarded to the caller.
+                unsafe { load_16(p) }
+            }
+            #[inline(always)]
+            unsafe fn load_nc(p: *const Self::V) -> Self::V {
+                // SAFETY: forwarded to the caller.
+                unsafe { $nc(p.cast()) }
+            }
+        }
+    )*};
+}
+
+element! {
+    i32: 4, load_nc_v4, 0, 0, min/max i32::MAX, i32::MIN,
+        |a, b| add a.wrapping_add(b), min Ord::min(a, b), max Ord::max(a, b);
+    u32: 4, load_nc_v4, 0, 0, min/max u32::MAX, u32::MIN,
+        |a, b| add a.wrapping_add(b), min Ord::min(a, b), max Ord::max(a, b);
+    i64: 2, load_nc_v2, 0, 0, min/max i64::MAX, i64::MIN,
+        |a, b| add a.wrapping_add(b), min Ord::min(a, b), max Ord::max(a, b);
+    u64: 2, load_nc_v2, 0, 0, min/max u64::MAX, u64::MIN,
+        |a, b| add a.wrapping_add(b), min Ord::min(a, b), max Ord::max(a, b);
+    f32: 4, load_nc_v4, 0.0, -0.0, min/max f32::INFINITY, f32::NEG_INFINITY,
+        |a, b| add a + b, min f32::min(a, b), max f32::max(a, b);
+    f64: 2, load_nc_v2, 0.0, -0.0, min/max f64::INFINITY, f64::NEG_INFINITY,
+        |a, b| add a + b, min f64::min(a, b), max f64::max(a, b);
+}
+
+impl Float for f32 {
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        core::intrinsics::fmaf32(self, a, b)
+    }
+}
+
+impl Float for f64 {
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        core::intrinsics::fmaf64(self, a, b)
+    }
+}
