@@ -88,7 +88,7 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
 fn reduce_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Result<()> {
     let mut rng = SplitMix64::new(7);
     let host: Vec<T> = (0..CASE_SIZES[1] + 1)
-        .map(|_| from_bits::<T>(rng.next_u64()))
+        .map(|_| T::from_random_bits(rng.next_u64()))
         .collect();
     let input = gpu.upload(&host, "sanitize reduce input")?;
     for v in ReduceVariant::ALL
@@ -124,22 +124,12 @@ fn reduce_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> R
     Ok(())
 }
 
-/// A value from random bits: the full range for integers, [-1, 1) for floats.
-fn from_bits<T: Element>(bits: u64) -> T {
-    if T::TYPE.is_float() {
-        T::from_f64((bits >> 11) as f64 / (1u64 << 52) as f64 - 1.0)
-    } else {
-        let bytes = bits.to_ne_bytes();
-        // SAFETY: integer element types are valid for any bit pattern of their size (<= 8).
-        unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
-    }
-}
 
 fn stencil_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Result<()> {
     let mut rng = SplitMix64::new(9);
     let n_max = CASE_SIZES[1];
     let host: Vec<T> = (0..n_max)
-        .map(|_| from_bits::<T>(rng.next_u64() & 0xFF))
+        .map(|_| T::from_random_bits(rng.next_u64() & 0xFF))
         .collect();
     for v in StencilVariant::ALL
         .into_iter()
