@@ -2,14 +2,15 @@
 //! the `simpleDivergence` kernels (`ferrocuda divergence`), each checked against the CPU.
 use ferrocuda_kernels::config::WARP_DEMO_WORDS;
 use ferrocuda_kernels::entry::Entry;
-use ferrocuda_kernels::lab::{math_kernel1, math_kernel2, math_kernel3, math_kernel4, warp_functions_demo};
+use ferrocuda_kernels::lab::{
+    math_kernel1, math_kernel2, math_kernel3, math_kernel4, warp_functions_demo,
+};
 
 use crate::cpu::warp::{self as model, ShflMode, WARP_SIZE};
+use crate::runtime::config::LaunchConfig;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::gpu::Gpu;
-use crate::runtime::config::LaunchConfig;
 use crate::runtime::timing::{Stats, time_on_stream};
-
 
 /// The column names of the demo's table.
 pub const WARP_DEMO_COLUMNS: [&str; WARP_DEMO_WORDS] = [

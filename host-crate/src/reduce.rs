@@ -246,7 +246,10 @@ enum Entries<T, A> {
     /// Seed 004's cooperative-groups vector sum (arguments `sum, x, n`).
     CgVector(Entry<(*mut A, *const T, usize)>),
     /// Grid-stride partials into a buffer, then the same kernel over the partials.
-    GridStride(Entry<(*const T, usize, *mut A)>, Entry<(*const A, usize, *mut A)>),
+    GridStride(
+        Entry<(*const T, usize, *mut A)>,
+        Entry<(*const A, usize, *mut A)>,
+    ),
     /// As [`Entries::GridStride`], the partials in a static device array.
     GridStrideStatic(
         Entry<(*const T, usize)>,
@@ -263,7 +266,8 @@ impl<T: Element, A: Element> Entries<T, A> {
         if op != ReduceOp::Sum && variant != V::Fast {
             return None;
         }
-        let in_place = |e: Option<Entry<(*mut T, *mut T, usize)>>| Some(Self::InPlace(e?.retype()?));
+        let in_place =
+            |e: Option<Entry<(*mut T, *mut T, usize)>>| Some(Self::InPlace(e?.retype()?));
         match variant {
             V::Neighbored => in_place(k::reduce_neighbored::<T>()),
             V::NeighboredLess => in_place(k::reduce_neighbored_less::<T>()),
@@ -439,7 +443,8 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
             }
             Entries::CgVector(e) => {
                 let kernel = gpu.kernel(e)?;
-                let config = kernel.config(blocks_for(block as usize * 16 / size_of::<T>())?, block);
+                let config =
+                    kernel.config(blocks_for(block as usize * 16 / size_of::<T>())?, block);
                 Plan::CgVector { kernel, config }
             }
             Entries::GridStride(first, finish) => {
@@ -505,11 +510,21 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
             Plan::InPlace { kernel, config, .. } => kernel.validate(*config),
             Plan::AtomicFinish { kernel, config } => kernel.validate(*config),
             Plan::CgVector { kernel, config } => kernel.validate(*config),
-            Plan::GridStride { first, finish, configs, .. } => {
+            Plan::GridStride {
+                first,
+                finish,
+                configs,
+                ..
+            } => {
                 first.validate(configs[0])?;
                 finish.validate(configs[1])
             }
-            Plan::GridStrideStatic { first, finish, configs, .. } => {
+            Plan::GridStrideStatic {
+                first,
+                finish,
+                configs,
+                ..
+            } => {
                 first.validate(configs[0])?;
                 finish.validate(configs[1])
             }
@@ -523,10 +538,20 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
             Plan::InPlace { kernel, config, .. } => vec![(kernel.symbol(), *config)],
             Plan::AtomicFinish { kernel, config } => vec![(kernel.symbol(), *config)],
             Plan::CgVector { kernel, config } => vec![(kernel.symbol(), *config)],
-            Plan::GridStride { first, finish, configs, .. } => {
+            Plan::GridStride {
+                first,
+                finish,
+                configs,
+                ..
+            } => {
                 vec![(first.symbol(), configs[0]), (finish.symbol(), configs[1])]
             }
-            Plan::GridStrideStatic { first, finish, configs, .. } => {
+            Plan::GridStrideStatic {
+                first,
+                finish,
+                configs,
+                ..
+            } => {
                 vec![(first.symbol(), configs[0]), (finish.symbol(), configs[1])]
             }
             Plan::Fast { kernel, config, .. } => vec![(kernel.symbol(), *config)],
@@ -589,8 +614,7 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                 if self.n > 0 {
                     // SAFETY: the scratch buffer was allocated with the input's length.
                     let input = unsafe { DeviceSlice::from_raw_parts(self.input, self.n) };
-                    unsafe { scratch.async_copy_from(&input, stream) }
-                        .call("cuMemcpyDtoDAsync")?;
+                    unsafe { scratch.async_copy_from(&input, stream) }.call("cuMemcpyDtoDAsync")?;
                 }
                 gpu.poison_async(partials)?;
             }
@@ -657,7 +681,13 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                     ticket,
                 } => kernel.launch(
                     *config,
-                    (input, n, partials.as_device_ptr(), ticket.as_device_ptr(), out),
+                    (
+                        input,
+                        n,
+                        partials.as_device_ptr(),
+                        ticket.as_device_ptr(),
+                        out,
+                    ),
                 ),
             }
         }

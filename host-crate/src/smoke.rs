@@ -3,9 +3,9 @@ use ferrocuda_kernels::config::SMOKE_BLOCK;
 use ferrocuda_kernels::smoke::smoke_saxpy;
 
 use crate::cpu;
+use crate::runtime::config::LaunchConfig;
 use crate::runtime::error::{Error, KernelLaunch, Result};
 use crate::runtime::gpu::Gpu;
-use crate::runtime::config::LaunchConfig;
 
 /// Default threads per block.
 pub const DEFAULT_BLOCK: u32 = SMOKE_BLOCK;
@@ -69,7 +69,13 @@ pub fn saxpy(
     unsafe {
         kernel.launch_and_wait(
             config,
-            (n, a, dx.as_device_ptr(), dy.as_device_ptr(), out.as_device_ptr()),
+            (
+                n,
+                a,
+                dx.as_device_ptr(),
+                dy.as_device_ptr(),
+                out.as_device_ptr(),
+            ),
         )?
     };
     gpu.download(&out)
@@ -99,7 +105,10 @@ pub fn run(
     let (free, total) = gpu.memory_info()?;
     if bytes > free as u128 {
         return Err(Error::OutOfMemory {
-            what: format!("`{}` with n = {n} (x, y and output)", smoke_saxpy().symbol()),
+            what: format!(
+                "`{}` with n = {n} (x, y and output)",
+                smoke_saxpy().symbol()
+            ),
             bytes,
             free,
             total,

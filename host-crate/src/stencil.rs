@@ -18,8 +18,8 @@ use ferrocuda_kernels::stencil::Coefficients;
 pub use ferrocuda_kernels::config::STENCIL_DEFAULT_RADIUS;
 
 use crate::cpu::{Check, check_stencil};
-use crate::runtime::element::{ElemType, Element};
 use crate::runtime::config::LaunchConfig;
+use crate::runtime::element::{ElemType, Element};
 use crate::runtime::error::{CudaContext, Error, KernelLaunch, Result};
 use crate::runtime::gpu::Gpu;
 use crate::runtime::kernel::Kernel;
@@ -124,7 +124,6 @@ impl StencilVariant {
         taps.error()
             .or_else(|| self.block_error(block, taps.radius()))
     }
-
 }
 
 /// The typed handles of the kernel one variant launches for `T`, a radius and whether the
@@ -198,7 +197,11 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         let n = input.len();
         let invalid = |what: String| Err(Error::InvalidArgument { what });
         let radius = taps.radius();
-        let symbol = format!("stencil variant `{}` (R = {radius}, {})", variant.name(), T::TYPE);
+        let symbol = format!(
+            "stencil variant `{}` (R = {radius}, {})",
+            variant.name(),
+            T::TYPE
+        );
         if let Some(e) = variant.error(taps, block) {
             return invalid(format!("{symbol} with block {block}, n = {n}: {e}"));
         }

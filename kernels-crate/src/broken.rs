@@ -9,13 +9,13 @@
 //!   shared array with every lane adding at every step and no `__syncwarp()`. Correct only when
 //!   a warp runs in lock-step, which Volta's independent thread scheduling no longer
 //!   guarantees; `racecheck` reports the intra-warp hazards.
-use crate::entry::kernel;
 #[cfg(target_arch = "nvptx64")]
 use crate::device::shared::dynamic_shared;
 #[cfg(target_arch = "nvptx64")]
 use crate::device::sync::syncthreads;
 #[cfg(target_arch = "nvptx64")]
 use crate::device::thread::{block_dim_x, block_idx_x, index_1d, thread_idx_x};
+use crate::entry::kernel;
 
 /// The radius of the broken stencil (the slide's `RADIUS`).
 #[cfg(target_arch = "nvptx64")]
@@ -27,11 +27,7 @@ const R: usize = 3;
 /// # Safety
 /// `input` and `out` hold `n` floats. The result is unreliable by design.
 #[kernel(dynamic_shared = (block + 2 * 3) * size_of::<f32>())]
-pub unsafe fn broken_stencil_1d_no_sync_f32(
-    input: *const f32,
-    out: *mut f32,
-    n: usize,
-) {
+pub unsafe fn broken_stencil_1d_no_sync_f32(input: *const f32, out: *mut f32, n: usize) {
     let temp = dynamic_shared::<f32>();
     let (tid, block) = (thread_idx_x() as usize, block_dim_x() as usize);
     let g = index_1d();
@@ -66,11 +62,7 @@ pub unsafe fn broken_stencil_1d_no_sync_f32(
 /// # Safety
 /// `input` holds `n` ints, `out` one per block. The result is unreliable by design.
 #[kernel(dynamic_shared = block * size_of::<i32>())]
-pub unsafe fn broken_reduce_volatile_warp_i32(
-    input: *const i32,
-    out: *mut i32,
-    n: usize,
-) {
+pub unsafe fn broken_reduce_volatile_warp_i32(input: *const i32, out: *mut i32, n: usize) {
     let s = dynamic_shared::<i32>();
     let tid = thread_idx_x() as usize;
     let i = index_1d();

@@ -92,7 +92,10 @@ mod host {
 
         /// The value of generic parameter `name` in this instance (`"f32"` for `"T"`).
         pub fn instance_value(&self, name: &str) -> Option<&'static str> {
-            self.instance.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+            self.instance
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| *v)
         }
     }
 
@@ -109,7 +112,10 @@ mod host {
 
     /// The entry points of package `package` (`"ferrocuda-kernels"`), sorted by symbol.
     pub fn entry_points_of(package: &str) -> Vec<&'static EntryInfo> {
-        let mut v: Vec<_> = ENTRY_POINTS.iter().filter(|e| e.package == package).collect();
+        let mut v: Vec<_> = ENTRY_POINTS
+            .iter()
+            .filter(|e| e.package == package)
+            .collect();
         v.sort_by_key(|e| e.symbol);
         v
     }

@@ -1,10 +1,10 @@
 //! The warp and execution-model lab (seeds 000, 003, 004): the notes' warp-function program and
 //! the `simpleDivergence` kernels of "Professional CUDA C".
-use crate::entry::kernel;
 #[cfg(target_arch = "nvptx64")]
 use crate::device::thread::{index_1d, thread_idx_x};
 #[cfg(target_arch = "nvptx64")]
 use crate::device::warp::{self, WARP_SIZE};
+use crate::entry::kernel;
 
 /// Words each lane of [`warp_functions_demo`] writes.
 pub const DEMO_WORDS: usize = crate::config::WARP_DEMO_WORDS;
@@ -29,12 +29,7 @@ const NOT_IN_MASK: u32 = u32::MAX;
 /// # Safety
 /// `out` holds `12 * B` words.
 #[kernel]
-pub unsafe fn warp_functions_demo(
-    out: *mut u32,
-    width: u32,
-    src_lane: u32,
-    offset: u32,
-) {
+pub unsafe fn warp_functions_demo(out: *mut u32, width: u32, src_lane: u32, offset: u32) {
     let t = thread_idx_x();
     // `t & (w - 1)` is `t % w` for a power-of-two `w` (the notes' bitwise form), and has no
     // division by zero to guard against.

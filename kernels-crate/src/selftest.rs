@@ -1,7 +1,6 @@
 //! Kernels that exercise each device-layer primitive on its own, so that the GPU test suite can
 //! compare it with the CPU model (the warp emulator in `ferrocuda::cpu`). They are not part of
 //! the library's algorithms; their names all start with `selftest_`.
-use crate::entry::kernel;
 #[cfg(target_arch = "nvptx64")]
 use crate::device::atomic::{AtomicAdd, AtomicOrd, atomic_add, atomic_cas, atomic_max, atomic_min};
 #[cfg(target_arch = "nvptx64")]
@@ -16,6 +15,7 @@ use crate::device::thread::*;
 use crate::device::vector::{Vector16, load_16, store_16};
 #[cfg(target_arch = "nvptx64")]
 use crate::device::warp::{self, Shuffle};
+use crate::entry::kernel;
 #[cfg(target_arch = "nvptx64")]
 use crate::shared_array;
 
@@ -190,11 +190,7 @@ unsafe fn reverse_chunks(tile: *mut u32, input: *const u32, out: *mut u32, n: us
 /// # Safety
 /// `input` and `out` hold `n` elements; the block size must be `SELFTEST_SHARED_BLOCK`.
 #[kernel]
-pub unsafe fn selftest_shared_static(
-    input: *const u32,
-    out: *mut u32,
-    n: usize,
-) {
+pub unsafe fn selftest_shared_static(input: *const u32, out: *mut u32, n: usize) {
     // SAFETY: forwarded to the launcher.
     unsafe { reverse_chunks(selftest_reverse_tile(), input, out, n) }
 }
@@ -204,11 +200,7 @@ pub unsafe fn selftest_shared_static(
 /// # Safety
 /// `input` and `out` hold `n` elements; dynamic shared memory holds `blockDim.x` `u32`.
 #[kernel(dynamic_shared = block * size_of::<u32>())]
-pub unsafe fn selftest_shared_dynamic(
-    input: *const u32,
-    out: *mut u32,
-    n: usize,
-) {
+pub unsafe fn selftest_shared_dynamic(input: *const u32, out: *mut u32, n: usize) {
     // SAFETY: forwarded to the launcher.
     unsafe { reverse_chunks(dynamic_shared::<u32>(), input, out, n) }
 }
@@ -312,11 +304,7 @@ pub unsafe fn selftest_indices_3d(out: *mut u32) {
 /// # Safety
 /// `input` and `out` hold `n` elements.
 #[kernel]
-pub unsafe fn selftest_grid_stride_copy(
-    input: *const u32,
-    out: *mut u32,
-    n: usize,
-) {
+pub unsafe fn selftest_grid_stride_copy(input: *const u32, out: *mut u32, n: usize) {
     for i in grid_stride_1d(n) {
         // SAFETY: `i < n`.
         unsafe { *out.add(i) = *input.add(i) };

@@ -9,13 +9,7 @@ use crate::entry::kernel;
 /// # Safety
 /// `x`, `y` and `out` must each point to `n` valid `f32` in device memory.
 #[kernel]
-pub unsafe fn smoke_saxpy(
-    n: usize,
-    a: f32,
-    x: *const f32,
-    y: *const f32,
-    out: *mut f32,
-) {
+pub unsafe fn smoke_saxpy(n: usize, a: f32, x: *const f32, y: *const f32, out: *mut f32) {
     let i = crate::device::thread::index_1d();
     if i < n {
         // SAFETY: `i < n` and the caller guarantees `n` elements behind each pointer.

@@ -8,26 +8,64 @@ use ferrocuda_kernels::{reduce, selftest, smoke, stencil};
 #[test]
 fn symbols_follow_the_notes_names() {
     let cases = [
-        (reduce::reduce_neighbored::<f32>().unwrap().symbol(), "reduce_neighbored_f32"),
-        (reduce::reduce_neighbored_less::<i32>().unwrap().symbol(), "reduce_neighbored_less_i32"),
-        (reduce::reduce_unroll_warps8::<u64>().unwrap().symbol(), "reduce_unroll_warps8_u64"),
+        (
+            reduce::reduce_neighbored::<f32>().unwrap().symbol(),
+            "reduce_neighbored_f32",
+        ),
+        (
+            reduce::reduce_neighbored_less::<i32>().unwrap().symbol(),
+            "reduce_neighbored_less_i32",
+        ),
+        (
+            reduce::reduce_unroll_warps8::<u64>().unwrap().symbol(),
+            "reduce_unroll_warps8_u64",
+        ),
         (
             reduce::reduce_complete_unroll::<f32>(512).unwrap().symbol(),
             "reduce_complete_unroll_b512_f32",
         ),
-        (reduce::reduce_shfl::<f32>().unwrap().symbol(), "reduce_shfl_f32"),
-        (reduce::reduce1_parallelism::<f64>().unwrap().symbol(), "reduce1_parallelism_f64"),
-        (reduce::reduce2_static::<f32>().unwrap().symbol(), "reduce2_static_f32"),
-        (reduce::reduce_cg_vector4::<i32>().unwrap().symbol(), "reduce_cg_vector4_i32"),
-        (reduce::reduce_fast_max::<f64>().unwrap().symbol(), "reduce_fast_max_f64"),
-        (reduce::reduce_fast_sum_i32_to_i64().symbol(), "reduce_fast_sum_i32_to_i64"),
-        (stencil::stencil_1d_shared::<f32>(3).unwrap().symbol(), "stencil_1d_shared_r3_f32"),
-        (stencil::stencil_1d_naive::<i32>(16).unwrap().symbol(), "stencil_1d_naive_r16_i32"),
         (
-            stencil::stencil_1d_fast_weighted::<f32>(3).unwrap().symbol(),
+            reduce::reduce_shfl::<f32>().unwrap().symbol(),
+            "reduce_shfl_f32",
+        ),
+        (
+            reduce::reduce1_parallelism::<f64>().unwrap().symbol(),
+            "reduce1_parallelism_f64",
+        ),
+        (
+            reduce::reduce2_static::<f32>().unwrap().symbol(),
+            "reduce2_static_f32",
+        ),
+        (
+            reduce::reduce_cg_vector4::<i32>().unwrap().symbol(),
+            "reduce_cg_vector4_i32",
+        ),
+        (
+            reduce::reduce_fast_max::<f64>().unwrap().symbol(),
+            "reduce_fast_max_f64",
+        ),
+        (
+            reduce::reduce_fast_sum_i32_to_i64().symbol(),
+            "reduce_fast_sum_i32_to_i64",
+        ),
+        (
+            stencil::stencil_1d_shared::<f32>(3).unwrap().symbol(),
+            "stencil_1d_shared_r3_f32",
+        ),
+        (
+            stencil::stencil_1d_naive::<i32>(16).unwrap().symbol(),
+            "stencil_1d_naive_r16_i32",
+        ),
+        (
+            stencil::stencil_1d_fast_weighted::<f32>(3)
+                .unwrap()
+                .symbol(),
             "stencil_1d_fast_weighted_r3_f32",
         ),
-        (selftest::selftest_tile(8).unwrap().symbol(), "selftest_tile_n8"),
+        (
+            selftest::selftest_tile(8).unwrap().symbol(),
+            "selftest_tile_n8",
+        ),
         (smoke::smoke_saxpy().symbol(), "smoke_saxpy"),
     ];
     for (got, want) in cases {
@@ -55,11 +93,17 @@ fn every_instance_is_listed_once_with_its_parameters() {
     let count = |module: &str| all.iter().filter(|e| e.module.ends_with(module)).count();
     // 9 textbook kernels x 6 types (complete_unroll x 5 blocks), 3 float seed-000 trees, the two
     // grid-stride kernels, the CG vector sum on 2 types, sum/min/max x 6 and the widening sum.
-    assert_eq!(count("::reduce"), 8 * 6 + 5 * 6 + 3 * 2 + 2 * 2 + 2 + 3 * 6 + 1);
+    assert_eq!(
+        count("::reduce"),
+        8 * 6 + 5 * 6 + 3 * 2 + 2 * 2 + 2 + 3 * 6 + 1
+    );
     // naive, shared and fast on 3 types, weighted and fast weighted on 2, 6 radii each.
     assert_eq!(count("::stencil"), (3 + 3 + 3 + 2 + 2) * 6);
     let e = entry_point("reduce_fast_sum_i32_to_i64").unwrap();
-    assert_eq!(e.params, ["*const i32", "usize", "*mut i64", "*mut u32", "*mut i64"]);
+    assert_eq!(
+        e.params,
+        ["*const i32", "usize", "*mut i64", "*mut u32", "*mut i64"]
+    );
     assert_eq!(e.kernel, "reduce_fast_sum_i32_to_i64");
     let e = entry_point("stencil_1d_fast_r3_f64").unwrap();
     assert_eq!(e.instance, [("T", "f64"), ("R", "3")]);
@@ -74,12 +118,23 @@ fn dynamic_shared_memory_is_what_the_declaration_says() {
     let e = stencil::stencil_1d_shared::<f32>(3).unwrap();
     assert_eq!(e.dynamic_shared_bytes(256), (256 + 6) * 4);
     // None declared: zero.
-    assert_eq!(reduce::reduce_fast_sum::<f32>().unwrap().dynamic_shared_bytes(512), 0);
+    assert_eq!(
+        reduce::reduce_fast_sum::<f32>()
+            .unwrap()
+            .dynamic_shared_bytes(512),
+        0
+    );
 }
 
 #[test]
 fn retype_succeeds_only_for_the_same_parameter_list() {
     let e = reduce::reduce_fast_sum::<f32>().unwrap();
-    assert!(e.retype::<(*const f32, usize, *mut f32, *mut u32, *mut f32)>().is_some());
-    assert!(e.retype::<(*const f32, usize, *mut f64, *mut u32, *mut f64)>().is_none());
+    assert!(
+        e.retype::<(*const f32, usize, *mut f32, *mut u32, *mut f32)>()
+            .is_some()
+    );
+    assert!(
+        e.retype::<(*const f32, usize, *mut f64, *mut u32, *mut f64)>()
+            .is_none()
+    );
 }

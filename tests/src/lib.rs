@@ -8,12 +8,9 @@
 //! say) fails the tests instead of skipping them. With `FERROCUDA_REQUIRE_GPU=1` (set by the
 //! GPU bundle's `run.sh`) a missing device is a failure too.
 use std::cell::RefCell;
-use std::fmt::Debug;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cust::memory::DeviceCopy;
-use ferrocuda::cpu::SplitMix64;
 use ferrocuda::{Error, Gpu};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
@@ -89,95 +86,4 @@ pub fn run_gpu_suite(trials: Vec<Trial>) -> ExitCode {
     conclusion.exit_code()
 }
 
-/// The element types the kernels support, with what the tests need of them.
-pub trait Element: DeviceCopy + Copy + PartialEq + Debug + Default + Send + Sync + 'static {
-    /// The Rust name (`"f32"`), used in kernel symbols and test names.
-    const NAME: &'static str;
-    /// A random value spread over the type's range (floats in `[-1, 1)`).
-    fn random(rng: &mut SplitMix64) -> Self;
-    /// Equality of the bit patterns (floats: `-0.0 != 0.0`, NaN equal to itself).
-    fn same_bits(self, other: Self) -> bool;
-}
-
-macro_rules! element_int {
-    ($($t:ty),*) => {$(
-        impl Element for $t {
-            const NAME: &'static str = stringify!($t);
-            fn random(rng: &mut SplitMix64) -> Self { rng.next_u64() as $t }
-            fn same_bits(self, other: Self) -> bool { self == other }
-        }
-    )*};
-}
-element_int!(i32, u32, i64, u64);
-
-macro_rules! element_float {
-    ($($t:ty),*) => {$(
-        impl Element for $t {
-            const NAME: &'static str = stringify!($t);
-            fn random(rng: &mut SplitMix64) -> Self { rng.next_f64_signed() as $t }
-            fn same_bits(self, other: Self) -> bool { self.to_bits() == other.to_bits() }
-        }
-    )*};
-}
-element_float!(f32, f64);
-
-/// `n` random values of `T` from `seed`.
-pub fn random_vec<T: Element>(n: usize, seed: u64) -> Vec<T> {
-    let mut rng = SplitMix64::new(seed);
-    (0..n).map(|_| T::random(&mut rng)).collect()
-}
-
-/// Device-layer self-test kernels (`kernels-crate/src/selftest.rs`).
-pub mod selftest {
-    /// `selftest_shfl_<type>` for each element type.
-    pub fn shfl_symbol(type_name: &str) -> String {
-        format!("selftest_shfl_{type_name}")
-    }
-    /// `selftest_atomic_add_<type>`.
-    pub fn atomic_add_symbol(type_name: &str) -> String {
-        format!("selftest_atomic_add_{type_name}")
-    }
-    /// `selftest_atomic_min_max_<type>`.
-    pub fn atomic_min_max_symbol(type_name: &str) -> String {
-        format!("selftest_atomic_min_max_{type_name}")
-    }
-    /// `selftest_tile_<n>`.
-    pub fn tile_symbol(n: u32) -> String {
-        format!("selftest_tile_{n}")
-    }
-    /// Tile sizes of `TiledPartition`.
-    pub const TILE_SIZES: [u32; 6] = [1, 2, 4, 8, 16, 32];
-    /// Every self-test kernel the suite launches.
-    pub fn symbols() -> Vec<String> {
-        let mut v: Vec<String> = ["u32", "i32", "f32", "u64", "i64", "f64"]
-            .iter()
-            .map(|t| shfl_symbol(t))
-            .collect();
-        v.extend(
-            ["i32", "u32", "i64", "u64", "f32", "f64"]
-                .iter()
-                .map(|t| atomic_add_symbol(t)),
-        );
-        v.extend(
-            ["i32", "u32", "i64", "u64"]
-                .iter()
-                .map(|t| atomic_min_max_symbol(t)),
-        );
-        v.extend(TILE_SIZES.iter().map(|&n| tile_symbol(n)));
-        v.extend(
-            [
-                "selftest_vote",
-                "selftest_atomic_cas_counter",
-                "selftest_shared_static",
-                "selftest_shared_dynamic",
-                "selftest_sync_predicates",
-                "selftest_indices_3d",
-                "selftest_grid_stride_copy",
-                "selftest_vector_copy_f32",
-                "selftest_last_block_sum",
-            ]
-            .map(String::from),
-        );
-        v
-    }
-}
+pub use ferrocuda::cpu::random_vec;

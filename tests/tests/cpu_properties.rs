@@ -1,13 +1,13 @@
 //! Property tests of the launch arithmetic and the CPU models (proptest, fixed seed by the
 //! runner's defaults; a failure prints the minimal case to replay), and the messages of the
 //! errors a GPU machine cannot easily produce on demand.
-use ferrocuda::kernels::config::STENCIL_FAST_VECTORS_PER_THREAD;
-use ferrocuda::runtime::kernel::entry_points;
+use ferrocuda::Error;
 use ferrocuda::LaunchConfig;
 use ferrocuda::args::parse_count;
 use ferrocuda::cpu::warp::{ShflMode, shfl_source};
+use ferrocuda::kernels::config::STENCIL_FAST_VECTORS_PER_THREAD;
 use ferrocuda::reduce::ReduceVariant;
-use ferrocuda::Error;
+use ferrocuda::runtime::kernel::entry_points;
 use proptest::prelude::*;
 
 proptest! {

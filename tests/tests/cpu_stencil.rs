@@ -180,7 +180,10 @@ fn every_radius_has_an_instance_of_every_variant_and_no_other_does() {
     assert_eq!(radii(|r| k::stencil_1d_shared::<f64>(r).is_some()), want);
     assert_eq!(radii(|r| k::stencil_1d_weighted::<f32>(r).is_some()), want);
     assert_eq!(radii(|r| k::stencil_1d_fast::<f32>(r).is_some()), want);
-    assert_eq!(radii(|r| k::stencil_1d_fast_weighted::<f64>(r).is_some()), want);
+    assert_eq!(
+        radii(|r| k::stencil_1d_fast_weighted::<f64>(r).is_some()),
+        want
+    );
 }
 
 #[test]

@@ -9,9 +9,12 @@ use anyhow::{Context, bail, ensure};
 use cust::memory::DeviceBuffer;
 use ferrocuda::cpu::warp::{self, ShflMode};
 use ferrocuda::cpu::{self, SplitMix64};
-use ferrocuda::{Error, Gpu, LaunchConfig, kernel_args, smoke};
+use ferrocuda::kernels::entry::Entry;
+use ferrocuda::kernels::selftest as k;
+use ferrocuda::runtime::element::Element;
+use ferrocuda::{Error, Gpu, LaunchConfig, smoke};
 use ferrocuda_kernels::config::SELFTEST_SHARED_BLOCK;
-use ferrocuda_tests::{Element, TestResult, gpu_test, random_vec, run_gpu_suite, selftest};
+use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite};
 use libtest_mimic::Trial;
 
 fn main() -> ExitCode {
@@ -82,7 +85,11 @@ fn main() -> ExitCode {
         ),
         gpu_test("device_properties_are_consistent", device_properties),
     ]);
-    for n in selftest::TILE_SIZES {
+    // Every tile size `selftest_tile` has an instance for (1, 2, 4, 8, 16, 32).
+    for n in (0..=5)
+        .map(|e| 1u32 << e)
+        .filter(|&n| k::selftest_tile(n).is_some())
+    {
         trials.push(gpu_test(
             &format!("tile_{n}_api_matches_emulator"),
             move |gpu| tile_matches_emulator(gpu, n),
@@ -110,7 +117,7 @@ fn shuffle_trials<T: Element>(trials: &mut Vec<Trial>) {
             &format!(
                 "shfl_{}_{}_matches_emulator_for_every_width_delta_and_mask",
                 format!("{mode:?}").to_lowercase(),
-                T::NAME
+                T::TYPE
             ),
             move |gpu| shuffle_matches_emulator::<T>(gpu, mode),
         ));
@@ -136,7 +143,7 @@ fn masks_for(lanes: u32, rng: &mut SplitMix64) -> Vec<u32> {
 }
 
 fn shuffle_matches_emulator<T: Element>(gpu: &Gpu, mode: ShflMode) -> TestResult {
-    let kernel = gpu.kernel(&selftest::shfl_symbol(T::NAME))?;
+    let kernel = gpu.kernel(k::selftest_shfl::<T>().context("no selftest_shfl instance")?)?;
     let mut rng = SplitMix64::new(0x5f1 + mode as u64);
     let mut cases = 0;
     for lanes in [32u32, 16, 7] {
@@ -151,14 +158,14 @@ fn shuffle_matches_emulator<T: Element>(gpu: &Gpu, mode: ShflMode) -> TestResult
                     unsafe {
                         kernel.launch_and_wait(
                             config,
-                            kernel_args![
+                            (
                                 mode as u32,
                                 d_in.as_device_ptr(),
                                 out.as_device_ptr(),
                                 mask,
                                 b,
-                                width
-                            ],
+                                width,
+                            ),
                         )?
                     };
                     let got = gpu.download(&out)?;
@@ -174,7 +181,7 @@ fn shuffle_matches_emulator<T: Element>(gpu: &Gpu, mode: ShflMode) -> TestResult
                         ensure!(
                             ok,
                             "{mode:?} {}: lanes {lanes}, width {width}, mask {mask:#010x}, b {b}: lane {lane} got {:?}, want {:?} (input {:?})",
-                            T::NAME,
+                            T::TYPE,
                             got[lane],
                             want[lane],
                             input
@@ -190,7 +197,7 @@ fn shuffle_matches_emulator<T: Element>(gpu: &Gpu, mode: ShflMode) -> TestResult
 }
 
 fn vote_matches_emulator(gpu: &Gpu) -> TestResult {
-    let kernel = gpu.kernel("selftest_vote")?;
+    let kernel = gpu.kernel(k::selftest_vote())?;
     let mut rng = SplitMix64::new(77);
     for lanes in [32u32, 16, 5, 1] {
         for mask in masks_for(lanes, &mut rng) {
@@ -209,7 +216,7 @@ fn vote_matches_emulator(gpu: &Gpu) -> TestResult {
                 unsafe {
                     kernel.launch_and_wait(
                         LaunchConfig::linear(1, lanes, 0),
-                        kernel_args![d_pred.as_device_ptr(), mask, out.as_device_ptr()],
+                        (d_pred.as_device_ptr(), mask, out.as_device_ptr()),
                     )?
                 };
                 let got = gpu.download(&out)?;
@@ -243,25 +250,23 @@ fn vote_matches_emulator(gpu: &Gpu) -> TestResult {
 /// (wrapping), small integers for floats.
 trait AtomicElement: Element {
     fn contention_value(rng: &mut SplitMix64) -> Self;
-    fn add(self, other: Self) -> Self;
 }
 macro_rules! atomic_int {
     ($($t:ty),*) => {$(impl AtomicElement for $t {
         fn contention_value(rng: &mut SplitMix64) -> Self { rng.next_u64() as $t }
-        fn add(self, other: Self) -> Self { self.wrapping_add(other) }
     })*};
 }
 atomic_int!(i32, u32, i64, u64);
 macro_rules! atomic_float {
     ($($t:ty),*) => {$(impl AtomicElement for $t {
         fn contention_value(rng: &mut SplitMix64) -> Self { (rng.next_u64() % 16) as $t - 8.0 }
-        fn add(self, other: Self) -> Self { self + other }
     })*};
 }
 atomic_float!(f32, f64);
 
 fn atomic_add_exact<T: AtomicElement>(gpu: &Gpu) -> TestResult {
-    let kernel = gpu.kernel(&selftest::atomic_add_symbol(T::NAME))?;
+    let kernel =
+        gpu.kernel(k::selftest_atomic_add::<T>().context("no selftest_atomic_add instance")?)?;
     let n: usize = (1 << 20) + 3;
     let mut rng = SplitMix64::new(11);
     let values: Vec<T> = (0..n).map(|_| T::contention_value(&mut rng)).collect();
@@ -273,20 +278,22 @@ fn atomic_add_exact<T: AtomicElement>(gpu: &Gpu) -> TestResult {
     unsafe {
         kernel.launch_and_wait(
             LaunchConfig::linear(264, 256, 0),
-            kernel_args![d.as_device_ptr(), n, acc.as_device_ptr()],
+            (d.as_device_ptr(), n, acc.as_device_ptr()),
         )?
     };
     let got = gpu.download(&acc)?[0];
     ensure!(
         got.same_bits(want),
         "atomic_add {}: got {got:?}, want {want:?}",
-        T::NAME
+        T::TYPE
     );
     Ok(())
 }
 
 fn atomic_min_max<T: Element + Ord>(gpu: &Gpu) -> TestResult {
-    let kernel = gpu.kernel(&selftest::atomic_min_max_symbol(T::NAME))?;
+    let kernel = gpu.kernel(
+        k::selftest_atomic_min_max::<T>().context("no selftest_atomic_min_max instance")?,
+    )?;
     for (n, seed) in [(1usize, 1u64), (33, 2), (1 << 20, 3)] {
         let values: Vec<T> = random_vec(n, seed);
         let init: Vec<T> = random_vec(2, seed + 100);
@@ -300,25 +307,25 @@ fn atomic_min_max<T: Element + Ord>(gpu: &Gpu) -> TestResult {
         unsafe {
             kernel.launch_and_wait(
                 LaunchConfig::linear(132, 128, 0),
-                kernel_args![d.as_device_ptr(), n, out.as_device_ptr()],
+                (d.as_device_ptr(), n, out.as_device_ptr()),
             )?
         };
         let got = gpu.download(&out)?;
         ensure!(
             got == want,
             "atomic min/max {} n = {n}: got {got:?}, want {want:?}",
-            T::NAME
+            T::TYPE
         );
     }
     Ok(())
 }
 
 fn atomic_cas_counter(gpu: &Gpu) -> TestResult {
-    let kernel = gpu.kernel("selftest_atomic_cas_counter")?;
+    let kernel = gpu.kernel(k::selftest_atomic_cas_counter())?;
     let counter = gpu.upload(&[5u64], "counter")?;
     let config = LaunchConfig::linear(133, 192, 0);
     // SAFETY: one counter.
-    unsafe { kernel.launch_and_wait(config, kernel_args![counter.as_device_ptr()])? };
+    unsafe { kernel.launch_and_wait(config, (counter.as_device_ptr(),))? };
     let got = gpu.download(&counter)?[0];
     ensure!(
         got == 5 + 133 * 192,
@@ -335,19 +342,21 @@ fn reverse_chunks_cpu(input: &[u32], block: usize) -> Vec<u32> {
         .collect()
 }
 
-fn run_reverse(gpu: &Gpu, symbol: &str, n: usize, block: u32, dynamic_shared: u32) -> TestResult {
-    let kernel = gpu.kernel(symbol)?;
+fn run_reverse(
+    gpu: &Gpu,
+    entry: Entry<(*const u32, *mut u32, usize)>,
+    n: usize,
+    block: u32,
+    dynamic_shared: u32,
+) -> TestResult {
+    let kernel = gpu.kernel(entry)?;
+    let symbol = entry.symbol();
     let input: Vec<u32> = random_vec(n, n as u64 ^ block as u64);
     let d = gpu.upload(&input, "reverse input")?;
     let out = poisoned::<u32>(gpu, n, "reverse output")?;
     let config = LaunchConfig::per_element(n, block, dynamic_shared).context("grid")?;
     // SAFETY: `n` elements in and out; shared memory as the kernel requires.
-    unsafe {
-        kernel.launch_and_wait(
-            config,
-            kernel_args![d.as_device_ptr(), out.as_device_ptr(), n],
-        )?
-    };
+    unsafe { kernel.launch_and_wait(config, (d.as_device_ptr(), out.as_device_ptr(), n))? };
     let got = gpu.download(&out)?;
     let want = reverse_chunks_cpu(&input, block as usize);
     ensure!(
@@ -360,9 +369,15 @@ fn run_reverse(gpu: &Gpu, symbol: &str, n: usize, block: u32, dynamic_shared: u3
 
 fn shared_static(gpu: &Gpu) -> TestResult {
     for n in [1, 255, 256, 257, 1000, 65536 + 3] {
-        run_reverse(gpu, "selftest_shared_static", n, SELFTEST_SHARED_BLOCK, 0)?;
+        run_reverse(
+            gpu,
+            k::selftest_shared_static(),
+            n,
+            SELFTEST_SHARED_BLOCK,
+            0,
+        )?;
     }
-    let attrs = gpu.kernel("selftest_shared_static")?.attributes();
+    let attrs = gpu.kernel(k::selftest_shared_static())?.attributes();
     ensure!(
         attrs.static_shared_bytes == 4 * SELFTEST_SHARED_BLOCK,
         "static shared bytes: {}",
@@ -380,14 +395,14 @@ fn shared_dynamic(gpu: &Gpu) -> TestResult {
             3 * block as usize,
             100_003,
         ] {
-            run_reverse(gpu, "selftest_shared_dynamic", n, block, 4 * block)?;
+            run_reverse(gpu, k::selftest_shared_dynamic(), n, block, 4 * block)?;
         }
     }
     Ok(())
 }
 
 fn sync_predicates(gpu: &Gpu) -> TestResult {
-    let kernel = gpu.kernel("selftest_sync_predicates")?;
+    let kernel = gpu.kernel(k::selftest_sync_predicates())?;
     let (grid, block) = (7usize, 96usize);
     let mut rng = SplitMix64::new(5);
     let preds: Vec<u32> = (0..grid * block)
@@ -403,7 +418,7 @@ fn sync_predicates(gpu: &Gpu) -> TestResult {
     unsafe {
         kernel.launch_and_wait(
             LaunchConfig::linear(grid as u32, block as u32, 0),
-            kernel_args![d.as_device_ptr(), out.as_device_ptr()],
+            (d.as_device_ptr(), out.as_device_ptr()),
         )?
     };
     let got = gpu.download(&out)?;
@@ -420,7 +435,7 @@ fn sync_predicates(gpu: &Gpu) -> TestResult {
 }
 
 fn tile_matches_emulator(gpu: &Gpu, n: u32) -> TestResult {
-    let kernel = gpu.kernel(&selftest::tile_symbol(n))?;
+    let kernel = gpu.kernel(k::selftest_tile(n).context("no selftest_tile instance")?)?;
     for block in [32u32, 64, 96, 48, 128, 1024] {
         let input: Vec<u32> = random_vec::<u32>(block as usize, (block * n) as u64)
             .iter()
@@ -432,7 +447,7 @@ fn tile_matches_emulator(gpu: &Gpu, n: u32) -> TestResult {
         unsafe {
             kernel.launch_and_wait(
                 LaunchConfig::linear(1, block, 0),
-                kernel_args![d.as_device_ptr(), out.as_device_ptr()],
+                (d.as_device_ptr(), out.as_device_ptr()),
             )?
         };
         let got = gpu.download(&out)?;
@@ -477,7 +492,7 @@ fn tile_matches_emulator(gpu: &Gpu, n: u32) -> TestResult {
 }
 
 fn indices_3d(gpu: &Gpu) -> TestResult {
-    let kernel = gpu.kernel("selftest_indices_3d")?;
+    let kernel = gpu.kernel(k::selftest_indices_3d())?;
     let config = LaunchConfig {
         grid: [2, 3, 2],
         block: [4, 2, 3],
@@ -486,7 +501,7 @@ fn indices_3d(gpu: &Gpu) -> TestResult {
     let threads = (config.grid_blocks() * config.block_threads()) as usize;
     let out = poisoned::<u32>(gpu, 12 * threads, "index output")?;
     // SAFETY: 12 words per thread.
-    unsafe { kernel.launch_and_wait(config, kernel_args![out.as_device_ptr()])? };
+    unsafe { kernel.launch_and_wait(config, (out.as_device_ptr(),))? };
     let got = gpu.download(&out)?;
     let mut g = 0;
     for bz in 0..2 {
@@ -512,7 +527,7 @@ fn indices_3d(gpu: &Gpu) -> TestResult {
 }
 
 fn grid_stride_copy(gpu: &Gpu) -> TestResult {
-    let kernel = gpu.kernel("selftest_grid_stride_copy")?;
+    let kernel = gpu.kernel(k::selftest_grid_stride_copy())?;
     for (n, grid, block) in [
         (0usize, 1u32, 32u32),
         (1, 3, 64),
@@ -526,7 +541,7 @@ fn grid_stride_copy(gpu: &Gpu) -> TestResult {
         unsafe {
             kernel.launch_and_wait(
                 LaunchConfig::linear(grid, block, 0),
-                kernel_args![d.as_device_ptr(), out.as_device_ptr(), n],
+                (d.as_device_ptr(), out.as_device_ptr(), n),
             )?
         };
         ensure!(
@@ -538,7 +553,7 @@ fn grid_stride_copy(gpu: &Gpu) -> TestResult {
 }
 
 fn vector_copy(gpu: &Gpu) -> TestResult {
-    let kernel = gpu.kernel("selftest_vector_copy_f32")?;
+    let kernel = gpu.kernel(k::selftest_vector_copy_f32())?;
     let n_vectors = 250_001usize;
     let input: Vec<f32> = random_vec(4 * n_vectors, 9);
     let d = gpu.upload(&input, "vector input")?;
@@ -547,7 +562,7 @@ fn vector_copy(gpu: &Gpu) -> TestResult {
     unsafe {
         kernel.launch_and_wait(
             LaunchConfig::linear(100, 256, 0),
-            kernel_args![d.as_device_ptr(), out.as_device_ptr(), n_vectors],
+            (d.as_device_ptr(), out.as_device_ptr(), n_vectors),
         )?
     };
     let got = gpu.download(&out)?;
@@ -561,7 +576,7 @@ fn vector_copy(gpu: &Gpu) -> TestResult {
 }
 
 fn last_block_sum(gpu: &Gpu) -> TestResult {
-    let kernel = gpu.kernel("selftest_last_block_sum")?;
+    let kernel = gpu.kernel(k::selftest_last_block_sum())?;
     for scope in [0u32, 1] {
         for n in [1usize, 256, 257, 1 << 20] {
             let block = 256u32;
@@ -576,14 +591,14 @@ fn last_block_sum(gpu: &Gpu) -> TestResult {
             unsafe {
                 kernel.launch_and_wait(
                     LaunchConfig::linear(grid, block, 4 * (block + 1)),
-                    kernel_args![
+                    (
                         d.as_device_ptr(),
                         n,
                         partials.as_device_ptr(),
                         counter.as_device_ptr(),
                         out.as_device_ptr(),
-                        scope
-                    ],
+                        scope,
+                    ),
                 )?
             };
             let got = gpu.download(&out)?[0];

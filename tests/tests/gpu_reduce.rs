@@ -37,8 +37,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use anyhow::{Context, bail, ensure};
 use cust::memory::{DeviceBuffer, DeviceSlice};
 use ferrocuda::cpu::{ReduceReference, SplitMix64};
-use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::reduce::{self, ReduceOp, ReduceRun, ReduceVariant, complete_unroll_blocks};
+use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::{Error, Gpu, with_elem_type};
 use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite};
 use libtest_mimic::Trial;
@@ -135,11 +135,9 @@ fn main() -> ExitCode {
 }
 
 /// The element types as both the library and the test inputs see them.
-trait Elem: Element + ferrocuda_tests::Element {}
-impl<T: Element + ferrocuda_tests::Element> Elem for T {}
 
 /// `f32` and `f64`, for the inputs only floats get.
-trait Float: Elem {
+trait Float: Element {
     fn nearest_to(v: f64) -> Self;
 }
 impl Float for f32 {
@@ -210,13 +208,13 @@ enum Pattern {
 }
 
 /// A pattern of `POOL_LEN` elements on the host and on the device.
-struct Pool<T: Elem> {
+struct Pool<T: Element> {
     pattern: Pattern,
     host: Vec<T>,
     device: DeviceBuffer<T>,
 }
 
-impl<T: Elem> Pool<T> {
+impl<T: Element> Pool<T> {
     /// The `n` elements at `offset`, on the device.
     fn input(&self, offset: usize, n: usize) -> DeviceSlice<T> {
         self.device.index(offset..offset + n)
@@ -235,7 +233,7 @@ thread_local! {
         RefCell::new(HashMap::new());
 }
 
-fn pool<T: Elem>(
+fn pool<T: Element>(
     gpu: &Gpu,
     pattern: Pattern,
     make: impl FnOnce() -> Vec<T>,
@@ -261,7 +259,7 @@ fn pool<T: Elem>(
     Ok(pool)
 }
 
-fn random_pool<T: Elem>(gpu: &Gpu) -> anyhow::Result<&'static Pool<T>> {
+fn random_pool<T: Element>(gpu: &Gpu) -> anyhow::Result<&'static Pool<T>> {
     pool(gpu, Pattern::Random, || {
         random_vec(POOL_LEN, seed(&format!("{} pool", T::TYPE)))
     })
@@ -287,7 +285,7 @@ fn float_pool<T: Float>(gpu: &Gpu, pattern: Pattern) -> anyhow::Result<&'static 
 type LibraryFn<T, A> = fn(&Gpu, &DeviceSlice<T>) -> ferrocuda::Result<A>;
 
 /// A reduction under test: `op` over `T` by `variant`, accumulated in `A`.
-struct Reduction<T: Elem, A: Elem> {
+struct Reduction<T: Element, A: Element> {
     variant: ReduceVariant,
     op: ReduceOp,
     /// An input element as the accumulator (the identity, or `i32 -> i64`).
@@ -296,7 +294,7 @@ struct Reduction<T: Elem, A: Elem> {
     library: Option<(&'static str, LibraryFn<T, A>)>,
 }
 
-impl<T: Elem> Reduction<T, T> {
+impl<T: Element> Reduction<T, T> {
     fn same_type(variant: ReduceVariant, op: ReduceOp) -> Self {
         let library: Option<(&'static str, LibraryFn<T, T>)> = match op {
             _ if variant != ReduceVariant::Fast => None,
@@ -313,7 +311,7 @@ impl<T: Elem> Reduction<T, T> {
     }
 }
 
-impl<T: Elem, A: Elem> Reduction<T, A> {
+impl<T: Element, A: Element> Reduction<T, A> {
     /// `interleaved sum f32`, `fast sum i32 -> i64`.
     fn label(&self) -> String {
         let into = if A::TYPE == T::TYPE {
@@ -332,7 +330,7 @@ impl<T: Elem, A: Elem> Reduction<T, A> {
 
 /// How a case is run.
 #[derive(Clone, Copy)]
-enum Via<T: Elem, A: Elem> {
+enum Via<T: Element, A: Element> {
     /// `ReduceRun` with this block size.
     Run(u32),
     /// The library function.
@@ -340,14 +338,14 @@ enum Via<T: Elem, A: Elem> {
 }
 
 /// One input of a trial: the `n` elements at `offset` of a pool, reduced `via`.
-struct Case<T: Elem, A: Elem> {
+struct Case<T: Element, A: Element> {
     pool: &'static Pool<T>,
     n: usize,
     offset: usize,
     via: Via<T, A>,
 }
 
-impl<T: Elem, A: Elem> Case<T, A> {
+impl<T: Element, A: Element> Case<T, A> {
     fn new(pool: &'static Pool<T>, n: usize, offset: usize, via: Via<T, A>) -> Self {
         Self {
             pool,
@@ -426,7 +424,11 @@ fn par_map<I: Sync, R: Send>(items: &[I], f: impl Fn(&I) -> R + Sync) -> Vec<R> 
 /// Runs every case on the GPU and checks each against its CPU reference; fails listing every
 /// case that disagrees. The references are computed on all cores while the GPU runs: at 2^24
 /// elements they, not the GPU, take most of the suite's time.
-fn all_pass<T: Elem, A: Elem>(gpu: &Gpu, r: &Reduction<T, A>, cases: &[Case<T, A>]) -> TestResult {
+fn all_pass<T: Element, A: Element>(
+    gpu: &Gpu,
+    r: &Reduction<T, A>,
+    cases: &[Case<T, A>],
+) -> TestResult {
     ensure!(!cases.is_empty(), "{}: no case to run", r.label());
     let (results, references) = std::thread::scope(|s| {
         let references = s.spawn(|| {
@@ -474,7 +476,7 @@ fn same_type_sweep_trial(variant: ReduceVariant, op: ReduceOp, ty: ElemType) -> 
     with_elem_type!(ty, T => sweep_trial(Reduction::<T, T>::same_type(variant, op)))
 }
 
-fn sweep_trial<T: Elem, A: Elem>(r: Reduction<T, A>) -> Trial {
+fn sweep_trial<T: Element, A: Element>(r: Reduction<T, A>) -> Trial {
     let op = match r.op {
         ReduceOp::Sum if A::TYPE == T::TYPE => String::new(),
         op => format!("{}_", op.name()),
@@ -494,7 +496,7 @@ fn sweep_trial<T: Elem, A: Elem>(r: Reduction<T, A>) -> Trial {
     })
 }
 
-fn matches_cpu_on_every_size_and_block<T: Elem, A: Elem>(
+fn matches_cpu_on_every_size_and_block<T: Element, A: Element>(
     gpu: &Gpu,
     r: &Reduction<T, A>,
 ) -> TestResult {
@@ -561,7 +563,7 @@ fn widening_sum_is_exact_where_the_i32_sum_wraps(gpu: &Gpu) -> TestResult {
     Ok(())
 }
 
-fn empty_sum_is_zero<T: Elem>(gpu: &Gpu) -> TestResult {
+fn empty_sum_is_zero<T: Element>(gpu: &Gpu) -> TestResult {
     let ty = T::TYPE;
     let unallocated = gpu.upload::<T>(&[], "empty input")?;
     let values = gpu.upload(&random_vec::<T>(8, 8), "input to take an empty slice of")?;
@@ -601,7 +603,7 @@ fn empty_sum_is_zero<T: Elem>(gpu: &Gpu) -> TestResult {
     Ok(())
 }
 
-fn empty_min_max_are_invalid<T: Elem>(gpu: &Gpu) -> TestResult {
+fn empty_min_max_are_invalid<T: Element>(gpu: &Gpu) -> TestResult {
     let empty = gpu.upload::<T>(&[], "empty input")?;
     for (op, result) in [
         ("min", reduce::min(gpu, &empty)),
@@ -655,7 +657,7 @@ fn within_bound_on_constant_and_alternating<T: Float>(
     all_pass(gpu, &r, &cases)
 }
 
-fn library_function_is_reproducible<T: Elem>(gpu: &Gpu, op: ReduceOp) -> TestResult {
+fn library_function_is_reproducible<T: Element>(gpu: &Gpu, op: ReduceOp) -> TestResult {
     let r = Reduction::<T, T>::same_type(ReduceVariant::Fast, op);
     let (name, f) = r.library.expect("the fast path has library functions");
     let pool = random_pool::<T>(gpu)?;
@@ -693,7 +695,7 @@ fn variant_is_reproducible(gpu: &Gpu, variant: ReduceVariant) -> TestResult {
 
 /// Two runs of one `ReduceRun` (its setup must reset what the kernels consumed) and one of a
 /// fresh `ReduceRun` give the same bits, and the result is right.
-fn three_runs_agree<T: Elem>(gpu: &Gpu, variant: ReduceVariant) -> TestResult {
+fn three_runs_agree<T: Element>(gpu: &Gpu, variant: ReduceVariant) -> TestResult {
     let r = Reduction::<T, T>::same_type(variant, ReduceOp::Sum);
     let (n, block) = (LARGEST + 3, variant.default_block());
     let pool = random_pool::<T>(gpu)?;

@@ -81,11 +81,9 @@ fn main() -> ExitCode {
 }
 
 /// The element types of the stencil, with what the tests need of them.
-trait Elem: Element + ferrocuda_tests::Element {}
-impl<T: Element + ferrocuda_tests::Element> Elem for T {}
 
 /// Bitwise equality (floats by bit pattern).
-fn same<T: Elem>(a: T, b: T) -> bool {
+fn same<T: Element>(a: T, b: T) -> bool {
     Element::same_bits(a, b)
 }
 
@@ -103,7 +101,7 @@ const BLOCKS: [u32; 5] = [32, 100, 128, 256, 1024];
 const LARGE: usize = 1 << 20;
 
 /// A random input on the host and on the device, and an output buffer.
-struct Pool<T: Elem> {
+struct Pool<T: Element> {
     host: Vec<T>,
     input: DeviceBuffer<T>,
     output: DeviceBuffer<T>,
@@ -115,7 +113,7 @@ thread_local! {
     static POOLS: RefCell<HashMap<ElemType, &'static dyn Any>> = RefCell::new(HashMap::new());
 }
 
-fn pool<T: Elem>(gpu: &Gpu) -> anyhow::Result<&'static Pool<T>> {
+fn pool<T: Element>(gpu: &Gpu) -> anyhow::Result<&'static Pool<T>> {
     if let Some(pool) = POOLS.with_borrow(|pools| pools.get(&T::TYPE).copied()) {
         return Ok(pool
             .downcast_ref()
@@ -169,7 +167,7 @@ fn parallel_map<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
         .collect()
 }
 
-fn reference<T: Elem>(x: &[T], taps: &Taps<T>, boundary: Boundary) -> Reference<T> {
+fn reference<T: Element>(x: &[T], taps: &Taps<T>, boundary: Boundary) -> Reference<T> {
     if T::TYPE.is_float() {
         Reference::Float(parallel_map(x.len(), |i| {
             cpu::stencil_point(x, taps, boundary, i)
@@ -182,7 +180,7 @@ fn reference<T: Elem>(x: &[T], taps: &Taps<T>, boundary: Boundary) -> Reference<
 }
 
 /// Why `got` (the output, with `GUARD` elements on each side) is wrong, if it is.
-fn compare<T: Elem>(got: &[T], want: &Reference<T>, radius: u32) -> Option<String> {
+fn compare<T: Element>(got: &[T], want: &Reference<T>, radius: u32) -> Option<String> {
     let n = got.len() - 2 * GUARD;
     let poison = T::poison();
     for (k, g) in got[..GUARD].iter().chain(&got[GUARD + n..]).enumerate() {
@@ -236,7 +234,7 @@ fn compare<T: Elem>(got: &[T], want: &Reference<T>, radius: u32) -> Option<Strin
 /// Runs `variant` on the `n` inputs at `in_offset` into the output pool at `out_offset` (past
 /// the leading guard), and compares.
 #[allow(clippy::too_many_arguments)]
-fn run_case<T: Elem>(
+fn run_case<T: Element>(
     gpu: &Gpu,
     pool: &Pool<T>,
     variant: StencilVariant,
@@ -278,7 +276,7 @@ fn blocks_for(variant: StencilVariant, radius: u32) -> Vec<u32> {
         .collect()
 }
 
-fn sweep<T: Elem>(
+fn sweep<T: Element>(
     gpu: &Gpu,
     weighted: bool,
     radius: u32,
@@ -405,7 +403,7 @@ fn shorter_than_radius(gpu: &Gpu) -> TestResult {
 }
 
 /// `StencilRun::new` of `variant` fails with an `InvalidArgument` that contains `needles`.
-fn expect_invalid<T: Elem>(
+fn expect_invalid<T: Element>(
     gpu: &Gpu,
     variant: StencilVariant,
     taps: &Taps<T>,

@@ -17,7 +17,11 @@ fn entry_body<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
 #[test]
 fn every_declared_kernel_is_an_entry_of_every_ptx_and_nothing_else_is() {
     let declared: Vec<&str> = entry_points().iter().map(|e| e.symbol).collect();
-    assert!(declared.len() > 200, "{} declared entry points", declared.len());
+    assert!(
+        declared.len() > 200,
+        "{} declared entry points",
+        declared.len()
+    );
     for ptx in EMBEDDED_PTX {
         assert!(
             ptx.source.contains(&format!(".target {}", ptx.arch)),
@@ -28,7 +32,11 @@ fn every_declared_kernel_is_an_entry_of_every_ptx_and_nothing_else_is() {
             .iter()
             .filter(|s| entry_body(ptx.source, s).is_none())
             .collect();
-        assert!(missing.is_empty(), "{}: missing entries {missing:?}", ptx.arch);
+        assert!(
+            missing.is_empty(),
+            "{}: missing entries {missing:?}",
+            ptx.arch
+        );
         let undeclared: Vec<&str> = ptx
             .source
             .match_indices(".visible .entry ")
@@ -73,7 +81,9 @@ fn stencil_shared_tile_kernels() -> Vec<&'static EntryInfo> {
         k::stencil::stencil_1d_shared::<f32>(3).unwrap().info(),
         k::stencil::stencil_1d_weighted::<f32>(3).unwrap().info(),
         k::stencil::stencil_1d_fast::<f32>(3).unwrap().info(),
-        k::stencil::stencil_1d_fast_weighted::<f32>(3).unwrap().info(),
+        k::stencil::stencil_1d_fast_weighted::<f32>(3)
+            .unwrap()
+            .info(),
     ]
     .into_iter()
     .flat_map(instances_of)
@@ -135,7 +145,9 @@ fn vector_copy_uses_16_byte_accesses() {
 fn stencil_kernels_use_16_byte_global_and_shared_accesses() {
     let fast = [
         k::stencil::stencil_1d_fast::<f32>(3).unwrap().info(),
-        k::stencil::stencil_1d_fast_weighted::<f32>(3).unwrap().info(),
+        k::stencil::stencil_1d_fast_weighted::<f32>(3)
+            .unwrap()
+            .info(),
     ];
     let textbook = [
         k::stencil::stencil_1d_shared::<f32>(3).unwrap().info(),
@@ -157,7 +169,11 @@ fn stencil_kernels_use_16_byte_global_and_shared_accesses() {
                 );
             }
         }
-        for k in textbook.into_iter().flat_map(instances_of).map(|e| e.symbol) {
+        for k in textbook
+            .into_iter()
+            .flat_map(instances_of)
+            .map(|e| e.symbol)
+        {
             {
                 let body = entry_body(ptx.source, k).unwrap();
                 assert!(

@@ -161,4 +161,3 @@ fn parse_baseline(c: &mut Command, family: &str, times: &mut BTreeMap<(String, S
         }
     }
 }
-

@@ -19,19 +19,21 @@ use std::path::{Path, PathBuf};
 use cust::memory::{AsyncCopyDestination, DeviceBuffer};
 
 use crate::cpu::{Check, ReduceReference, book_input, check_stencil};
+use crate::reduce::{ReduceOp, ReduceRun, ReduceVariant};
 use crate::runtime::element::{ElemType, Element};
 use crate::runtime::error::{CudaContext, Error, Result};
 use crate::runtime::gpu::Gpu;
-use crate::reduce::{ReduceOp, ReduceRun, ReduceVariant};
-use crate::stencil::{Boundary, StencilRun, StencilVariant, Taps};
 use crate::runtime::timing::{L2Flush, Stats, time_samples};
+use crate::stencil::{Boundary, StencilRun, StencilVariant, Taps};
 
 mod baselines;
 pub mod chart;
 pub mod report;
 
 use baselines::Baselines;
-pub use report::{Agreement, BenchConfig, Baseline, Comparison, Report, Row, compare, markdown, utc_date};
+pub use report::{
+    Agreement, Baseline, BenchConfig, Comparison, Report, Row, compare, markdown, utc_date,
+};
 
 /// How many buffers of `bytes` it takes to exceed four L2 caches (1 to 64).
 pub fn rotation(gpu: &Gpu, bytes: usize) -> usize {

@@ -56,5 +56,7 @@ pub fn book_input<T: Element>(n: usize, seed: u64) -> Vec<T> {
 /// `n` values spread over `T`'s range ([`Element::from_random_bits`]) from `seed`.
 pub fn random_vec<T: Element>(n: usize, seed: u64) -> Vec<T> {
     let mut rng = SplitMix64::new(seed);
-    (0..n).map(|_| T::from_random_bits(rng.next_u64())).collect()
+    (0..n)
+        .map(|_| T::from_random_bits(rng.next_u64()))
+        .collect()
 }

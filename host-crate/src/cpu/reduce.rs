@@ -17,11 +17,7 @@ pub struct ReduceReference<A> {
 impl<A: Element> ReduceReference<A> {
     /// The reference for `op` over `x`, accumulating into `A` (the same type, or `i64` for the
     /// widening sum of `i32`).
-    pub fn of<T: Element>(
-        op: ReduceOp,
-        x: &[T],
-        widen: impl Fn(T) -> A,
-    ) -> Self {
+    pub fn of<T: Element>(op: ReduceOp, x: &[T], widen: impl Fn(T) -> A) -> Self {
         let exact = match op {
             ReduceOp::Sum if A::TYPE.is_float() => None,
             ReduceOp::Sum => Some(x.iter().fold(A::default(), |a, &v| a.add(widen(v)))),

@@ -1,6 +1,6 @@
 //! The 1D stencil as the CPU computes it: the boundary rule, the taps, and every output.
 use ferrocuda_kernels::config::{
-    STENCIL_RADII, STENCIL_BOUNDARY_CLAMP, STENCIL_BOUNDARY_PERIODIC, STENCIL_BOUNDARY_ZERO,
+    STENCIL_BOUNDARY_CLAMP, STENCIL_BOUNDARY_PERIODIC, STENCIL_BOUNDARY_ZERO, STENCIL_RADII,
 };
 
 use super::check::{Check, compensated_sum};
@@ -53,12 +53,7 @@ pub fn stencil_point<T: Element>(
 ///
 /// # Panics
 /// For weighted integer taps, which no kernel computes.
-pub fn stencil_at<T: Element>(
-    x: &[T],
-    taps: &Taps<T>,
-    boundary: Boundary,
-    i: usize,
-) -> T {
+pub fn stencil_at<T: Element>(x: &[T], taps: &Taps<T>, boundary: Boundary, i: usize) -> T {
     if T::TYPE.is_float() {
         return T::from_f64(stencil_point(x, taps, boundary, i).value);
     }
@@ -73,11 +68,7 @@ pub fn stencil_at<T: Element>(
 ///
 /// # Panics
 /// For weighted integer taps, which no kernel computes.
-pub fn stencil<T: Element>(
-    x: &[T],
-    taps: &Taps<T>,
-    boundary: Boundary,
-) -> Vec<T> {
+pub fn stencil<T: Element>(x: &[T], taps: &Taps<T>, boundary: Boundary) -> Vec<T> {
     (0..x.len())
         .map(|i| stencil_at(x, taps, boundary, i))
         .collect()
@@ -100,12 +91,7 @@ pub fn stencil_tolerance<T: Element>(radius: u32, scale: f64) -> f64 {
 ///
 /// # Panics
 /// For weighted integer taps, which no kernel computes.
-pub fn check_stencil<T: Element>(
-    x: &[T],
-    taps: &Taps<T>,
-    boundary: Boundary,
-    got: &[T],
-) -> Check {
+pub fn check_stencil<T: Element>(x: &[T], taps: &Taps<T>, boundary: Boundary, got: &[T]) -> Check {
     if got.len() != x.len() {
         return Check {
             passed: false,

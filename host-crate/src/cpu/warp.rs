@@ -58,8 +58,7 @@ pub fn shfl<T: Copy>(
                 return None;
             }
             let src = shfl_source(mode, lane, b, width);
-            (mask & (1 << src) != 0 && (src as usize) < values.len())
-                .then(|| values[src as usize])
+            (mask & (1 << src) != 0 && (src as usize) < values.len()).then(|| values[src as usize])
         })
         .collect()
 }

@@ -3,10 +3,10 @@
 use cust::context::Context;
 use cust::device::{Device, DeviceAttribute};
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy, DevicePointer, DeviceSlice};
-use ferrocuda_kernels::entry::DeviceGlobal;
 use cust::module::Module;
 use cust::stream::{Stream, StreamFlags};
 use ferrocuda_kernels::config::WARP_SIZE;
+use ferrocuda_kernels::entry::DeviceGlobal;
 
 use crate::runtime::element::Element;
 use crate::runtime::error::{CudaContext, Error, Result, check_raw};
@@ -226,7 +226,10 @@ impl Gpu {
     /// The address of a `#[no_mangle]` device static of the kernels crate (the notes'
     /// `cudaGetSymbolAddress`), checked against its declared length: `cuFuncGetModule` on a
     /// kernel of the module, then `cuModuleGetGlobal`.
-    pub fn device_global<T: DeviceCopy>(&self, global: &DeviceGlobal<T>) -> Result<DevicePointer<T>> {
+    pub fn device_global<T: DeviceCopy>(
+        &self,
+        global: &DeviceGlobal<T>,
+    ) -> Result<DevicePointer<T>> {
         let name = global.symbol;
         let probe = self.kernel(ferrocuda_kernels::smoke::smoke_saxpy())?;
         let cname = std::ffi::CString::new(name).map_err(|_| Error::InvalidArgument {

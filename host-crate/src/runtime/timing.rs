@@ -105,9 +105,7 @@ pub fn time_samples(
     for i in 0..reps.max(1) {
         setup(i)?;
         // SAFETY: `timing_spin` takes one u64 and touches no memory.
-        unsafe {
-            spin.launch(LaunchConfig::linear(1, 1, 0), (SPIN_NS,))?
-        };
+        unsafe { spin.launch(LaunchConfig::linear(1, 1, 0), (SPIN_NS,))? };
         start.record(gpu.stream()).call("cuEventRecord")?;
         op(i)?;
         stop.record(gpu.stream()).call("cuEventRecord")?;

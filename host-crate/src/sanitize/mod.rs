@@ -15,11 +15,11 @@ use ferrocuda_kernels::smoke::smoke_saxpy;
 use ferrocuda_kernels::timing::timing_spin;
 
 use crate::cpu::{ReduceReference, SplitMix64, check_stencil};
+use crate::reduce::{ReduceOp, ReduceRun, ReduceVariant};
 use crate::runtime::element::{ElemType, Element};
 use crate::runtime::error::Result;
 use crate::runtime::gpu::Gpu;
 use crate::runtime::kernel::entry_points;
-use crate::reduce::{ReduceOp, ReduceRun, ReduceVariant};
 use crate::stencil::{Boundary, StencilRun, StencilVariant, Taps};
 
 /// The sanitizer tools, in the order of the table.
@@ -39,7 +39,9 @@ pub fn library_kernels() -> Vec<&'static EntryInfo> {
     let broken = broken_kernels();
     entry_points()
         .into_iter()
-        .filter(|e| !e.module.ends_with("::selftest") && !broken.iter().any(|b| b.symbol == e.symbol))
+        .filter(|e| {
+            !e.module.ends_with("::selftest") && !broken.iter().any(|b| b.symbol == e.symbol)
+        })
         .collect()
 }
 
@@ -81,7 +83,10 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
     for row in crate::lab::divergence(gpu, 1000, 128, 4, 1)? {
         record(row.kernel, row.mismatches == 0);
     }
-    record(timing_spin().symbol(), crate::runtime::timing::spin_holds_the_gpu(gpu)?);
+    record(
+        timing_spin().symbol(),
+        crate::runtime::timing::spin_holds_the_gpu(gpu)?,
+    );
     Ok(results)
 }
 
@@ -123,7 +128,6 @@ fn reduce_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> R
     }
     Ok(())
 }
-
 
 fn stencil_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Result<()> {
     let mut rng = SplitMix64::new(9);
@@ -188,7 +192,12 @@ pub fn broken_cases(gpu: &Gpu) -> Result<()> {
     let out = gpu.alloc::<f32>(n, "broken stencil output")?;
     let k = gpu.kernel(broken_stencil_1d_no_sync_f32())?;
     // SAFETY: `n` floats each way.
-    unsafe { k.launch_and_wait(k.config(grid, block), (d.as_device_ptr(), out.as_device_ptr(), n))? };
+    unsafe {
+        k.launch_and_wait(
+            k.config(grid, block),
+            (d.as_device_ptr(), out.as_device_ptr(), n),
+        )?
+    };
     let xi: Vec<i32> = (0..n as i32).collect();
     let di = gpu.upload(&xi, "broken reduce input")?;
     let partials = gpu.alloc::<i32>(grid as usize, "broken reduce partials")?;

@@ -112,7 +112,13 @@ fn suffix(params: &[Param], values: &[TokenStream2]) -> String {
     for (p, v) in params.iter().zip(values) {
         let v = v.to_string().replace(' ', "");
         if p.is_const {
-            let first = p.ident.to_string().chars().next().unwrap().to_ascii_lowercase();
+            let first = p
+                .ident
+                .to_string()
+                .chars()
+                .next()
+                .unwrap()
+                .to_ascii_lowercase();
             consts += &format!("_{first}{v}");
         } else {
             types += &format!("_{v}");
@@ -167,7 +173,10 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
         ));
     }
     if !matches!(sig.output, syn::ReturnType::Default) {
-        return Err(syn::Error::new_spanned(&sig.output, "a kernel returns nothing"));
+        return Err(syn::Error::new_spanned(
+            &sig.output,
+            "a kernel returns nothing",
+        ));
     }
     let mut shared = None;
     let mut lists = Vec::new();
@@ -183,7 +192,10 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
             GenericParam::Type(t) => (t.ident.clone(), false, None),
             GenericParam::Const(c) => (c.ident.clone(), true, Some(c.ty.clone())),
             GenericParam::Lifetime(l) => {
-                return Err(syn::Error::new_spanned(l, "a kernel has no lifetime parameters"));
+                return Err(syn::Error::new_spanned(
+                    l,
+                    "a kernel has no lifetime parameters",
+                ));
             }
         };
         let Some(pos) = lists.iter().position(|(n, _)| *n == ident) else {
@@ -201,7 +213,10 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
         });
     }
     if let Some((id, _)) = lists.first() {
-        return Err(syn::Error::new_spanned(id, format!("`{id}` is not a parameter of the kernel")));
+        return Err(syn::Error::new_spanned(
+            id,
+            format!("`{id}` is not a parameter of the kernel"),
+        ));
     }
 
     let mut arg_names = Vec::new();
@@ -211,7 +226,10 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
             return Err(syn::Error::new_spanned(input, "a kernel takes no `self`"));
         };
         let Pat::Ident(pi) = &*pt.pat else {
-            return Err(syn::Error::new_spanned(&pt.pat, "name each kernel parameter"));
+            return Err(syn::Error::new_spanned(
+                &pt.pat,
+                "name each kernel parameter",
+            ));
         };
         arg_names.push(pi.ident.clone());
         arg_types.push((*pt.ty).clone());
@@ -272,7 +290,10 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
                 t
             })
             .collect();
-        let type_names: Vec<String> = types.iter().map(|t| readable(t.to_token_stream())).collect();
+        let type_names: Vec<String> = types
+            .iter()
+            .map(|t| readable(t.to_token_stream()))
+            .collect();
         if generic {
             let entry = Ident::new(&symbol, name.span());
             let doc = format!(
@@ -301,7 +322,9 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
                 let aliases = params.iter().zip(values).map(|(p, v)| {
                     let id = &p.ident;
                     match &p.const_ty {
-                        Some(ty) => quote!(#[allow(non_upper_case_globals, dead_code)] const #id: #ty = #v;),
+                        Some(ty) => {
+                            quote!(#[allow(non_upper_case_globals, dead_code)] const #id: #ty = #v;)
+                        }
                         None => quote!(#[allow(dead_code)] type #id = #v;),
                     }
                 });
@@ -315,9 +338,15 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
                 }))
             }
         };
-        let stat = format_ident!("__FERROCUDA_ENTRY_{}_{}", name.to_string().to_uppercase(), i);
-        let value_strings: Vec<String> =
-            values.iter().map(|v| v.to_string().replace(' ', "")).collect();
+        let stat = format_ident!(
+            "__FERROCUDA_ENTRY_{}_{}",
+            name.to_string().to_uppercase(),
+            i
+        );
+        let value_strings: Vec<String> = values
+            .iter()
+            .map(|v| v.to_string().replace(' ', ""))
+            .collect();
         let param_names: Vec<String> = params.iter().map(|p| p.ident.to_string()).collect();
         registry.push(quote! {
             #[#krate::__private::linkme::distributed_slice(#krate::ENTRY_POINTS)]

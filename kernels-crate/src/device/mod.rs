@@ -6,8 +6,8 @@
 //! with the intrinsic written inline.
 pub mod atomic;
 pub mod cg;
-pub mod element;
 pub mod clock;
+pub mod element;
 pub mod shared;
 pub mod sync;
 pub mod thread;

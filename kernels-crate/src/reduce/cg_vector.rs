@@ -61,11 +61,7 @@ unsafe fn reduce_sum<T: Element>(g: &ThreadBlock, temp: *mut T, mut val: T) -> T
 
 /// `sum_kernel_block`.
 #[inline(always)]
-pub unsafe fn sum_kernel_block<T: Element + AtomicAdd>(
-    sum: *mut T,
-    x: *const T,
-    n: usize,
-) {
+pub unsafe fn sum_kernel_block<T: Element + AtomicAdd>(sum: *mut T, x: *const T, n: usize) {
     let block = this_thread_block();
     // SAFETY: forwarded to the launcher.
     unsafe {

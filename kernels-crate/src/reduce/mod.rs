@@ -132,7 +132,11 @@ pub unsafe fn reduce_unroll_warps8<T: Element>(g_idata: *mut T, g_odata: *mut T,
 /// # Safety
 /// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
 #[kernel(T in [i32, u32, i64, u64, f32, f64])]
-pub unsafe fn reduce_complete_unroll_warps8<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
+pub unsafe fn reduce_complete_unroll_warps8<T: Element>(
+    g_idata: *mut T,
+    g_odata: *mut T,
+    n: usize,
+) {
     unsafe { textbook::complete_unroll_warps8(g_idata, g_odata, n) }
 }
 
@@ -245,11 +249,7 @@ crate::device_global! {
 /// # Safety
 /// `x` holds `n` elements aligned to their size; `sum` one element.
 #[kernel(T in [i32, f32], dynamic_shared = block * size_of::<T>())]
-pub unsafe fn reduce_cg_vector4<T: Element + AtomicAdd>(
-    sum: *mut T,
-    x: *const T,
-    n: usize,
-) {
+pub unsafe fn reduce_cg_vector4<T: Element + AtomicAdd>(sum: *mut T, x: *const T, n: usize) {
     unsafe { cg_vector::sum_kernel_block(sum, x, n) }
 }
 

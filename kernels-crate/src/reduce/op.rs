@@ -1,7 +1,6 @@
 //! The reduction operators: sum, min and max, each with its identity.
 use crate::device::element::Element;
 
-
 /// A reduction operator: an associative combine and its identity.
 pub trait Op {
     /// The identity element for `T`.

@@ -6,8 +6,8 @@ use clap::Args;
 use ferrocuda::Gpu;
 use ferrocuda::args::parse_count;
 use ferrocuda::bench::{self, BenchConfig};
-use ferrocuda::runtime::element::ElemType;
 use ferrocuda::reduce::ReduceVariant;
+use ferrocuda::runtime::element::ElemType;
 use ferrocuda::stencil::StencilVariant;
 
 /// `ferrocuda bench`.

@@ -3,10 +3,10 @@ use anyhow::{Result, bail};
 use clap::Args;
 use ferrocuda::Gpu;
 use ferrocuda::cpu::SplitMix64;
+use ferrocuda::kernels::reduce::reduce_fast_sum;
 use ferrocuda::lab::{self, WARP_DEMO_COLUMNS, WarpDemo};
 use ferrocuda::occupancy::{self, Occupancy};
 use ferrocuda::reduce::{ReduceOp, ReduceRun};
-use ferrocuda::kernels::reduce::reduce_fast_sum;
 use ferrocuda::runtime::kernel::{entry_point, entry_points};
 use ferrocuda::runtime::timing::time_on_stream;
 
@@ -137,7 +137,10 @@ impl DivergenceArgs {
                     )
                 })?;
             if let Some(reason) = config.architectural_violation() {
-                bail!("invalid launch of kernel `{}` {config}: {reason}", entry.symbol());
+                bail!(
+                    "invalid launch of kernel `{}` {config}: {reason}",
+                    entry.symbol()
+                );
             }
         }
         if self.reps == 0 {

@@ -9,9 +9,9 @@ use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
 use ferrocuda::args::parse_count;
 use ferrocuda::cpu::{ReduceReference, book_input};
+use ferrocuda::reduce::{self, ReduceOp, ReduceVariant};
 use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::runtime::gpu::{EMBEDDED_PTX, Gpu};
-use ferrocuda::reduce::{self, ReduceOp, ReduceVariant};
 use ferrocuda::runtime::timing;
 use ferrocuda::smoke;
 
