@@ -197,16 +197,22 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         let n = input.len();
         let invalid = |what: String| Err(Error::InvalidArgument { what });
         let radius = taps.radius();
-        let symbol = format!(
-            "stencil variant `{}` (R = {radius}, {})",
-            variant.name(),
-            T::TYPE
-        );
+        let weights = kernel_weights(taps, variant);
+        let entries = Entries::<T>::of(variant, radius, weights.is_some());
+        // The kernel that would run, or what was asked for when there is none.
+        let symbol = match &entries {
+            Some(Entries::Sum(e)) => format!("`{}`", e.symbol()),
+            Some(Entries::Weighted(e)) => format!("`{}`", e.symbol()),
+            None => format!(
+                "stencil variant `{}` (R = {radius}, {})",
+                variant.name(),
+                T::TYPE
+            ),
+        };
         if let Some(e) = variant.error(taps, block) {
             return invalid(format!("{symbol} with block {block}, n = {n}: {e}"));
         }
-        let weights = kernel_weights(taps, variant);
-        let Some(entries) = Entries::<T>::of(variant, radius, weights.is_some()) else {
+        let Some(entries) = entries else {
             return invalid(format!("{symbol}: no kernel for these taps"));
         };
         if output.len() != n {

@@ -431,7 +431,14 @@ fn rejects_unsupported(gpu: &Gpu) -> TestResult {
     let sum = |radius| Taps::<f32>::Sum { radius };
     for variant in StencilVariant::ALL {
         let s = (&input, &mut output);
-        expect_invalid(gpu, variant, &sum(5), s, 256, &["radius", "5", "_r5_f32"])?;
+        expect_invalid(
+            gpu,
+            variant,
+            &sum(5),
+            s,
+            256,
+            &["radius", "5", "(R = 5, f32)"],
+        )?;
         let s = (&input, &mut output);
         expect_invalid(gpu, variant, &sum(3), s, 2048, &["_r3_f32", "2048"])?;
     }

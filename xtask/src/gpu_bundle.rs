@@ -45,7 +45,12 @@ pub fn run(root: &Path, out: &Path) -> Result<()> {
     env.link(&mut build_tests);
     let mut tests: Vec<(String, Artifact)> = cargo::executables(root, &mut build_tests)?
         .into_iter()
-        .filter(|artifact| artifact.test && !SOURCE_TREE_TESTS.contains(&artifact.target.as_str()))
+        .filter(|artifact| {
+            artifact.test
+                && !SOURCE_TREE_TESTS.contains(&artifact.target.as_str())
+                // A proc-macro's tests link the toolchain's `libstd` dynamically.
+                && !artifact.kinds.iter().any(|k| k == "proc-macro")
+        })
         .map(|artifact| (bundle_name(&artifact), artifact))
         .collect();
     tests.sort_by(|(a, _), (b, _)| a.cmp(b));

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use cust::memory::DeviceBuffer;
 use ferrocuda_kernels::broken::{broken_reduce_volatile_warp_i32, broken_stencil_1d_no_sync_f32};
+use ferrocuda_kernels::config::STENCIL_RADII;
 use ferrocuda_kernels::entry::EntryInfo;
 use ferrocuda_kernels::lab::warp_functions_demo;
 use ferrocuda_kernels::reduce::reduce_fast_sum_i32_to_i64;
@@ -139,8 +140,8 @@ fn stencil_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> 
         .into_iter()
         .filter(|v| v.supports_type(T::TYPE))
     {
-        // The smallest and the largest radius: the halo shorter and longer than a vector.
-        for radius in [1u32, 16] {
+        // Every radius with an entry point: each is its own kernel.
+        for radius in STENCIL_RADII {
             let mut taps_list = vec![Taps::<T>::Sum { radius }];
             if T::TYPE.is_float() && v.supports_weights() {
                 taps_list.push(Taps::Weighted(

@@ -99,9 +99,13 @@ fn run_tool(
         .filter_map(|l| l.split_whitespace().next())
         .map(String::from)
         .collect();
-    let results_ok = !text
-        .lines()
-        .any(|l| l.starts_with("kernel ") && l.ends_with(" FAIL"));
+    // The case run itself must have finished: a run that stopped early reports no kernel and
+    // would otherwise read as clean.
+    let results_ok = out.status.success()
+        && !kernels.is_empty()
+        && !text
+            .lines()
+            .any(|l| l.starts_with("kernel ") && l.ends_with(" FAIL"));
     Ok((text, kernels, results_ok))
 }
 
