@@ -1,5 +1,5 @@
-//! Shared pieces of the ferrocuda test suite: the GPU-or-skip harness, random inputs for every
-//! element type, and the names of the device-layer self-test kernels.
+//! Shared pieces of the ferrocuda test suite: the GPU-or-skip harness, and random inputs for
+//! every element type (`random_vec`, from the library's one element trait).
 //!
 //! GPU test binaries use `harness = false` and [`run_gpu_suite`]: every test asks for the
 //! thread's [`Gpu`]; when there is no CUDA device, each test prints
