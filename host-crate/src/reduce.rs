@@ -294,9 +294,9 @@ impl<T: Element, A: Element> Entries<T, A> {
             V::Fast => {
                 let widening = k::reduce_fast_sum_i32_to_i64().retype();
                 let same = match op {
-                    ReduceOp::Sum => k::reduce_fast_sum::<T>(),
-                    ReduceOp::Min => k::reduce_fast_min::<T>(),
-                    ReduceOp::Max => k::reduce_fast_max::<T>(),
+                    ReduceOp::Sum => k::reduce_fast::<k::Sum, T>(),
+                    ReduceOp::Min => k::reduce_fast::<k::Min, T>(),
+                    ReduceOp::Max => k::reduce_fast::<k::Max, T>(),
                 };
                 let entry = match (widening, op) {
                     (Some(e), ReduceOp::Sum) => e,

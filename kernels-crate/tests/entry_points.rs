@@ -41,7 +41,7 @@ fn symbols_follow_the_notes_names() {
             "reduce_cg_vector4_i32",
         ),
         (
-            reduce::reduce_fast_max::<f64>().unwrap().symbol(),
+            reduce::reduce_fast::<reduce::Max, f64>().unwrap().symbol(),
             "reduce_fast_max_f64",
         ),
         (
@@ -119,7 +119,7 @@ fn dynamic_shared_memory_is_what_the_declaration_says() {
     assert_eq!(e.dynamic_shared_bytes(256), (256 + 6) * 4);
     // None declared: zero.
     assert_eq!(
-        reduce::reduce_fast_sum::<f32>()
+        reduce::reduce_fast::<reduce::Sum, f32>()
             .unwrap()
             .dynamic_shared_bytes(512),
         0
@@ -128,7 +128,7 @@ fn dynamic_shared_memory_is_what_the_declaration_says() {
 
 #[test]
 fn retype_succeeds_only_for_the_same_parameter_list() {
-    let e = reduce::reduce_fast_sum::<f32>().unwrap();
+    let e = reduce::reduce_fast::<reduce::Sum, f32>().unwrap();
     assert!(
         e.retype::<(*const f32, usize, *mut f32, *mut u32, *mut f32)>()
             .is_some()

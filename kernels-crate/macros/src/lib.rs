@@ -13,8 +13,9 @@
 //!
 //! On `nvptx64` this is the generic function plus one `#[no_mangle] extern "ptx-kernel"` entry
 //! point per instance, named after the kernel and its parameters: `reduce_neighbored_i32`,
-//! `reduce_neighbored_f32` (a const parameter `BLOCK = 512` adds `_b512`, `R = 3` adds `_r3`, in
-//! the order the parameters are declared, before the type).
+//! `reduce_neighbored_f32` (a const parameter `BLOCK = 512` adds `_b512`, `R = 3` adds `_r3`;
+//! then each type parameter adds its value in lower case, `O = Sum` `_sum`, `T = f32` `_f32`;
+//! each group in the order the parameters are declared).
 //!
 //! On the host the body is dropped (it is device code) and the same name is a function that
 //! returns the kernel's typed handle, `ferrocuda_kernels::entry::Entry<(*mut T, *mut T, usize)>`:
@@ -121,7 +122,7 @@ fn suffix(params: &[Param], values: &[TokenStream2]) -> String {
                 .to_ascii_lowercase();
             consts += &format!("_{first}{v}");
         } else {
-            types += &format!("_{v}");
+            types += &format!("_{}", v.to_lowercase());
         }
     }
     consts + &types

@@ -5,7 +5,12 @@ use super::vector::{Access16, Vector16, load_16, load_nc_v2, load_nc_v4};
 use super::warp::Shuffle;
 
 /// An element type of the kernels.
-pub trait Element: Shuffle + Copy + PartialOrd {
+///
+/// # Safety
+/// `V` must be 16 bytes holding `LANES` values of `Self` in order (`LANES * size_of::<Self>()
+/// == 16`), and `load`/`load_nc` must read exactly those 16 bytes: the kernels split arrays into
+/// vectors by `LANES` and read them through `V`, so a wrong implementation reads past an array.
+pub unsafe trait Element: Shuffle + Copy + PartialOrd {
     /// Zero: the additive identity, and what an input outside a stencil's array reads in zero
     /// mode.
     const ZERO: Self;
@@ -55,7 +60,8 @@ macro_rules! element {
     ($($t:ty: $lanes:literal, $nc:ident, $zero:literal, $add_identity:literal,
         min/max $min_id:expr, $max_id:expr,
         |$a:ident, $b:ident| add $add:expr, min $min:expr, max $max:expr;)*) => {$(
-        impl Element for $t {
+        // SAFETY: `Vector16<$t, $lanes>` is 16 bytes of `$lanes` lanes, read by one 16-byte load.
+        unsafe impl Element for $t {
             const ZERO: Self = $zero;
             const ADD_IDENTITY: Self = $add_identity;
             const MIN_IDENTITY: Self = $min_id;

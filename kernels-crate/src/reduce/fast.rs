@@ -48,11 +48,14 @@ impl Widen<i64> for i32 {
 }
 
 /// Butterfly combine over a full warp: every lane ends with the warp's result.
+///
+/// # Safety
+/// All 32 lanes of the warp must exist and reach this call (it shuffles with [`FULL_MASK`]).
 #[inline(always)]
-pub fn warp_reduce<A: Element, O: Op>(mut v: A) -> A {
+pub unsafe fn warp_reduce<A: Element, O: Op>(mut v: A) -> A {
     let mut mask = WARP_SIZE / 2;
     while mask > 0 {
-        // SAFETY: the fast kernels run whole warps only (block a multiple of 32).
+        // SAFETY: forwarded to the caller.
         v = O::combine(v, unsafe { shfl_xor_sync(FULL_MASK, v, mask, WARP_SIZE) });
         mask >>= 1;
     }
@@ -66,11 +69,16 @@ shared_array!(
 
 /// The block's result in every lane of warp 0, through one shared slot per warp. Starts and
 /// ends with every thread past a barrier, so the scratch can be reused right after.
+///
+/// # Safety
+/// Every thread of the block calls it; the block is a multiple of 32 threads, at most 1024;
+/// `scratch` points to 32 slots of shared memory.
 #[inline(always)]
 unsafe fn block_reduce<A: Element, O: Op>(v: A, scratch: *mut A) -> A {
     let (tid, warps) = (thread_idx_x(), block_dim_x() / WARP_SIZE);
     let (lane, warp) = (lane_id(), thread_idx_x() / WARP_SIZE);
-    let v = warp_reduce::<A, O>(v);
+    // SAFETY: every warp is whole (block a multiple of 32) and all its lanes are here.
+    let v = unsafe { warp_reduce::<A, O>(v) };
     // SAFETY: `scratch` has 32 slots and there are at most 32 warps; all threads reach the
     // barriers.
     unsafe {

@@ -28,7 +28,14 @@ pub mod warp_level;
 #[cfg(target_arch = "nvptx64")]
 pub use crate::device::element::Element;
 #[cfg(target_arch = "nvptx64")]
-pub use op::{Max, Min, Op, Sum};
+pub use op::Op;
+
+/// `+` (wrapping for integers): the operator of `reduce_fast` that gives `reduce_fast_sum_*`.
+pub struct Sum;
+/// `min`: `reduce_fast_min_*`.
+pub struct Min;
+/// `max`: `reduce_fast_max_*`.
+pub struct Max;
 #[cfg(target_arch = "nvptx64")]
 use {crate::device::atomic::AtomicAdd, fast::Widen};
 
@@ -260,7 +267,8 @@ pub unsafe fn reduce_cg_vector4<T: Element + AtomicAdd>(sum: *mut T, x: *const T
 // `partials` at least `gridDim.x`, `ticket` and `out` one each.
 // ---------------------------------------------------------------------------------------------
 
-/// Fast deterministic sum (wrapping for integers).
+/// Fast deterministic reduction with operator `O`: `reduce_fast_sum_f32`, `reduce_fast_min_i64`,
+/// ... (sums wrap for integers; `min` and `max` ignore a NaN operand, as PTX does).
 ///
 /// # Launch
 /// block a multiple of 32 up to 1024, grid at most the length of `partials`; no dynamic shared
@@ -269,8 +277,8 @@ pub unsafe fn reduce_cg_vector4<T: Element + AtomicAdd>(sum: *mut T, x: *const T
 /// # Safety
 /// `x` holds `n` elements aligned to their size; `partials` at least `gridDim.x`; `ticket` and
 /// `out` one each.
-#[kernel(T in [i32, u32, i64, u64, f32, f64])]
-pub unsafe fn reduce_fast_sum<T: Element + Widen<T>>(
+#[kernel(O in [Sum, Min, Max], T in [i32, u32, i64, u64, f32, f64])]
+pub unsafe fn reduce_fast<O: Op, T: Element + Widen<T>>(
     x: *const T,
     n: usize,
     partials: *mut T,
@@ -278,57 +286,17 @@ pub unsafe fn reduce_fast_sum<T: Element + Widen<T>>(
     out: *mut T,
 ) {
     unsafe {
-        fast::fast::<T, T, Sum, { crate::config::REDUCE_FAST_ITEMS }>(x, n, partials, ticket, out)
-    }
-}
-
-/// Fast deterministic minimum (a NaN operand is ignored, as PTX `min` does).
-///
-/// # Launch
-/// As [`reduce_fast_sum`].
-///
-/// # Safety
-/// As [`reduce_fast_sum`].
-#[kernel(T in [i32, u32, i64, u64, f32, f64])]
-pub unsafe fn reduce_fast_min<T: Element + Widen<T>>(
-    x: *const T,
-    n: usize,
-    partials: *mut T,
-    ticket: *mut u32,
-    out: *mut T,
-) {
-    unsafe {
-        fast::fast::<T, T, Min, { crate::config::REDUCE_FAST_ITEMS }>(x, n, partials, ticket, out)
-    }
-}
-
-/// Fast deterministic maximum (a NaN operand is ignored, as PTX `max` does).
-///
-/// # Launch
-/// As [`reduce_fast_sum`].
-///
-/// # Safety
-/// As [`reduce_fast_sum`].
-#[kernel(T in [i32, u32, i64, u64, f32, f64])]
-pub unsafe fn reduce_fast_max<T: Element + Widen<T>>(
-    x: *const T,
-    n: usize,
-    partials: *mut T,
-    ticket: *mut u32,
-    out: *mut T,
-) {
-    unsafe {
-        fast::fast::<T, T, Max, { crate::config::REDUCE_FAST_ITEMS }>(x, n, partials, ticket, out)
+        fast::fast::<T, T, O, { crate::config::REDUCE_FAST_ITEMS }>(x, n, partials, ticket, out)
     }
 }
 
 /// Fast deterministic sum of `i32` in `i64`, which does not overflow below 2^63.
 ///
 /// # Launch
-/// As [`reduce_fast_sum`].
+/// As [`reduce_fast`].
 ///
 /// # Safety
-/// As [`reduce_fast_sum`].
+/// As [`reduce_fast`].
 #[kernel]
 pub unsafe fn reduce_fast_sum_i32_to_i64(
     x: *const i32,

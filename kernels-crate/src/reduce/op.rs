@@ -1,4 +1,5 @@
 //! The reduction operators: sum, min and max, each with its identity.
+use super::{Max, Min, Sum};
 use crate::device::element::Element;
 
 /// A reduction operator: an associative combine and its identity.
@@ -8,13 +9,6 @@ pub trait Op {
     /// Combines two values.
     fn combine<T: Element>(a: T, b: T) -> T;
 }
-
-/// `+` (wrapping for integers).
-pub struct Sum;
-/// `min`.
-pub struct Min;
-/// `max`.
-pub struct Max;
 
 impl Op for Sum {
     #[inline(always)]

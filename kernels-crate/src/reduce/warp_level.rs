@@ -36,10 +36,14 @@ unsafe fn tree_to_one_warp<T: Element>(s: *mut T, y: T, tid: u32) {
     }
 }
 
+/// `x[index_1d()]`, or zero past `n`.
+///
+/// # Safety
+/// `x` points to `n` readable elements.
 #[inline(always)]
-fn load_or_zero<T: Element>(x: *const T, n: usize) -> T {
+unsafe fn load_or_zero<T: Element>(x: *const T, n: usize) -> T {
     let i = index_1d();
-    // SAFETY: `i < n` and `x` holds `n` elements.
+    // SAFETY: `i < n` and `x` holds `n` elements (the caller's contract).
     if i < n { unsafe { *x.add(i) } } else { T::ZERO }
 }
 

@@ -3,7 +3,7 @@ use anyhow::{Result, bail};
 use clap::Args;
 use ferrocuda::Gpu;
 use ferrocuda::cpu::SplitMix64;
-use ferrocuda::kernels::reduce::reduce_fast_sum;
+use ferrocuda::kernels::reduce::{Sum, reduce_fast};
 use ferrocuda::lab::{self, WARP_DEMO_COLUMNS, WarpDemo};
 use ferrocuda::occupancy::{self, Occupancy};
 use ferrocuda::reduce::{ReduceOp, ReduceRun};
@@ -303,7 +303,7 @@ fn sweep(gpu: &Gpu) -> Result<()> {
         "{:>6}{:>8}{:>8}{:>10}{:>10}",
         "block", "blk/SM", "warps", "occup.", "GB/s"
     );
-    let fast_sum_f32 = reduce_fast_sum::<f32>().expect("the fast sum has an f32 instance");
+    let fast_sum_f32 = reduce_fast::<Sum, f32>().expect("the fast sum has an f32 instance");
     for block in [64u32, 128, 256, 512, 1024] {
         let max = occupancy::occupancy(gpu, fast_sum_f32.info(), block)?.active_blocks;
         let mut k = 1;
