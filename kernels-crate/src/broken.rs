@@ -10,11 +10,11 @@
 //!   a warp runs in lock-step, which Volta's independent thread scheduling no longer
 //!   guarantees; `racecheck` reports the intra-warp hazards.
 #[cfg(target_arch = "nvptx64")]
-use crate::device::shared::dynamic_shared;
-#[cfg(target_arch = "nvptx64")]
-use crate::device::sync::syncthreads;
-#[cfg(target_arch = "nvptx64")]
-use crate::device::thread::{block_dim_x, block_idx_x, index_1d, thread_idx_x};
+use crate::device::{
+    shared::dynamic_shared,
+    sync::syncthreads,
+    thread::{block_dim_x, block_idx_x, index_1d, thread_idx_x},
+};
 use crate::entry::kernel;
 
 /// The radius of the broken stencil (the slide's `RADIUS`).

@@ -1,9 +1,10 @@
 //! The warp and execution-model lab (seeds 000, 003, 004): the notes' warp-function program and
 //! the `simpleDivergence` kernels of "Professional CUDA C".
 #[cfg(target_arch = "nvptx64")]
-use crate::device::thread::{index_1d, thread_idx_x};
-#[cfg(target_arch = "nvptx64")]
-use crate::device::warp::{self, WARP_SIZE};
+use crate::device::{
+    thread::{index_1d, thread_idx_x},
+    warp::{self, WARP_SIZE},
+};
 use crate::entry::kernel;
 
 /// Words each lane of [`warp_functions_demo`] writes.

@@ -2,19 +2,15 @@
 //! compare it with the CPU model (the warp emulator in `ferrocuda::cpu`). They are not part of
 //! the library's algorithms; their names all start with `selftest_`.
 #[cfg(target_arch = "nvptx64")]
-use crate::device::atomic::{AtomicAdd, AtomicOrd, atomic_add, atomic_cas, atomic_max, atomic_min};
-#[cfg(target_arch = "nvptx64")]
-use crate::device::cg::{this_thread_block, tiled_partition};
-#[cfg(target_arch = "nvptx64")]
-use crate::device::shared::dynamic_shared;
-#[cfg(target_arch = "nvptx64")]
-use crate::device::sync::{self, syncthreads, syncthreads_and, syncthreads_count, syncthreads_or};
-#[cfg(target_arch = "nvptx64")]
-use crate::device::thread::*;
-#[cfg(target_arch = "nvptx64")]
-use crate::device::vector::{Vector16, load_16, store_16};
-#[cfg(target_arch = "nvptx64")]
-use crate::device::warp::{self, Shuffle};
+use crate::device::{
+    atomic::{AtomicAdd, AtomicOrd, atomic_add, atomic_cas, atomic_max, atomic_min},
+    cg::{this_thread_block, tiled_partition},
+    shared::dynamic_shared,
+    sync::{self, syncthreads, syncthreads_and, syncthreads_count, syncthreads_or},
+    thread::*,
+    vector::{Vector16, load_16, store_16},
+    warp::{self, Shuffle},
+};
 use crate::entry::kernel;
 #[cfg(target_arch = "nvptx64")]
 use crate::shared_array;
