@@ -157,8 +157,11 @@ impl WarpDemo {
     }
 }
 
-/// The four `simpleDivergence` kernels (all `(c, n, work)`) and what each branches on.
-pub fn divergence_kernels() -> [(Entry<(*mut f32, usize, u32)>, &'static str); 4] {
+/// A `simpleDivergence` kernel: `(c, n, work)`.
+pub type DivergenceKernel = Entry<(*mut f32, usize, u32)>;
+
+/// The four `simpleDivergence` kernels and what each branches on.
+pub fn divergence_kernels() -> [(DivergenceKernel, &'static str); 4] {
     [
         (
             math_kernel1(),

@@ -405,12 +405,10 @@ pub fn measure<T: Element>(
     let mut run = StencilRun::new(gpu, variant, taps, boundary, input, &mut output, block)?;
     let (symbol, config, bytes) = (run.symbol().to_string(), run.config(), run.bytes());
     run.run()?;
-    drop(run);
     let first = check_stencil(host_input, taps, boundary, &gpu.download(&output)?);
     let mut run = StencilRun::new(gpu, variant, taps, boundary, input, &mut output, block)?;
     let stats = time_on_stream(gpu, warmup, reps, |_| Ok(()), |_| run.launch())?;
     run.finish()?;
-    drop(run);
     let last = check_stencil(host_input, taps, boundary, &gpu.download(&output)?);
     let check = Check::first_then_last(first, last);
     Ok(Measurement {

@@ -134,8 +134,6 @@ fn main() -> ExitCode {
     run_gpu_suite(trials)
 }
 
-/// The element types as both the library and the test inputs see them.
-
 /// `f32` and `f64`, for the inputs only floats get.
 trait Float: Element {
     fn nearest_to(v: f64) -> Self;

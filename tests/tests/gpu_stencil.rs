@@ -80,8 +80,6 @@ fn main() -> ExitCode {
     run_gpu_suite(trials)
 }
 
-/// The element types of the stencil, with what the tests need of them.
-
 /// Bitwise equality (floats by bit pattern).
 fn same<T: Element>(a: T, b: T) -> bool {
     Element::same_bits(a, b)

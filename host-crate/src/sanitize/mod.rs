@@ -171,7 +171,6 @@ fn stencil_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> 
                         )?;
                         run.run()?;
                         let symbol = run.symbol().to_string();
-                        drop(run);
                         let ok = check_stencil(&host[..n], taps, boundary, &gpu.download(&output)?)
                             .passed;
                         record(&symbol, ok);

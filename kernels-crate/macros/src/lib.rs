@@ -169,7 +169,7 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
     let name = &sig.ident;
     if sig.unsafety.is_none() {
         return Err(syn::Error::new_spanned(
-            &sig.fn_token,
+            sig.fn_token,
             "a kernel is an `unsafe fn`: its launch contract is its `# Safety` section",
         ));
     }
