@@ -84,6 +84,8 @@ pub fn saxpy(
 /// The outcome of a smoke run.
 #[derive(Clone, Debug)]
 pub struct SmokeReport {
+    /// The kernel's PTX symbol.
+    pub kernel: &'static str,
     /// Elements.
     pub n: usize,
     /// The launch used.
@@ -126,6 +128,7 @@ pub fn run(
         .filter(|(g, w)| g.to_bits() != w.to_bits())
         .count();
     Ok(SmokeReport {
+        kernel: smoke_saxpy().symbol(),
         n,
         config,
         mismatches,

@@ -49,7 +49,8 @@ pub fn warp(gpu: &Gpu, a: &WarpArgs) -> Result<()> {
     let got = demo.run(gpu)?;
     let want = demo.expected();
     println!(
-        "warp_functions_demo<<<1, {}>>> on {}: width {}, shfl from lane {}, offset {}",
+        "{}<<<1, {}>>> on {}: width {}, shfl from lane {}, offset {}",
+        ferrocuda::kernels::lab::warp_functions_demo().symbol(),
         demo.block,
         gpu.props().name,
         demo.width,

@@ -169,7 +169,8 @@ fn run(cli: Cli) -> Result<()> {
             let gpu = open(cli.device)?;
             let r = smoke::run(&gpu, n, block, dynamic_shared, seed)?;
             println!(
-                "smoke_saxpy on {} ({}): n = {}, {}",
+                "{} on {} ({}): n = {}, {}",
+                r.kernel,
                 gpu.props().name,
                 gpu.ptx_arch(),
                 r.n,
@@ -177,7 +178,8 @@ fn run(cli: Cli) -> Result<()> {
             );
             if r.mismatches > 0 {
                 bail!(
-                    "smoke_saxpy: {} of {} elements differ from the CPU",
+                    "{}: {} of {} elements differ from the CPU",
+                    r.kernel,
                     r.mismatches,
                     r.n
                 );
