@@ -1,6 +1,8 @@
 //! The `ferrocuda` command line on bad input: a clear message and a non-zero exit, never a
 //! panic or a backtrace. These run with or without a GPU; each case states what it expects in
 //! both situations.
+use ferrocuda::kernels::lab::{math_kernel1, warp_functions_demo};
+use ferrocuda::kernels::smoke::smoke_saxpy;
 use std::process::{Command, Output};
 
 /// The binary under test: `FERROCUDA_BIN` when set (the GPU bundle runs tests away from the
@@ -40,7 +42,7 @@ fn assert_clean_failure(o: &Output, needles: &[&str]) {
 fn smoke_block_0_is_rejected_before_touching_the_gpu() {
     assert_clean_failure(
         &ferrocuda(&["smoke", "--block", "0"]),
-        &["smoke_saxpy", "block"],
+        &[smoke_saxpy().symbol(), "block"],
     );
 }
 
@@ -48,7 +50,7 @@ fn smoke_block_0_is_rejected_before_touching_the_gpu() {
 fn smoke_block_2048_is_rejected_naming_kernel_and_configuration() {
     assert_clean_failure(
         &ferrocuda(&["smoke", "--block", "2048"]),
-        &["smoke_saxpy", "block 2048", "at most 1024"],
+        &[smoke_saxpy().symbol(), "block 2048", "at most 1024"],
     );
 }
 
@@ -56,7 +58,7 @@ fn smoke_block_2048_is_rejected_naming_kernel_and_configuration() {
 fn smoke_shared_memory_over_every_gpu_limit_is_rejected() {
     assert_clean_failure(
         &ferrocuda(&["smoke", "--dynamic-shared", "1000000"]),
-        &["smoke_saxpy", "shared memory"],
+        &[smoke_saxpy().symbol(), "shared memory"],
     );
 }
 
@@ -101,7 +103,7 @@ fn smoke_n_0_is_valid() {
 fn warp_width_3_is_rejected_before_touching_the_gpu() {
     assert_clean_failure(
         &ferrocuda(&["warp", "--width", "3"]),
-        &["warp_functions_demo", "power of two", "not 3"],
+        &[warp_functions_demo().symbol(), "power of two", "not 3"],
     );
 }
 
@@ -110,7 +112,7 @@ fn warp_block_0_and_4096_are_rejected() {
     for b in ["0", "4096"] {
         assert_clean_failure(
             &ferrocuda(&["warp", "--block", b]),
-            &["warp_functions_demo", "block must be 1..=32"],
+            &[warp_functions_demo().symbol(), "block must be 1..=32"],
         );
     }
 }
@@ -270,11 +272,11 @@ fn compare_passes_on_agreeing_runs_and_fails_naming_the_rows_that_moved() {
 fn divergence_block_0_and_2048_are_rejected_before_touching_the_gpu() {
     assert_clean_failure(
         &ferrocuda(&["divergence", "--block", "0"]),
-        &["math_kernel1", "block"],
+        &[math_kernel1().symbol(), "block"],
     );
     assert_clean_failure(
         &ferrocuda(&["divergence", "--block", "2048"]),
-        &["math_kernel1", "at most 1024"],
+        &[math_kernel1().symbol(), "at most 1024"],
     );
 }
 
