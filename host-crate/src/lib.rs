@@ -9,7 +9,7 @@
 //! - [`cpu`]: what every kernel computes, as CPU references the GPU results are checked against;
 //! - the kernel families: [`reduce`], [`stencil`], [`lab`] (warp functions, divergence),
 //!   [`occupancy`], [`smoke`];
-//! - the tools: [`bench`] (the benchmark and its report), [`sanitize`] (the compute-sanitizer
+//! - the tools: [`bench`](mod@bench) (the benchmark and its report), [`sanitize`] (the compute-sanitizer
 //!   pass), [`toolkit`] (finding `nvcc` and `compute-sanitizer`), [`args`] (size arguments).
 //!
 //! The `ferrocuda` command line (`src/bin/ferrocuda/`) is built on this library.

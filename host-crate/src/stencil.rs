@@ -4,7 +4,7 @@
 //! `out[i] = sum over k in 0..=2R of c_k * in[i + k - R]`, for every `i` in `0..n`, where an
 //! input index outside `0..n` follows the [`Boundary`] rule (zero, clamp or periodic), and the
 //! coefficients are [`Taps`]: all 1 (seed 001's sum) or given. `R` is one of
-//! [`STENCIL_RADII`]. Element types: `i32` (sums only; they wrap), `f32` and `f64`.
+//! `STENCIL_RADII`. Element types: `i32` (sums only; they wrap), `f32` and `f64`.
 //!
 //! An empty input gives an empty output and launches nothing; an input shorter than the
 //! radius works (periodic then wraps several times).

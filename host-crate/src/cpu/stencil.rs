@@ -207,7 +207,7 @@ impl Boundary {
     }
 }
 
-/// The coefficients of a stencil (the "weights or radius" of [`apply`]).
+/// The coefficients of a stencil (the "weights or radius" of `stencil::apply`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Taps<T> {
     /// Every coefficient 1: seed 001's sum of the `2 * radius + 1` inputs around each output.

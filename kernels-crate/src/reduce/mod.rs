@@ -1,13 +1,13 @@
 //! Parallel reduction (归约): every textbook variant of the notes, and the fast path the library
 //! uses.
 //!
-//! - [`textbook`]: "Professional CUDA C Programming", ch. 3 (seeds 002, 003): neighbored and
+//! - `textbook`: "Professional CUDA C Programming", ch. 3 (seeds 002, 003): neighbored and
 //!   interleaved pairing (相邻配对 / 交错配对), unrolling (循环展开), warp unrolling, complete
 //!   unrolling, template unrolling. In place on a scratch copy, one partial per block.
-//! - [`warp_level`]: 樊哲勇 ch. 10 (seed 000): `__syncwarp`, shuffles, cooperative-group tiles,
+//! - `warp_level`: 樊哲勇 ch. 10 (seed 000): `__syncwarp`, shuffles, cooperative-group tiles,
 //!   atomic finish, and the grid-stride two-pass version with a static device buffer.
-//! - [`cg_vector`]: the cooperative-groups sum with 16-byte loads (seed 004).
-//! - [`fast`]: one launch, 16-byte loads, a grid sized for the GPU, deterministic.
+//! - `cg_vector`: the cooperative-groups sum with 16-byte loads (seed 004).
+//! - `fast`: one launch, 16-byte loads, a grid sized for the GPU, deterministic.
 //!
 //! This file is the family's table of entry points: one `#[kernel]` declaration per kernel, its
 //! `# Launch` and `# Safety` contract, and a call into the algorithm. The host gets each one's

@@ -5,24 +5,24 @@
 //! coefficient 1: each output is the sum of seven neighbours.
 //!
 //! Neighbouring outputs share all but one of their inputs, so a kernel that reads its `2R + 1`
-//! inputs straight from global memory ([`textbook::naive`]) loads every element `2R + 1` times
+//! inputs straight from global memory (`textbook::naive`) loads every element `2R + 1` times
 //! (the caches absorb part of it). Seed 001's slide has each block load its `blockDim.x`
 //! inputs once into shared memory (共享内存), plus a halo (边界层) of `R` elements on each side
 //! that belongs to the neighbouring blocks: a tile of `blockDim.x + 2R`. Threads below `R` load
-//! the halos. Then `__syncthreads()` ([`syncthreads`](crate::device::sync::syncthreads)):
+//! the halos. Then `__syncthreads()` (`syncthreads`):
 //! without it thread 15 may read a slot that thread 0 has not written yet (the slide's worst
-//! case). After it, every output reads its window from the tile ([`textbook::shared_tile`]).
+//! case). After it, every output reads its window from the tile (`textbook::shared_tile`).
 //!
 //! The slide's traps, and what these kernels do instead:
 //! - block 0 reads `in[gindex - RADIUS]` and the last block `in[gindex + BLOCK_SIZE]`, outside
 //!   the array (the slide relies on a padded array). Here every input index outside `0..n` goes
-//!   through an explicit boundary rule ([`source_index`]): zero, clamp or periodic.
+//!   through an explicit boundary rule (`source_index`): zero, clamp or periodic.
 //! - the slide needs `n % BLOCK_SIZE == 0`. Here threads past `n` still load their tile slot
 //!   (through the boundary rule) and reach the barrier; only their output store is skipped.
 //! - `BLOCK_SIZE` is a macro; here the tile is dynamic shared memory sized by the host from
 //!   the real block size, and the halo store uses `blockDim.x`.
 //!
-//! The fast path ([`fast`]) keeps the tile but moves 16 bytes per load and store, computes
+//! The fast path (`fast`) keeps the tile but moves 16 bytes per load and store, computes
 //! several outputs per thread from registers, and walks the array with a grid-stride loop.
 //!
 //! Element types: `i32` (the notes' type; sums wrap), `f32` and `f64`. Float outputs are
@@ -30,7 +30,7 @@
 //! 1), leftmost tap first: the error is at most `(2R + 1) * eps / 2 * sum |c_k * x|`.
 //!
 //! This file is the family's table of entry points, one `#[kernel]` declaration each; the
-//! algorithms are in [`textbook`] and [`fast`], the window they share in `window`.
+//! algorithms are in `textbook` and `fast`, the window they share in `window`.
 use crate::config::STENCIL_MAX_TAPS;
 use crate::entry::kernel;
 
