@@ -17,7 +17,7 @@ use crate::runtime::config::{ARCH_MAX_THREADS_PER_BLOCK, LaunchConfig};
 use crate::runtime::element::{ElemType, Element};
 use crate::runtime::error::{CudaContext, Error, KernelLaunch, Result};
 use crate::runtime::gpu::Gpu;
-use crate::runtime::kernel::Kernel;
+use crate::runtime::kernel::{Kernel, KernelFunction};
 use crate::runtime::timing::{Stats, time_on_stream};
 
 pub use crate::cpu::reduce::ReduceOp;
@@ -449,10 +449,7 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
             }
             Entries::GridStride(first, finish) => {
                 let (first, finish) = (gpu.kernel(first)?, gpu.kernel(finish)?);
-                let configs = [
-                    first.config(REDUCE_STATIC_GRID, block),
-                    finish.config(1, ARCH_MAX_THREADS_PER_BLOCK),
-                ];
+                let configs = grid_stride_configs(&first, &finish, block);
                 Plan::GridStride {
                     first,
                     finish,
@@ -468,10 +465,7 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                     ));
                 }
                 let (first, finish) = (gpu.kernel(first)?, gpu.kernel(finish)?);
-                let configs = [
-                    first.config(REDUCE_STATIC_GRID, block),
-                    finish.config(1, ARCH_MAX_THREADS_PER_BLOCK),
-                ];
+                let configs = grid_stride_configs(&first, &finish, block);
                 Plan::GridStrideStatic {
                     first,
                     finish,
@@ -505,57 +499,40 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
         Ok(run)
     }
 
-    fn validate(&self) -> Result<()> {
+    /// Each kernel of the plan with its launch, in order.
+    fn steps(&self) -> Vec<(&KernelFunction<'g>, LaunchConfig)> {
         match &self.plan {
-            Plan::InPlace { kernel, config, .. } => kernel.validate(*config),
-            Plan::AtomicFinish { kernel, config } => kernel.validate(*config),
-            Plan::CgVector { kernel, config } => kernel.validate(*config),
+            Plan::InPlace { kernel, config, .. } => vec![(kernel, *config)],
+            Plan::AtomicFinish { kernel, config } => vec![(kernel, *config)],
+            Plan::CgVector { kernel, config } => vec![(kernel, *config)],
             Plan::GridStride {
                 first,
                 finish,
                 configs,
                 ..
-            } => {
-                first.validate(configs[0])?;
-                finish.validate(configs[1])
-            }
+            } => vec![(first, configs[0]), (finish, configs[1])],
             Plan::GridStrideStatic {
                 first,
                 finish,
                 configs,
                 ..
-            } => {
-                first.validate(configs[0])?;
-                finish.validate(configs[1])
-            }
-            Plan::Fast { kernel, config, .. } => kernel.validate(*config),
+            } => vec![(first, configs[0]), (finish, configs[1])],
+            Plan::Fast { kernel, config, .. } => vec![(kernel, *config)],
         }
+    }
+
+    fn validate(&self) -> Result<()> {
+        self.steps()
+            .into_iter()
+            .try_for_each(|(kernel, config)| kernel.validate(config))
     }
 
     /// The kernels and their launches, in order.
     pub fn launches(&self) -> Vec<(&'static str, LaunchConfig)> {
-        match &self.plan {
-            Plan::InPlace { kernel, config, .. } => vec![(kernel.symbol(), *config)],
-            Plan::AtomicFinish { kernel, config } => vec![(kernel.symbol(), *config)],
-            Plan::CgVector { kernel, config } => vec![(kernel.symbol(), *config)],
-            Plan::GridStride {
-                first,
-                finish,
-                configs,
-                ..
-            } => {
-                vec![(first.symbol(), configs[0]), (finish.symbol(), configs[1])]
-            }
-            Plan::GridStrideStatic {
-                first,
-                finish,
-                configs,
-                ..
-            } => {
-                vec![(first.symbol(), configs[0]), (finish.symbol(), configs[1])]
-            }
-            Plan::Fast { kernel, config, .. } => vec![(kernel.symbol(), *config)],
-        }
+        self.steps()
+            .into_iter()
+            .map(|(kernel, config)| (kernel.symbol(), config))
+            .collect()
     }
 
     /// Bytes of input the reduction must read.
@@ -719,6 +696,19 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
         self.launch()?;
         self.finish()
     }
+}
+
+/// The launches of the notes' grid-stride reduction: `REDUCE_STATIC_GRID` blocks of `block`
+/// threads, then one block of 1024 over the partials.
+fn grid_stride_configs(
+    first: &KernelFunction,
+    finish: &KernelFunction,
+    block: u32,
+) -> [LaunchConfig; 2] {
+    [
+        first.config(REDUCE_STATIC_GRID, block),
+        finish.config(1, ARCH_MAX_THREADS_PER_BLOCK),
+    ]
 }
 
 /// The host's sum of per-block partials: in order, wrapping for integers; floats accumulate

@@ -22,7 +22,7 @@ use crate::runtime::config::LaunchConfig;
 use crate::runtime::element::{ElemType, Element};
 use crate::runtime::error::{CudaContext, Error, KernelLaunch, Result};
 use crate::runtime::gpu::Gpu;
-use crate::runtime::kernel::Kernel;
+use crate::runtime::kernel::{Kernel, KernelFunction};
 use crate::runtime::timing::{Stats, time_on_stream};
 
 pub use crate::cpu::stencil::{Boundary, Taps};
@@ -159,11 +159,11 @@ enum StencilKernel<'g, T> {
     ),
 }
 
-impl<T> StencilKernel<'_, T> {
-    fn symbol(&self) -> &'static str {
+impl<'g, T> StencilKernel<'g, T> {
+    fn function(&self) -> &KernelFunction<'g> {
         match self {
-            Self::Sum(k) => k.symbol(),
-            Self::Weighted(k, _) => k.symbol(),
+            Self::Sum(k) => k,
+            Self::Weighted(k, _) => k,
         }
     }
 }
@@ -240,16 +240,8 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
                 StencilKernel::Weighted(gpu.kernel(e)?, c)
             }
         };
-        let (shared, occupancy) = match &kernel {
-            StencilKernel::Sum(k) => (
-                k.entry().dynamic_shared_bytes(block),
-                k.max_active_blocks_per_sm(block, k.entry().dynamic_shared_bytes(block)),
-            ),
-            StencilKernel::Weighted(k, _) => (
-                k.entry().dynamic_shared_bytes(block),
-                k.max_active_blocks_per_sm(block, k.entry().dynamic_shared_bytes(block)),
-            ),
-        };
+        let function = kernel.function();
+        let shared = function.entry().dynamic_shared_bytes(block);
         let too_large = || Error::InvalidArgument {
             what: format!("{symbol}: n = {n} needs more than 2^32 blocks of {block}"),
         };
@@ -261,7 +253,8 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
                 let lanes = 16 / size_of::<T>();
                 let tile = block as usize * STENCIL_FAST_VECTORS_PER_THREAD * lanes;
                 let tiles = (n + 2 * lanes).div_ceil(tile);
-                let resident = occupancy? * gpu.props().sm_count;
+                let resident =
+                    function.max_active_blocks_per_sm(block, shared)? * gpu.props().sm_count;
                 let grid = tiles.min(resident.max(1) as usize) as u32;
                 LaunchConfig::linear(grid, block, shared)
             }
@@ -271,10 +264,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             grid: [config.grid[0].max(1), 1, 1],
             ..config
         };
-        match &kernel {
-            StencilKernel::Sum(k) => k.validate(check)?,
-            StencilKernel::Weighted(k, _) => k.validate(check)?,
-        }
+        function.validate(check)?;
         Ok(Self {
             gpu,
             variant,
@@ -295,7 +285,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
 
     /// The PTX entry point.
     pub fn symbol(&self) -> &str {
-        self.kernel.symbol()
+        self.kernel.function().symbol()
     }
 
     /// The launch configuration (grid 0 for an empty input, which launches nothing).
@@ -331,7 +321,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         self.gpu.stream().synchronize().launch(
             "cuStreamSynchronize",
             &KernelLaunch {
-                kernel: self.kernel.symbol().to_string(),
+                kernel: self.kernel.function().symbol().to_string(),
                 config: self.config,
             },
         )
