@@ -7,7 +7,14 @@ use std::{env, fmt::Write as _, fs, path::PathBuf};
 mod fingerprint;
 
 fn main() {
-    let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("..");
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
+    // The stand-in `libcuda.so` that `-lcuda` (from cust's build script) finds: see
+    // `link/lib64/libcuda.so` and `src/runtime/driver`.
+    println!(
+        "cargo:rustc-link-search=native={}",
+        manifest_dir.join("link/lib64").display()
+    );
+    let root = manifest_dir.join("..");
     let ptx_dir = root.join("target").join("ptx");
     let manifest = ptx_dir.join("manifest.txt");
     for f in fingerprint::kernel_source_files(&root).expect("cannot list kernels-crate sources") {

@@ -43,6 +43,9 @@ fn thread_gpu() -> Result<&'static Gpu, SkipOrFail> {
                     // alive as long as the thread, which is what the tests need.
                     Ok(gpu) => Ok(&*Box::leak(Box::new(gpu))),
                     Err(Error::NoDevice { reason }) if !required => Err(SkipOrFail::Skip(reason)),
+                    Err(Error::NoDriver(missing)) if !required => {
+                        Err(SkipOrFail::Skip(missing.to_string()))
+                    }
                     Err(e) => Err(SkipOrFail::Fail(format!(
                         "cannot open CUDA device {ordinal}: {e}"
                     ))),

@@ -25,7 +25,10 @@ impl fmt::Display for KernelLaunch {
 /// Everything the host library can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The CUDA driver is there but no device is (or no driver at all).
+    /// `libcuda.so.1` cannot be loaded: no NVIDIA driver on this machine.
+    #[error(transparent)]
+    NoDriver(#[from] crate::runtime::driver::DriverMissing),
+    /// The CUDA driver is there but no device is.
     #[error("no CUDA device: {reason}")]
     NoDevice {
         /// What the driver said.

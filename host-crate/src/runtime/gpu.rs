@@ -150,6 +150,7 @@ impl Gpu {
     /// Opens device `ordinal`: initialises the driver, checks the warp size, picks the newest
     /// PTX the device supports and loads it.
     pub fn new(ordinal: u32) -> Result<Self> {
+        crate::runtime::driver::load()?;
         cust::init(cust::CudaFlags::empty()).map_err(|e| Error::NoDevice {
             reason: e.to_string().trim_matches('"').to_string(),
         })?;

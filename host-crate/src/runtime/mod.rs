@@ -2,6 +2,7 @@
 //! its context, stream and modules, typed kernel launches, timing. Nothing here knows a kernel
 //! family; the families are built on it.
 pub mod config;
+pub mod driver;
 pub mod element;
 pub mod error;
 pub mod gpu;

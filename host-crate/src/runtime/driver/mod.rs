@@ -1,0 +1,153 @@
+//! The CUDA driver, loaded when first used instead of linked: `libcuda.so.1` is opened with
+//! `dlopen` on the first driver call, so a `ferrocuda` program starts (and its subcommands that
+//! need no GPU work) on a machine without the NVIDIA driver, and fails there with one clear
+//! [`DriverMissing`] instead of a loader error.
+//!
+//! How: `cust` declares the driver API as `extern "C"` functions (in `cust_raw`) and its build
+//! script links `-lcuda`. This module *defines* every one of those functions (`api.rs`, one
+//! line each), as a trampoline that resolves the real entry point with `dlsym` once and jumps
+//! to it. The program's own definitions satisfy every `cu*` reference, so the linker's
+//! `--as-needed` drops `libcuda` from the binary's needed libraries; the `libcuda.so` it is
+//! given (`host-crate/link/lib64/libcuda.so`, added to the search path by `build.rs`) is an empty
+//! linker script. This is what cudarc's `dynamic-loading` does, under cust's API.
+use std::ffi::{CStr, c_char, c_int, c_uchar, c_uint, c_ulonglong, c_ushort, c_void};
+use std::fmt;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+#[allow(clippy::wildcard_imports)]
+use cust::sys::*;
+
+/// The library the NVIDIA driver installs; the unversioned `libcuda.so` is a development link.
+pub const DRIVER_LIBRARY: &str = "libcuda.so.1";
+
+/// `libcuda.so.1` could not be opened: there is no NVIDIA driver on this machine (or the loader
+/// cannot find it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DriverMissing {
+    /// What `dlerror` said.
+    pub reason: String,
+}
+
+impl fmt::Display for DriverMissing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "no NVIDIA driver: {DRIVER_LIBRARY} cannot be loaded ({}); install the NVIDIA \
+             driver, or run this on a machine with an NVIDIA GPU",
+            self.reason
+        )
+    }
+}
+
+impl std::error::Error for DriverMissing {}
+
+/// The `dlopen` handle, kept for the life of the process (never closed: entry points resolved
+/// from it stay valid).
+struct Handle(*mut c_void);
+
+// SAFETY: a dlopen handle may be used from any thread.
+unsafe impl Send for Handle {}
+unsafe impl Sync for Handle {}
+
+static DRIVER: OnceLock<Result<Handle, DriverMissing>> = OnceLock::new();
+
+fn dl_error() -> String {
+    // SAFETY: dlerror returns null or a NUL-terminated string owned by libc.
+    let message = unsafe { libc::dlerror() };
+    if message.is_null() {
+        "unknown dlopen error".to_owned()
+    } else {
+        // SAFETY: non-null, NUL-terminated (above).
+        unsafe { CStr::from_ptr(message) }
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+fn handle() -> Result<&'static Handle, &'static DriverMissing> {
+    DRIVER
+        .get_or_init(|| {
+            let name = c"libcuda.so.1";
+            // SAFETY: a valid C string; RTLD_LOCAL keeps the driver's symbols out of the global
+            // scope, where they would collide with the trampolines below.
+            let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+            if handle.is_null() {
+                Err(DriverMissing { reason: dl_error() })
+            } else {
+                Ok(Handle(handle))
+            }
+        })
+        .as_ref()
+}
+
+/// Opens the driver library if it is not open yet. Every GPU path calls this first (through
+/// `Gpu::new`), so a machine without a driver gets this error rather than a CUDA status.
+pub fn load() -> Result<(), DriverMissing> {
+    handle().map(|_| ()).map_err(Clone::clone)
+}
+
+/// One trampoline's cached entry point: null until resolved.
+struct Slot(AtomicPtr<c_void>);
+
+impl Slot {
+    const fn new() -> Self {
+        Self(AtomicPtr::new(std::ptr::null_mut()))
+    }
+
+    /// The driver's `name` (NUL-terminated), resolved once; `Err` with the status to return
+    /// when there is no driver or it lacks the function.
+    fn resolve(&self, name: &CStr) -> Result<*mut c_void, CUresult> {
+        let cached = self.0.load(Ordering::Acquire);
+        if !cached.is_null() {
+            return Ok(cached);
+        }
+        let handle = handle().map_err(|_| CUresult::CUDA_ERROR_STUB_LIBRARY)?;
+        // SAFETY: a live handle and a valid C string.
+        let found = unsafe { libc::dlsym(handle.0, name.as_ptr()) };
+        if found.is_null() {
+            return Err(CUresult::CUDA_ERROR_NOT_FOUND);
+        }
+        self.0.store(found, Ordering::Release);
+        Ok(found)
+    }
+}
+
+/// Defines each listed driver function as a trampoline to the same symbol in `libcuda.so.1`.
+macro_rules! forward {
+    ($( fn $name:ident ( $($arg:ident : $ty:ty),* $(,)? ); )*) => { $(
+        #[unsafe(no_mangle)]
+        #[allow(non_snake_case, clippy::missing_safety_doc)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> CUresult {
+            static SLOT: Slot = Slot::new();
+            let name = const {
+                match CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
+                    Ok(name) => name,
+                    Err(_) => panic!("a driver function name holds a NUL"),
+                }
+            };
+            match SLOT.resolve(name) {
+                Ok(entry) => {
+                    // SAFETY: `entry` is the driver's function of this name, whose C signature
+                    // is the one declared here (both come from `cuda.h`).
+                    let entry: unsafe extern "C" fn($($ty),*) -> CUresult =
+                        unsafe { std::mem::transmute::<*mut c_void, _>(entry) };
+                    // SAFETY: the caller upholds the driver function's contract.
+                    unsafe { entry($($arg),*) }
+                }
+                Err(status) => status,
+            }
+        }
+    )* };
+}
+
+include!("api.rs");
+
+/// The driver functions this module defines, for the tidy check against `cust_raw`.
+pub fn forwarded_functions() -> Vec<&'static str> {
+    include_str!("api.rs")
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("fn "))
+        .filter_map(|rest| rest.split('(').next())
+        .collect()
+}
