@@ -18,11 +18,11 @@
 //! each group in the order the parameters are declared).
 //!
 //! On the host the body is dropped (it is device code) and the same name is a function that
-//! returns the kernel's typed handle, `ferrocuda_kernels::entry::Entry<(*mut T, *mut T, usize)>`:
+//! returns the kernel's typed handle, `ferrocuda_device::entry::Entry<(*mut T, *mut T, usize)>`:
 //! `reduce_neighbored::<f32>()` (`Option`, `None` for a type without an instance; const
 //! parameters become arguments, `reduce_complete_unroll::<f32>(512)`). A launch through the handle
 //! takes exactly those argument types, so a wrong count or type is a compile error. Every
-//! instance is also registered in `ferrocuda_kernels::entry::ENTRY_POINTS`, the one list the
+//! instance is also registered in `ferrocuda_device::entry::ENTRY_POINTS`, the one list the
 //! PTX test, the sanitizer and `ferrocuda occupancy` walk.
 //!
 //! `dynamic_shared = EXPR` declares the dynamic shared memory a launch needs, in bytes, as a
@@ -248,7 +248,7 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
         .collect();
     let vis = &func.vis;
     let body = &func.block;
-    let krate = quote!(::ferrocuda_kernels::entry);
+    let krate = quote!(::ferrocuda_device::entry);
 
     let instances = cartesian(&params);
     let mut device = Vec::new();

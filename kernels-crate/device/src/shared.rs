@@ -52,14 +52,14 @@ macro_rules! shared_array {
         $(#[$meta])*
         #[inline(always)]
         $vis fn $name() -> *mut $t {
-            let base = $crate::device::shared::dynamic_shared::<u8>();
+            let base = $crate::shared::dynamic_shared::<u8>();
             let sym: u32;
             // SAFETY: `mov` of a symbol's address accesses no memory.
             unsafe {
                 core::arch::asm!(concat!("mov.u32 {s}, ", stringify!($name), ";"), s = out(reg32) sym,
                     options(pure, nomem, nostack));
             }
-            let offset = sym as isize - $crate::device::shared::shared_window_address(base) as isize;
+            let offset = sym as isize - $crate::shared::shared_window_address(base) as isize;
             base.wrapping_offset(offset).cast::<$t>()
         }
     };

@@ -54,7 +54,7 @@ pub fn lane_id() -> u32 {
 /// last warp of a block whose size is not a multiple of 32 is partial).
 #[inline(always)]
 pub fn mask_for_lanes(block_threads: u32) -> u32 {
-    crate::config::warp_mask_for_threads(block_threads, crate::device::thread::thread_idx_x())
+    crate::config::warp_mask_for_threads(block_threads, crate::thread::thread_idx_x())
 }
 
 /// A value that can be moved between lanes by the shuffle instructions.
