@@ -26,6 +26,23 @@ pub mod stencil;
 pub mod toolkit;
 
 pub use ferrocuda_kernels as kernels;
+pub use runtime::gpu::EmbeddedPtx;
+
+// `include_ptx!` tables name `::ferrocuda::EmbeddedPtx`, in this crate as in a user's.
+extern crate self as ferrocuda;
+
+/// The PTX that `ferrocuda-builder` built for the kernel crate whose library is `$lib`, from
+/// this package's `build.rs`: a `&'static [EmbeddedPtx]`, lowest architecture first.
+///
+/// ```ignore
+/// static KERNELS: &[ferrocuda::EmbeddedPtx] = ferrocuda::include_ptx!("my_kernels");
+/// ```
+#[macro_export]
+macro_rules! include_ptx {
+    ($lib:literal) => {
+        include!(concat!(env!("OUT_DIR"), "/", $lib, "_ptx.rs"))
+    };
+}
 pub use runtime::config::LaunchConfig;
 pub use runtime::error::{Error, Result};
 pub use runtime::gpu::{DeviceProps, Gpu};

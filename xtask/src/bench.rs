@@ -14,10 +14,9 @@ use crate::{build_ptx, cargo, cmd, ptx_check};
 
 pub fn run(root: &Path, subcommand: &str, bench_args: &[String]) -> Result<()> {
     let cuda = Cuda::provision(root)?;
-    let env = cuda.env()?;
     let archs = build_ptx::run(root, &build_ptx::Options::default())?;
-    ptx_check::check_built(root, &env.ptxas)?;
-    let ferrocuda = cargo::build_ferrocuda(root, &env)?;
+    ptx_check::check_built(root, &cuda.ptxas()?)?;
+    let ferrocuda = cargo::build_ferrocuda(root)?;
 
     if let Err(reason) = cuda::gpu(cuda.driver.as_deref()) {
         bail!(
@@ -27,6 +26,5 @@ pub fn run(root: &Path, subcommand: &str, bench_args: &[String]) -> Result<()> {
     }
     let mut bench = Command::new(&ferrocuda.executable);
     bench.arg(subcommand).args(bench_args).current_dir(root);
-    env.link_and_load(&mut bench);
-    cmd::run(&mut bench)
+    Ok(cmd::run(&mut bench)?)
 }

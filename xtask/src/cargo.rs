@@ -10,7 +10,6 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
-use crate::cuda::CudaEnv;
 use crate::{cmd, json};
 
 /// A cargo command run in `root`: the cargo that runs this xtask (`$CARGO`), so the pinned
@@ -107,8 +106,8 @@ fn package_names(root: &Path) -> Result<HashMap<String, String>> {
         .collect())
 }
 
-/// The release `ferrocuda` binary, built with `env` so cust links.
-pub fn build_ferrocuda(root: &Path, env: &CudaEnv) -> Result<Artifact> {
+/// The release `ferrocuda` binary.
+pub fn build_ferrocuda(root: &Path) -> Result<Artifact> {
     let mut build = cargo(root);
     build.args([
         "build",
@@ -118,7 +117,6 @@ pub fn build_ferrocuda(root: &Path, env: &CudaEnv) -> Result<Artifact> {
         "--bin",
         "ferrocuda",
     ]);
-    env.link(&mut build);
     executables(root, &mut build)?
         .into_iter()
         .find(|artifact| {

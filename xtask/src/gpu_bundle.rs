@@ -28,10 +28,10 @@ const SOURCE_TREE_TESTS: [&str; 2] = ["tidy", "compile_fail"];
 pub const DEFAULT_OUT: &str = ".gpu";
 
 pub fn run(root: &Path, out: &Path) -> Result<()> {
-    let env = Cuda::provision(root)?.env()?;
+    let ptxas = Cuda::provision(root)?.ptxas()?;
     build_ptx::run(root, &build_ptx::Options::default())?;
-    ptx_check::check_built(root, &env.ptxas)?;
-    let ferrocuda = cargo::build_ferrocuda(root, &env)?;
+    ptx_check::check_built(root, &ptxas)?;
+    let ferrocuda = cargo::build_ferrocuda(root)?;
     let mut build_tests = cargo::cargo(root);
     // The xtask's own tests check this machine's tooling, not the GPU.
     build_tests.args([
@@ -42,7 +42,6 @@ pub fn run(root: &Path, out: &Path) -> Result<()> {
         "--release",
         "--no-run",
     ]);
-    env.link(&mut build_tests);
     let mut tests: Vec<(String, Artifact)> = cargo::executables(root, &mut build_tests)?
         .into_iter()
         .filter(|artifact| {

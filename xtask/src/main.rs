@@ -14,16 +14,15 @@
 mod bench;
 mod build_ptx;
 mod cargo;
-mod cmd;
+use ferrocuda_builder::cmd;
 mod cuda;
 mod doctor;
-mod fingerprint;
 mod gpu_bundle;
 mod json;
 mod provision;
 mod ptx_check;
 mod test;
-mod toolchain;
+use ferrocuda_builder::toolchain;
 
 use std::collections::VecDeque;
 use std::env;
@@ -37,10 +36,11 @@ const HELP: &str = "\
 cargo xtask TASK [OPTIONS]
 
 Tasks:
-  build-ptx [--arch sm_XX]... [--debug]
-      Compile the kernels crate to target/ptx/<arch>.ptx for each architecture (default: all
-      of sm_70, sm_80, sm_90) and write target/ptx/manifest.txt. --debug builds without
-      --release.
+  build-ptx [--arch sm_XX]...
+      Compile the kernels crate with ferrocuda-builder to target/ptx/<arch>.ptx for each
+      architecture (default: all of sm_70, sm_80, sm_90) and write target/ptx/manifest.txt.
+      The host crate's build.rs builds the same PTX itself; this is for ptx-check and
+      gpu-bundle.
   ptx-check [FILE.ptx]... [--arch sm_XX]
       Assemble PTX with ptxas and print registers, shared memory, stack and spills per kernel;
       fail on an assembly error, a spill or a stack frame. Default: the files build-ptx made.
@@ -146,7 +146,6 @@ fn parse(args: Vec<String>) -> Result<Option<Task>> {
             while let Some(word) = words.next() {
                 match word.as_str() {
                     "--arch" => options.archs.push(words.arch()?),
-                    "--debug" => options.debug = true,
                     _ => return Err(unexpected(&name, &word)),
                 }
             }
@@ -269,12 +268,11 @@ mod tests {
     #[test]
     fn parse_reads_repeated_arch_flags_in_both_spellings() {
         let Some(Task::BuildPtx(options)) =
-            parse_words("build-ptx --arch sm_80 --arch=sm_90 --debug").unwrap()
+            parse_words("build-ptx --arch sm_80 --arch=sm_90").unwrap()
         else {
             panic!("not build-ptx");
         };
         assert_eq!(options.archs, ["sm_80", "sm_90"]);
-        assert!(options.debug);
     }
 
     #[test]
@@ -303,6 +301,6 @@ mod tests {
     fn root_holds_the_workspace() {
         let root = project_root().unwrap();
         assert!(root.join("rust-toolchain.toml").is_file());
-        assert!(root.join("xtask/src/fingerprint.rs").is_file());
+        assert!(root.join("builder/src/lib.rs").is_file());
     }
 }

@@ -24,14 +24,13 @@ use crate::cuda::Cuda;
 use crate::{AlreadyReported, build_ptx, cargo, cmd, ptx_check};
 
 pub fn run(root: &Path, cargo_args: &[String]) -> Result<()> {
-    let env = Cuda::provision(root)?.env()?;
+    let ptxas = Cuda::provision(root)?.ptxas()?;
     build_ptx::run(root, &build_ptx::Options::default())?;
-    ptx_check::check_built(root, &env.ptxas)?;
+    ptx_check::check_built(root, &ptxas)?;
 
     let mut test = cargo::cargo(root);
     test.args(["test", "--workspace", "--release"])
         .args(cargo_args);
-    env.link_and_load(&mut test);
     eprintln!("$ {}", cmd::display(&test));
 
     // One pipe for both streams keeps cargo's and the tests' lines in their real order.

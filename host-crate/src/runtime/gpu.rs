@@ -11,7 +11,8 @@ use ferrocuda_kernels::entry::DeviceGlobal;
 use crate::runtime::element::Element;
 use crate::runtime::error::{CudaContext, Error, Result, check_raw};
 
-/// One PTX module as embedded by `build.rs` from `target/ptx/`.
+/// One architecture's PTX of a kernel crate, embedded in the binary by
+/// [`include_ptx!`](crate::include_ptx) from what `ferrocuda-builder` built.
 #[derive(Clone, Copy, Debug)]
 pub struct EmbeddedPtx {
     /// `sm_XY`.
@@ -23,7 +24,7 @@ pub struct EmbeddedPtx {
 }
 
 /// Every PTX the host carries, oldest architecture first.
-pub static EMBEDDED_PTX: &[EmbeddedPtx] = include!(concat!(env!("OUT_DIR"), "/embedded_ptx.rs"));
+pub static EMBEDDED_PTX: &[EmbeddedPtx] = crate::include_ptx!("ferrocuda_kernels");
 
 /// The newest embedded PTX that a device of compute capability `cc` can load.
 pub fn best_ptx_for(cc: (u32, u32)) -> Option<&'static EmbeddedPtx> {

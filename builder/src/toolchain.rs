@@ -1,7 +1,7 @@
 //! The Rust side of the kernel build: the pinned nightly, its components, and the
 //! `llvm-bitcode-linker` borrowed from a stable toolchain.
 //!
-//! Three facts shape this module (see `shared/TOOLCHAIN.md`):
+//! Three facts shape this module (verified on the project's machines):
 //! - the `nvptx64-nvidia-cuda` standard library is not served, so `core` is built from source
 //!   with `-Zbuild-std`, which needs the nightly's `rust-src`;
 //! - `llvm-bitcode-linker` is not served for the pinned nightly, only for stable releases,
@@ -10,11 +10,10 @@
 //!   (component `llvm-tools`) and, when they are missing, silently falls back to whatever `llc`
 //!   is on `PATH` — on Debian 12 an LLVM 14 one. So their presence is checked up front.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, Result, bail};
+use crate::error::{Context, Result, bail};
 
 use crate::cmd;
 
@@ -24,10 +23,33 @@ pub const LINKER_TOOLCHAIN: &str = "1.95.0";
 /// The LLVM tools `llvm-bitcode-linker` runs, in the order it runs them.
 pub const LLVM_TOOLS: [&str; 3] = ["llvm-link", "opt", "llc"];
 
-/// The toolchain that builds the kernels: the one rustup resolves in the workspace root (the
-/// pin in `rust-toolchain.toml`, unless `RUSTUP_TOOLCHAIN` overrides it).
+/// The nightly that compiles kernels: `-Zbuild-std` and the `ptx-kernel` ABI need one, and this
+/// is the one whose LLVM (22) and PTX output the project verified. A kernel crate is built with
+/// it whatever toolchain builds the host (the workspace's `rust-toolchain.toml` pins the same;
+/// `tests/tidy.rs` checks that the two agree).
+pub const NIGHTLY: &str = "nightly-2026-05-20";
+
+/// The `rustup` command that installs [`NIGHTLY`] with what kernels need.
+pub fn nightly_fix() -> String {
+    format!(
+        "rustup toolchain install {NIGHTLY} --profile minimal --component rust-src --component llvm-tools"
+    )
+}
+
+/// A `rustup run <toolchain> <program>` command: runs a program of that toolchain whatever the
+/// caller's toolchain or `PATH`, and never installs one as a side effect.
+pub fn rustup_run(toolchain: &str, program: &str) -> Command {
+    let mut command = Command::new("rustup");
+    command
+        .args(["run", toolchain, program])
+        .env("RUSTUP_AUTO_INSTALL", "0")
+        .env_remove("RUSTUP_TOOLCHAIN");
+    command
+}
+
+/// The toolchain that builds the kernels: [`NIGHTLY`], as rustup has it.
 pub struct Toolchain {
-    /// The channel pinned in `rust-toolchain.toml`, for the fix commands in messages.
+    /// [`NIGHTLY`], for the fix commands in messages.
     pub channel: String,
     /// `rustc --version`.
     pub version: String,
@@ -37,35 +59,60 @@ pub struct Toolchain {
 }
 
 impl Toolchain {
-    pub fn detect(root: &Path) -> Result<Self> {
-        let channel = pinned_channel(root)?;
-        let rustc = || {
-            let mut rustc = Command::new("rustc");
-            rustc.current_dir(root).env_remove("RUSTC");
-            rustc
-        };
-        let fix = format!("rustup toolchain install {channel}");
-        let verbose = cmd::read(rustc().arg("-vV"))
-            .with_context(|| format!("no working rustc in {}; try `{fix}`", root.display()))?;
+    /// Finds [`NIGHTLY`]; fails, naming the install command, when rustup does not have it.
+    pub fn detect() -> Result<Self> {
+        let channel = NIGHTLY.to_owned();
+        let verbose = cmd::read(rustup_run(NIGHTLY, "rustc").arg("-vV")).with_context(|| {
+            format!(
+                "the kernels' toolchain {NIGHTLY} is not usable; run `{}`",
+                nightly_fix()
+            )
+        })?;
         let version = verbose.lines().next().unwrap_or_default().to_owned();
-        if !version.contains("nightly") {
-            bail!(
-                "`rustc` in {} is `{version}`, not a nightly; try `{fix}`",
-                root.display()
-            );
-        }
         let host = verbose
             .lines()
             .find_map(|line| line.strip_prefix("host: "))
             .context("`rustc -vV` printed no `host:` line")?
             .to_owned();
-        let sysroot = PathBuf::from(cmd::read(rustc().args(["--print", "sysroot"]))?.trim());
+        let sysroot = PathBuf::from(
+            cmd::read(rustup_run(NIGHTLY, "rustc").args(["--print", "sysroot"]))?.trim(),
+        );
         Ok(Self {
             channel,
             version,
             host,
             sysroot,
         })
+    }
+
+    /// [`Self::detect`], after installing through rustup whatever is missing of [`NIGHTLY`],
+    /// `rust-src` and `llvm-tools` (with `install` false, fails naming the command instead).
+    pub fn ensure(install: bool) -> Result<Self> {
+        let toolchain = match Self::detect() {
+            Ok(toolchain) => toolchain,
+            Err(_) if install => {
+                let mut rustup = Command::new("rustup");
+                rustup.args(["toolchain", "install", NIGHTLY, "--profile", "minimal"]);
+                rustup.args(["--component", "rust-src", "--component", "llvm-tools"]);
+                cmd::run(&mut rustup).context("installing the kernels' toolchain")?;
+                Self::detect()?
+            }
+            Err(err) => return Err(err),
+        };
+        if install && (!toolchain.has_rust_src() || !toolchain.missing_llvm_tools().is_empty()) {
+            let mut rustup = Command::new("rustup");
+            rustup.args([
+                "component",
+                "add",
+                "rust-src",
+                "llvm-tools",
+                "--toolchain",
+                NIGHTLY,
+            ]);
+            cmd::run(&mut rustup).context("adding rust-src and llvm-tools")?;
+        }
+        toolchain.require_kernel_components()?;
+        Ok(toolchain)
     }
 
     /// Where the `llvm-tools` component puts `llc` and friends.
@@ -123,18 +170,6 @@ impl Toolchain {
     }
 }
 
-/// The `channel` of `rust-toolchain.toml`.
-fn pinned_channel(root: &Path) -> Result<String> {
-    let path = root.join("rust-toolchain.toml");
-    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    text.lines()
-        .filter_map(|line| line.trim().strip_prefix("channel"))
-        .filter_map(|rest| rest.trim_start().strip_prefix('='))
-        .map(|value| value.trim().trim_matches('"').to_owned())
-        .next()
-        .with_context(|| format!("{} names no `channel`", path.display()))
-}
-
 /// The command that installs the linker.
 pub fn linker_fix() -> String {
     format!("rustup component add llvm-bitcode-linker --toolchain {LINKER_TOOLCHAIN}")
@@ -158,9 +193,15 @@ pub fn find_bitcode_linker(host: &str) -> Option<PathBuf> {
 }
 
 /// The `llvm-bitcode-linker`, installed through rustup first if it is missing.
-pub fn ensure_bitcode_linker(host: &str) -> Result<PathBuf> {
+pub fn ensure_bitcode_linker(host: &str, install: bool) -> Result<PathBuf> {
     if let Some(linker) = find_bitcode_linker(host) {
         return Ok(linker);
+    }
+    if !install {
+        bail!(
+            "llvm-bitcode-linker, which links PTX, is missing; run `{}`",
+            linker_fix()
+        );
     }
     let installed = cmd::read(Command::new("rustup").args(["toolchain", "list"]))
         .context("llvm-bitcode-linker is missing and rustup, which installs it, is not usable")?

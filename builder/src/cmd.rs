@@ -9,7 +9,7 @@ use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use anyhow::{Context, Result, bail};
+use crate::error::{Context, Result, bail};
 
 /// The command as a shell line: explicitly set variables (except `PATH`, too long to be
 /// useful), the program, then the arguments, quoted where the shell would need it.
