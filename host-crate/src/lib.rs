@@ -13,17 +13,13 @@
 //!   pass), [`toolkit`] (finding `nvcc` and `compute-sanitizer`), [`args`] (size arguments).
 //!
 //! The `ferrocuda` command line (`src/bin/ferrocuda/`) is built on this library.
-pub mod args;
-pub mod bench;
 pub mod cpu;
 pub mod lab;
 pub mod occupancy;
 pub mod reduce;
 pub mod runtime;
-pub mod sanitize;
 pub mod smoke;
 pub mod stencil;
-pub mod toolkit;
 
 pub use ferrocuda_kernels as kernels;
 pub use runtime::gpu::EmbeddedPtx;

@@ -1,8 +1,8 @@
 //! The benchmark's outputs, checked without a GPU on a synthetic report: JSON round-trips,
 //! CSV has one line per row, the charts have one line per variant plus the copy ceiling, and
 //! two runs compare row by row.
-use ferrocuda::bench::chart::bandwidth_chart;
-use ferrocuda::bench::{Baseline, Report, Row, compare, markdown, utc_date};
+use ferrocuda_cli::bench::chart::bandwidth_chart;
+use ferrocuda_cli::bench::{Baseline, Report, Row, compare, markdown, utc_date};
 
 fn row(family: &str, variant: &str, n: u64, gbs: f64) -> Row {
     Row {

@@ -3,11 +3,11 @@
 //! errors a GPU machine cannot easily produce on demand.
 use ferrocuda::Error;
 use ferrocuda::LaunchConfig;
-use ferrocuda::args::parse_count;
 use ferrocuda::cpu::warp::{ShflMode, shfl_source};
 use ferrocuda::kernels::config::STENCIL_FAST_VECTORS_PER_THREAD;
 use ferrocuda::reduce::ReduceVariant;
 use ferrocuda::runtime::kernel::entry_points;
+use ferrocuda_cli::args::parse_count;
 use proptest::prelude::*;
 
 proptest! {

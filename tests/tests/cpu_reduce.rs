@@ -1,10 +1,10 @@
 //! CPU-only checks of what the reduction suite stands on: element counts from the command line,
 //! the variants' metadata (names, supported types, operations and block sizes), the
 //! reference check with its stated float bound, and the compensated sum behind it.
-use ferrocuda::args::parse_count;
 use ferrocuda::cpu::{ReduceReference, SplitMix64, compensated_sum};
 use ferrocuda::reduce::{ReduceOp, ReduceVariant as V, complete_unroll_blocks};
 use ferrocuda::runtime::element::ElemType;
+use ferrocuda_cli::args::parse_count;
 
 #[test]
 fn parse_count_reads_plain_numbers_powers_shifts_and_offsets() {

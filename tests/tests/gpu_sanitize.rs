@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, ensure};
-use ferrocuda::sanitize::{broken_kernels, parse_report, sanitizer_command};
+use ferrocuda_cli::sanitize::{broken_kernels, parse_report, sanitizer_command};
 use ferrocuda_tests::{TestResult, gpu_test, run_gpu_suite};
 
 fn ferrocuda_bin() -> anyhow::Result<PathBuf> {
@@ -28,7 +28,7 @@ fn ferrocuda_bin() -> anyhow::Result<PathBuf> {
 }
 
 fn racecheck_flags_both_broken_kernels(_gpu: &ferrocuda::Gpu) -> TestResult {
-    let sanitizer = ferrocuda::toolkit::find_tool("compute-sanitizer")
+    let sanitizer = ferrocuda_cli::toolkit::find_tool("compute-sanitizer")
         .context(
             "compute-sanitizer not found: this test needs the CUDA toolkit on the GPU machine",
         )?

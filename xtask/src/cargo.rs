@@ -113,7 +113,7 @@ pub fn build_ferrocuda(root: &Path) -> Result<Artifact> {
         "build",
         "--release",
         "--package",
-        "ferrocuda",
+        "ferrocuda-cli",
         "--bin",
         "ferrocuda",
     ]);

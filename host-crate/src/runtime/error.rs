@@ -143,8 +143,9 @@ pub(crate) fn check_raw(call: &'static str, result: cust::sys::CUresult) -> Resu
     }
 }
 
-/// Attaches the failing call (and launch) to a CUDA error.
-pub(crate) trait CudaContext<T> {
+/// Attaches the failing call (and launch) to a CUDA error: `cust_result.call("cuMemAlloc")?`
+/// gives an [`Error::Cuda`] that names `cuMemAlloc`.
+pub trait CudaContext<T> {
     /// Names the driver call.
     fn call(self, call: &'static str) -> Result<T>;
     /// Names the driver call and the launch it served.

@@ -21,10 +21,16 @@ use cust::sys::*;
 /// The library the NVIDIA driver installs; the unversioned `libcuda.so` is a development link.
 pub const DRIVER_LIBRARY: &str = "libcuda.so.1";
 
+/// Names another file to load instead of [`DRIVER_LIBRARY`] (a driver outside the loader's
+/// path, or a path that does not exist, to try the no-driver behaviour on a GPU machine).
+pub const DRIVER_LIBRARY_ENV: &str = "FERROCUDA_LIBCUDA";
+
 /// `libcuda.so.1` could not be opened: there is no NVIDIA driver on this machine (or the loader
 /// cannot find it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DriverMissing {
+    /// The library that was tried.
+    pub library: String,
     /// What `dlerror` said.
     pub reason: String,
 }
@@ -33,9 +39,9 @@ impl fmt::Display for DriverMissing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "no NVIDIA driver: {DRIVER_LIBRARY} cannot be loaded ({}); install the NVIDIA \
-             driver, or run this on a machine with an NVIDIA GPU",
-            self.reason
+            "no NVIDIA driver: {} cannot be loaded ({}); install the NVIDIA driver, or run \
+             this on a machine with an NVIDIA GPU",
+            self.library, self.reason
         )
     }
 }
@@ -68,12 +74,24 @@ fn dl_error() -> String {
 fn handle() -> Result<&'static Handle, &'static DriverMissing> {
     DRIVER
         .get_or_init(|| {
-            let name = c"libcuda.so.1";
+            let library = std::env::var(DRIVER_LIBRARY_ENV)
+                .ok()
+                .filter(|path| !path.is_empty())
+                .unwrap_or_else(|| DRIVER_LIBRARY.to_owned());
+            let Ok(name) = std::ffi::CString::new(library.clone()) else {
+                return Err(DriverMissing {
+                    library,
+                    reason: "the name holds a NUL byte".to_owned(),
+                });
+            };
             // SAFETY: a valid C string; RTLD_LOCAL keeps the driver's symbols out of the global
             // scope, where they would collide with the trampolines below.
             let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
             if handle.is_null() {
-                Err(DriverMissing { reason: dl_error() })
+                Err(DriverMissing {
+                    library,
+                    reason: dl_error(),
+                })
             } else {
                 Ok(Handle(handle))
             }

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::reduce::ReduceVariant;
-use crate::runtime::element::ElemType;
-use crate::stencil::StencilVariant;
+use ferrocuda::reduce::ReduceVariant;
+use ferrocuda::runtime::element::ElemType;
+use ferrocuda::stencil::StencilVariant;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -43,7 +43,7 @@ impl BenchConfig {
             reduce_variants: ReduceVariant::ALL.to_vec(),
             stencil_variants: StencilVariant::ALL.to_vec(),
             blocks: Vec::new(),
-            radius: crate::stencil::STENCIL_DEFAULT_RADIUS,
+            radius: ferrocuda::stencil::STENCIL_DEFAULT_RADIUS,
             reps: 20,
             rounds: 3,
             out: PathBuf::from("target/ferrocuda/report"),

@@ -111,7 +111,7 @@ pub fn warp(gpu: &Gpu, a: &WarpArgs) -> Result<()> {
 #[derive(Args)]
 pub struct DivergenceArgs {
     /// Elements (enough to fill the GPU).
-    #[arg(long, default_value = "2^24", value_parser = ferrocuda::args::parse_count)]
+    #[arg(long, default_value = "2^24", value_parser = ferrocuda_cli::args::parse_count)]
     n: usize,
     /// Threads per block.
     #[arg(long, default_value_t = 128)]

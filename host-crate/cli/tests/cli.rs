@@ -84,7 +84,9 @@ fn device_7_or_no_device_is_a_clear_error() {
     let err = stderr(&o);
     assert_clean_failure(&o, &["device 7"]);
     assert!(
-        err.contains("no CUDA device") || err.contains("does not exist"),
+        err.contains("no CUDA device")
+            || err.contains("no NVIDIA driver")
+            || err.contains("does not exist"),
         "{err}"
     );
 }
@@ -95,8 +97,81 @@ fn device_7_or_no_device_is_a_clear_error() {
 fn smoke_n_0_is_valid() {
     let o = ferrocuda(&["smoke", "--n", "0"]);
     if !o.status.success() {
-        assert_clean_failure(&o, &["no CUDA device"]);
+        assert_clean_failure(&o, &["CUDA device 0"]);
+        let err = stderr(&o);
+        assert!(
+            err.contains("no CUDA device") || err.contains("no NVIDIA driver"),
+            "{err}"
+        );
     }
+}
+
+/// Runs the binary as if the machine had no NVIDIA driver: `FERROCUDA_LIBCUDA` names a library
+/// that does not exist, so loading the driver fails exactly as it does without one.
+fn ferrocuda_without_driver(args: &[&str]) -> Output {
+    let bin =
+        std::env::var("FERROCUDA_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_ferrocuda").into());
+    Command::new(bin)
+        .args(args)
+        .env("FERROCUDA_LIBCUDA", "/nonexistent/libcuda.so.1")
+        .output()
+        .expect("runs")
+}
+
+/// Whether this machine has the driver's `libcuda.so.1`, as the binary would load it.
+fn machine_has_driver() -> bool {
+    ferrocuda::runtime::driver::load().is_ok()
+}
+
+/// The binary needs no `libcuda` to start: it loads the driver when a command first needs it.
+/// `--help` and `compare` (no GPU needed) work without one; `info` fails with one line naming
+/// what is missing. Checked with the driver hidden (on every machine) and, on a machine that
+/// really has none (CI), as it is.
+#[test]
+fn without_the_driver_help_and_compare_work_and_info_says_what_is_missing_in_one_line() {
+    let dir = std::env::temp_dir().join(format!("ferrocuda-nodriver-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = dir.join("run.json");
+    std::fs::write(&run, report_json(10.0)).unwrap();
+    let run = run.to_str().unwrap();
+
+    let mut runs: Vec<(&str, fn(&[&str]) -> Output)> =
+        vec![("driver hidden", ferrocuda_without_driver)];
+    if !machine_has_driver() {
+        runs.push(("no driver on this machine", ferrocuda));
+    }
+    for (how, ferrocuda) in runs {
+        let help = ferrocuda(&["--help"]);
+        assert!(
+            help.status.success(),
+            "{how}: --help failed: {}",
+            stderr(&help)
+        );
+        assert!(String::from_utf8_lossy(&help.stdout).contains("Usage: ferrocuda"));
+
+        let compare = ferrocuda(&["compare", run, run]);
+        assert!(
+            compare.status.success(),
+            "{how}: compare failed: {}",
+            stderr(&compare)
+        );
+
+        let info = ferrocuda(&["info"]);
+        let err = stderr(&info);
+        assert!(
+            !info.status.success(),
+            "{how}: info succeeded without a driver"
+        );
+        assert_eq!(err.lines().count(), 1, "{how}: not one line: {err}");
+        assert!(
+            err.starts_with("error: ")
+                && err.contains("no NVIDIA driver")
+                && err.contains("libcuda.so.1"),
+            "{how}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{how}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -193,7 +268,7 @@ fn bench_rejects_bad_sizes_variants_and_output_flags_before_touching_the_gpu() {
 
 /// A two-row report whose rows have a +-1 % spread around their medians.
 fn report_json(fast_median_us: f64) -> String {
-    use ferrocuda::bench::{Report, Row};
+    use ferrocuda_cli::bench::{Report, Row};
     let row = |variant: &str, median_us: f64| Row {
         family: "reduce".into(),
         variant: variant.into(),

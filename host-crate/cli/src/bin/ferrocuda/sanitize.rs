@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use ferrocuda::Gpu;
-use ferrocuda::sanitize::{self, TOOLS, ToolReport, broken_kernels};
+use ferrocuda_cli::sanitize::{self, TOOLS, ToolReport, broken_kernels};
 
 /// `ferrocuda sanitize`.
 #[derive(Args)]
@@ -70,7 +70,7 @@ fn find_sanitizer(explicit: &Option<PathBuf>) -> Result<PathBuf> {
     if let Some(p) = explicit {
         return Ok(p.clone());
     }
-    ferrocuda::toolkit::find_tool("compute-sanitizer")
+    ferrocuda_cli::toolkit::find_tool("compute-sanitizer")
         .map(|t| t.path)
         .context(
             "compute-sanitizer not found (it comes with the CUDA toolkit); pass --sanitizer PATH",

@@ -4,11 +4,11 @@ use std::path::PathBuf;
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use ferrocuda::Gpu;
-use ferrocuda::args::parse_count;
-use ferrocuda::bench::{self, BenchConfig};
 use ferrocuda::reduce::ReduceVariant;
 use ferrocuda::runtime::element::ElemType;
 use ferrocuda::stencil::StencilVariant;
+use ferrocuda_cli::args::parse_count;
+use ferrocuda_cli::bench::{self, BenchConfig};
 
 /// `ferrocuda bench`.
 #[derive(Args)]

@@ -7,21 +7,21 @@
 use std::collections::BTreeMap;
 
 use cust::memory::DeviceBuffer;
-use ferrocuda_kernels::broken::{broken_reduce_volatile_warp_i32, broken_stencil_1d_no_sync_f32};
-use ferrocuda_kernels::config::STENCIL_RADII;
-use ferrocuda_kernels::entry::EntryInfo;
-use ferrocuda_kernels::lab::warp_functions_demo;
-use ferrocuda_kernels::reduce::reduce_fast_sum_i32_to_i64;
-use ferrocuda_kernels::smoke::smoke_saxpy;
-use ferrocuda_kernels::timing::timing_spin;
+use ferrocuda::kernels::broken::{broken_reduce_volatile_warp_i32, broken_stencil_1d_no_sync_f32};
+use ferrocuda::kernels::config::STENCIL_RADII;
+use ferrocuda::kernels::entry::EntryInfo;
+use ferrocuda::kernels::lab::warp_functions_demo;
+use ferrocuda::kernels::reduce::reduce_fast_sum_i32_to_i64;
+use ferrocuda::kernels::smoke::smoke_saxpy;
+use ferrocuda::kernels::timing::timing_spin;
 
-use crate::cpu::{ReduceReference, SplitMix64, check_stencil};
-use crate::reduce::{ReduceOp, ReduceRun, ReduceVariant};
-use crate::runtime::element::{ElemType, Element};
-use crate::runtime::error::Result;
-use crate::runtime::gpu::Gpu;
-use crate::runtime::kernel::entry_points;
-use crate::stencil::{Boundary, StencilRun, StencilVariant, Taps};
+use ferrocuda::cpu::{ReduceReference, SplitMix64, check_stencil};
+use ferrocuda::reduce::{ReduceOp, ReduceRun, ReduceVariant};
+use ferrocuda::runtime::element::{ElemType, Element};
+use ferrocuda::runtime::error::Result;
+use ferrocuda::runtime::gpu::Gpu;
+use ferrocuda::runtime::kernel::entry_points;
+use ferrocuda::stencil::{Boundary, StencilRun, StencilVariant, Taps};
 
 /// The sanitizer tools, in the order of the table.
 pub const TOOLS: [&str; 4] = ["memcheck", "racecheck", "synccheck", "initcheck"];
@@ -58,13 +58,13 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
         *results.entry(symbol.to_string()).or_insert(true) &= ok;
     };
     for n in CASE_SIZES {
-        let r = crate::smoke::run(gpu, n, 100, 0, n as u64)?;
+        let r = ferrocuda::smoke::run(gpu, n, 100, 0, n as u64)?;
         record(smoke_saxpy().symbol(), r.mismatches == 0);
     }
     for ty in ElemType::ALL {
-        crate::with_elem_type!(ty, T => reduce_cases::<T>(gpu, &mut record))?;
+        ferrocuda::with_elem_type!(ty, T => reduce_cases::<T>(gpu, &mut record))?;
         if matches!(ty, ElemType::I32 | ElemType::F32 | ElemType::F64) {
-            crate::with_elem_type!(ty, T => stencil_cases::<T>(gpu, &mut record))?;
+            ferrocuda::with_elem_type!(ty, T => stencil_cases::<T>(gpu, &mut record))?;
         }
     }
     let wide: Vec<i32> = (0..4099).map(|i| i32::MAX - i).collect();
@@ -72,21 +72,21 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
     let want: i64 = wide.iter().map(|&v| v as i64).sum();
     record(
         reduce_fast_sum_i32_to_i64().symbol(),
-        crate::reduce::sum_i32_to_i64(gpu, &d)? == want,
+        ferrocuda::reduce::sum_i32_to_i64(gpu, &d)? == want,
     );
-    let demo = crate::lab::WarpDemo::NOTES;
+    let demo = ferrocuda::lab::WarpDemo::NOTES;
     let rows = demo.run(gpu)?;
     let ok = rows
         .iter()
         .zip(demo.expected())
         .all(|(g, w)| g.iter().zip(w).all(|(&g, w)| w.is_none_or(|w| w == g)));
     record(warp_functions_demo().symbol(), ok);
-    for row in crate::lab::divergence(gpu, 1000, 128, 4, 1)? {
+    for row in ferrocuda::lab::divergence(gpu, 1000, 128, 4, 1)? {
         record(row.kernel, row.mismatches == 0);
     }
     record(
         timing_spin().symbol(),
-        crate::runtime::timing::spin_holds_the_gpu(gpu)?,
+        ferrocuda::runtime::timing::spin_holds_the_gpu(gpu)?,
     );
     Ok(results)
 }
@@ -102,7 +102,7 @@ fn reduce_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> R
         .filter(|v| v.supports_type(T::TYPE))
     {
         let blocks: Vec<u32> = if v == ReduceVariant::CompleteUnroll {
-            crate::reduce::complete_unroll_blocks()
+            ferrocuda::reduce::complete_unroll_blocks()
         } else {
             vec![v.default_block()]
         };

@@ -4,9 +4,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::report::{Baseline, BenchConfig, Row};
-use crate::reduce::ReduceVariant;
-use crate::runtime::element::ElemType;
-use crate::runtime::gpu::Gpu;
+use ferrocuda::reduce::ReduceVariant;
+use ferrocuda::runtime::element::ElemType;
+use ferrocuda::runtime::gpu::Gpu;
 
 /// The CUDA C and CUB programs, compiled with nvcc for this device.
 pub(super) struct Baselines {

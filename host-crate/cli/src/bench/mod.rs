@@ -7,7 +7,7 @@
 //! exceed four times the L2 cache, so that small sizes are measured from device memory and
 //! not from L2 (the in-place reductions, which copy their input to a scratch buffer first,
 //! also flush L2 after that copy); `rounds` rounds, each of three warm-up runs and `reps`
-//! event-timed runs with the blocking kernel of [`timing`](crate::runtime::timing) (GPU time only);
+//! event-timed runs with the blocking kernel of [`timing`](ferrocuda::runtime::timing) (GPU time only);
 //! median, min and max over all rounds. The first round of each size and type runs as its
 //! buffers are set up, the later rounds take every row of the whole run in turn, so a row's
 //! min..max covers the GPU's drift over the run. (All sizes' buffers stay allocated until
@@ -18,13 +18,13 @@ use std::path::{Path, PathBuf};
 
 use cust::memory::{AsyncCopyDestination, DeviceBuffer};
 
-use crate::cpu::{Check, ReduceReference, book_input, check_stencil};
-use crate::reduce::{ReduceOp, ReduceRun, ReduceVariant};
-use crate::runtime::element::{ElemType, Element};
-use crate::runtime::error::{CudaContext, Error, Result};
-use crate::runtime::gpu::Gpu;
-use crate::runtime::timing::{L2Flush, Stats, time_samples};
-use crate::stencil::{Boundary, StencilRun, StencilVariant, Taps};
+use ferrocuda::cpu::{Check, ReduceReference, book_input, check_stencil};
+use ferrocuda::reduce::{ReduceOp, ReduceRun, ReduceVariant};
+use ferrocuda::runtime::element::{ElemType, Element};
+use ferrocuda::runtime::error::{CudaContext, Error, Result};
+use ferrocuda::runtime::gpu::Gpu;
+use ferrocuda::runtime::timing::{L2Flush, Stats, time_samples};
+use ferrocuda::stencil::{Boundary, StencilRun, StencilVariant, Taps};
 
 mod baselines;
 pub mod chart;
@@ -317,7 +317,7 @@ impl<'g> Pending<'g> {
     fn new(gpu: &'g Gpu, cfg: &BenchConfig, ty: ElemType, n: usize) -> Result<Self> {
         let jobs = jobs(cfg, ty);
         let group: Box<dyn Rounds + 'g> =
-            crate::with_elem_type!(ty, T => Box::new(Group::<T>::new(gpu, cfg, n)?));
+            ferrocuda::with_elem_type!(ty, T => Box::new(Group::<T>::new(gpu, cfg, n)?));
         Ok(Self {
             ty,
             n,

@@ -7,13 +7,13 @@ mod sanitize;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
-use ferrocuda::args::parse_count;
 use ferrocuda::cpu::{ReduceReference, book_input};
 use ferrocuda::reduce::{self, ReduceOp, ReduceVariant};
 use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::runtime::gpu::{EMBEDDED_PTX, Gpu};
 use ferrocuda::runtime::timing;
 use ferrocuda::smoke;
+use ferrocuda_cli::args::parse_count;
 
 #[derive(Parser)]
 #[command(
