@@ -1,18 +1,30 @@
 //! # ferrocuda
 //!
-//! GPU kernels written in pure Rust (the `ferrocuda-kernels` crate, compiled to PTX), launched
-//! from Rust with `cust`, checked against the CPU and measured against the memory speed limit.
+//! GPU kernels written in pure Rust (the `ferrocuda-kernels` crate, compiled to PTX by
+//! `ferrocuda-builder` from this crate's `build.rs`), launched from Rust with `cust`, checked
+//! against the CPU and measured against the memory speed limit.
+//!
+//! ```no_run
+//! # fn main() -> ferrocuda::Result<()> {
+//! let gpu = ferrocuda::Gpu::new(0)?;
+//! let x = gpu.upload(&vec![0.5f32; 1 << 20], "x")?;
+//! assert_eq!(ferrocuda::reduce::sum(&gpu, &x)?, 524_288.0);
+//! # Ok(()) }
+//! ```
 //!
 //! The layers, each using only the ones above it:
-//! - [`runtime`]: the device ([`Gpu`]), launch configurations, typed kernel launches
-//!   ([`runtime::kernel`]), errors, timing;
+//! - [`runtime`]: the driver, loaded at run time ([`runtime::driver`]: a program starts without
+//!   it and says in one line that it is missing), the device ([`Gpu`]), launch configurations,
+//!   typed kernel launches ([`runtime::kernel`], for ferrocuda's kernels and, through
+//!   [`Gpu::load_module`], a kernel crate of your own), errors, timing;
 //! - [`cpu`]: what every kernel computes, as CPU references the GPU results are checked against;
 //! - the kernel families: [`reduce`], [`stencil`], [`lab`] (warp functions, divergence),
-//!   [`occupancy`], [`smoke`];
-//! - the tools: [`bench`](mod@bench) (the benchmark and its report), [`sanitize`] (the compute-sanitizer
-//!   pass), [`toolkit`] (finding `nvcc` and `compute-sanitizer`), [`args`] (size arguments).
+//!   [`occupancy`], [`smoke`].
 //!
-//! The `ferrocuda` command line (`src/bin/ferrocuda/`) is built on this library.
+//! The `ferrocuda` command line, the benchmark and the sanitizer pass are a separate package,
+//! `ferrocuda-cli` (`host-crate/cli/`), so a program that depends on this library pulls none of
+//! their dependencies. `examples/` in the repository shows the library in use, including a
+//! kernel crate of one's own (`examples/dot-product`).
 pub mod cpu;
 pub mod lab;
 pub mod occupancy;
@@ -42,4 +54,8 @@ macro_rules! include_ptx {
 pub use runtime::config::LaunchConfig;
 pub use runtime::error::{Error, Result};
 pub use runtime::gpu::{DeviceProps, Gpu};
-pub use runtime::kernel::Kernel;
+pub use runtime::kernel::{Kernel, LoadedModule};
+
+/// The driver API crate ferrocuda is built on; its device memory types are part of this API.
+pub use cust;
+pub use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy, DevicePointer, DeviceSlice};

@@ -735,7 +735,19 @@ fn fast<T: Element, A: Element>(gpu: &Gpu, op: ReduceOp, input: &DeviceSlice<T>)
     ReduceRun::<T, A>::new(gpu, V::Fast, op, input, V::Fast.default_block())?.run()
 }
 
-/// The sum of `input` (0 when empty; integers wrap). Deterministic.
+/// The sum of `input` (0 when empty; integers wrap). Deterministic: the same input on the same
+/// device gives the same bits every run.
+///
+/// # Example
+/// ```no_run
+/// # fn main() -> ferrocuda::Result<()> {
+/// let gpu = ferrocuda::Gpu::new(0)?;
+/// let data: Vec<f32> = (0..1_000_000).map(|i| (i % 10) as f32).collect();
+/// let device = gpu.upload(&data, "data")?; // or any kernel's output, already on the device
+/// assert_eq!(ferrocuda::reduce::sum(&gpu, &device)?, 4_500_000.0);
+/// assert_eq!(ferrocuda::reduce::max(&gpu, &device)?, 9.0);
+/// # Ok(()) }
+/// ```
 pub fn sum<T: Element>(gpu: &Gpu, input: &DeviceSlice<T>) -> Result<T> {
     fast::<T, T>(gpu, ReduceOp::Sum, input)
 }

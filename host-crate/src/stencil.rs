@@ -337,6 +337,19 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
 /// The stencil of `input` on the GPU with the fast path, into a new device buffer (left on
 /// the device, so that it can feed the next kernel; [`Gpu::download`] brings it to the host).
 /// An empty input gives an empty buffer without launching anything.
+///
+/// # Example
+/// ```no_run
+/// use ferrocuda::stencil::{self, Boundary, Taps};
+/// # fn main() -> ferrocuda::Result<()> {
+/// let gpu = ferrocuda::Gpu::new(0)?;
+/// let input = gpu.upload(&vec![1.0f32; 1 << 20], "input")?;
+/// // Seed 001's stencil: the sum of the 7 inputs around each output, zero outside the array.
+/// let out = stencil::apply(&gpu, &input, &Taps::Sum { radius: 3 }, Boundary::Zero)?;
+/// let host = gpu.download(&out)?;
+/// assert_eq!((host[0], host[3], host[1 << 19]), (4.0, 7.0, 7.0));
+/// # Ok(()) }
+/// ```
 pub fn apply<T: Element>(
     gpu: &Gpu,
     input: &DeviceSlice<T>,

@@ -6,7 +6,10 @@
 //!   builds the file with libtest, which finds no `#[test]` and passes with 0 tests.
 //! - The modules of the host library import one way: no module reaches, through any chain of
 //!   `crate::`/`super::` paths, back to itself.
-//! - The library does not depend on its command line (`src/bin/`, clap).
+//! - The library does not depend on its command line: its dependencies are the four it needs,
+//!   and the CLI's crates (clap, serde, anyhow) appear nowhere in it.
+//! - The driver trampolines define exactly what `cust_raw` declares.
+//! - The builder compiles kernels with the nightly `rust-toolchain.toml` pins.
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -561,47 +564,146 @@ fn host_crate_modules_import_one_way() {
     );
 }
 
+/// The `name = ...` keys of one `[section]` of a `Cargo.toml` (dependency names).
+fn section_keys(manifest: &str, section: &str) -> Vec<String> {
+    let mut inside = false;
+    let mut keys = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line == section;
+        } else if inside
+            && !line.starts_with('#')
+            && let Some((key, _)) = line.split_once('=')
+        {
+            keys.push(key.trim().trim_end_matches(".workspace").to_owned());
+        }
+    }
+    keys
+}
+
 #[test]
-fn the_library_does_not_depend_on_the_cli() {
+fn the_library_pulls_only_what_it_needs_and_the_cli_lives_apart() {
+    let manifest = read(&workspace().join("host-crate/Cargo.toml"));
+    let mut deps = section_keys(&manifest, "[dependencies]");
+    deps.sort();
+    assert_eq!(
+        deps,
+        ["cust", "ferrocuda-kernels", "libc", "thiserror"],
+        "host-crate/Cargo.toml: the library's dependencies grew; tools belong in host-crate/cli"
+    );
+    assert!(
+        !manifest.contains("[[bin]]"),
+        "the library package has a binary"
+    );
     let src = workspace().join("host-crate/src");
     let mut problems = Vec::new();
     for file in rust_files(&src) {
-        if file.starts_with(src.join("bin")) {
-            continue;
-        }
         let toks = tokenize(&read(&file));
         let rel = file.strip_prefix(&src).unwrap().display();
-        let ident = |i: usize, s: &str| matches!(toks.get(i), Some((Tok::Ident(w), _)) if w == s);
-        for (i, (t, line)) in toks.iter().enumerate() {
-            let problem = match t {
-                Tok::Ident(w) if w == "clap" => Some("names clap"),
-                Tok::Ident(w) if w == "bin" && i > 0 && ident(i - 1, "mod") => {
-                    Some("declares `mod bin`")
-                }
-                Tok::Ident(w) if w == "bin" && i > 1 && ident(i - 2, "crate") => {
-                    Some("names `crate::bin`")
-                }
-                Tok::Str(s)
-                    if s.contains("bin/")
-                        && (i > 1 && ident(i - 2, "path")
-                            || i > 2
-                                && ["include", "include_str", "include_bytes"]
-                                    .iter()
-                                    .any(|m| ident(i - 3, m))) =>
-                {
-                    Some("includes a file of src/bin")
-                }
-                _ => None,
-            };
-            if let Some(problem) = problem {
-                problems.push(format!("src/{rel}:{line} {problem}"));
+        for (t, line) in &toks {
+            if let Tok::Ident(w) = t
+                && ["clap", "serde", "serde_json", "anyhow", "ferrocuda_cli"].contains(&w.as_str())
+            {
+                problems.push(format!("src/{rel}:{line} names `{w}`"));
             }
         }
     }
     assert!(
         problems.is_empty(),
-        "the library must not depend on the command line (src/bin/):\n{}\n",
+        "the library must not use the command line's crates:\n{}\n",
         problems.join("\n")
+    );
+}
+
+/// The `pub fn cu...(..) -> CUresult;` declarations of a bindgen file, as
+/// `name(args)` with whitespace collapsed and `::std::os::raw::` dropped.
+fn driver_functions(bindings: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut rest = bindings;
+    while let Some(at) = rest.find("pub fn cu") {
+        let decl = &rest[at + "pub fn ".len()..];
+        let end = decl.find(';').expect("a declaration ends with `;`");
+        let text: String = decl[..end]
+            .replace("::std::os::raw::", "")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace("( ", "(")
+            .replace(", )", ")")
+            .replace(",)", ")");
+        found.insert(text.trim_end_matches(" -> CUresult").to_owned());
+        rest = &decl[end..];
+    }
+    found
+}
+
+/// `$CARGO_HOME/registry/src/*/<crate>/`, the registry's unpacked copy of a dependency.
+fn registry_source(krate: &str) -> PathBuf {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cargo"));
+    let registries = home.join("registry/src");
+    fs::read_dir(&registries)
+        .unwrap_or_else(|e| panic!("{}: {e}", registries.display()))
+        .map(|entry| entry.unwrap().path().join(krate))
+        .find(|dir| dir.is_dir())
+        .unwrap_or_else(|| panic!("{krate} is not unpacked under {}", registries.display()))
+}
+
+/// `host-crate/src/runtime/driver` defines every driver function cust_raw declares (else a
+/// binary that calls the missing one would not link without a real libcuda), with the same
+/// signature (else the trampoline would pass its arguments wrongly).
+#[test]
+fn the_driver_trampolines_match_cust_raw_declaration_for_declaration() {
+    let lock = read(&workspace().join("Cargo.lock"));
+    let version = lock
+        .split("[[package]]")
+        .find(|package| package.contains("name = \"cust_raw\""))
+        .and_then(|package| package.lines().find_map(|l| l.strip_prefix("version = ")))
+        .map(|v| v.trim_matches('"').to_owned())
+        .expect("Cargo.lock has cust_raw");
+    let declared = driver_functions(&read(
+        &registry_source(&format!("cust_raw-{version}")).join("src/cuda.rs"),
+    ));
+    let driver = workspace().join("host-crate/src/runtime/driver");
+    let api = read(&driver.join("api.rs"));
+    let mut defined: BTreeSet<String> = api
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("fn "))
+        .map(|decl| decl.trim_end_matches(';').replace(",)", ")").to_owned())
+        .collect();
+    // The two error-text functions are written by hand in mod.rs, with this signature.
+    let by_hand = read(&driver.join("mod.rs"));
+    assert!(by_hand.contains("error_text!(cuGetErrorString, cuGetErrorName);"));
+    for name in ["cuGetErrorString", "cuGetErrorName"] {
+        defined.insert(format!("{name}(error: CUresult, pStr: *mut *const c_char)"));
+    }
+    let missing: Vec<_> = declared.difference(&defined).collect();
+    let extra: Vec<_> = defined.difference(&declared).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "driver/api.rs and cust_raw {version} disagree.\nnot defined: {missing:#?}\nnot declared: {extra:#?}"
+    );
+    assert!(
+        declared.len() > 300,
+        "read only {} declarations",
+        declared.len()
+    );
+}
+
+/// The builder compiles kernels with the nightly the workspace pins.
+#[test]
+fn the_builder_uses_the_pinned_nightly() {
+    let toolchain = read(&workspace().join("rust-toolchain.toml"));
+    let builder = read(&workspace().join("builder/src/toolchain.rs"));
+    let pinned = toolchain
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("channel = "))
+        .expect("a channel")
+        .trim_matches('"');
+    assert!(
+        builder.contains(&format!("pub const NIGHTLY: &str = \"{pinned}\";")),
+        "builder/src/toolchain.rs's NIGHTLY is not rust-toolchain.toml's {pinned}"
     );
 }
 

@@ -22,7 +22,10 @@ use crate::ptx_check;
 
 /// Tests that read this checkout's sources or run cargo (the module graph, the compile-fail
 /// cases): they check the code, not the GPU, and cannot run where there is no source tree.
-const SOURCE_TREE_TESTS: [&str; 2] = ["tidy", "compile_fail"];
+const SOURCE_TREE_TESTS: [&str; 3] = ["tidy", "compile_fail", "dependent"];
+
+/// The packages whose examples and binaries the bundle runs (`examples/`).
+const EXAMPLE_PACKAGES: [&str; 2] = ["ferrocuda-examples", "dot-product"];
 
 /// Where the bundle goes unless `--out` says otherwise (ignored by git).
 pub const DEFAULT_OUT: &str = ".gpu";
@@ -53,6 +56,16 @@ pub fn run(root: &Path, out: &Path) -> Result<()> {
         .map(|artifact| (bundle_name(&artifact), artifact))
         .collect();
     tests.sort_by(|(a, _), (b, _)| a.cmp(b));
+    let mut build_examples = cargo::cargo(root);
+    build_examples.args(["build", "--release", "--examples", "--bins"]);
+    for package in EXAMPLE_PACKAGES {
+        build_examples.args(["--package", package]);
+    }
+    let mut examples: Vec<Artifact> = cargo::executables(root, &mut build_examples)?
+        .into_iter()
+        .filter(|artifact| EXAMPLE_PACKAGES.contains(&artifact.package.as_str()))
+        .collect();
+    examples.sort_by(|a, b| a.target.cmp(&b.target));
     for pair in tests.windows(2) {
         if pair[0].0 == pair[1].0 {
             bail!(
@@ -65,7 +78,7 @@ pub fn run(root: &Path, out: &Path) -> Result<()> {
     // Filled beside the old bundle and swapped in at the end, so a failed or concurrent run
     // never leaves a half-copied one behind.
     let staging = out.join(format!(".staging-{}", std::process::id()));
-    if let Err(err) = stage(root, &staging, &ferrocuda, &tests) {
+    if let Err(err) = stage(root, &staging, &ferrocuda, &tests, &examples) {
         let _ = fs::remove_dir_all(&staging);
         return Err(err);
     }
@@ -103,14 +116,21 @@ fn stage(
     dir: &Path,
     ferrocuda: &Artifact,
     tests: &[(String, Artifact)],
+    examples: &[Artifact],
 ) -> Result<()> {
     let (bin, ptx) = (dir.join("bin"), dir.join("ptx"));
-    for dir in [&bin, &ptx] {
+    for dir in [&bin, &ptx, &bin.join("examples")] {
         fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     copy(&ferrocuda.executable, &bin.join("ferrocuda"))?;
     for (name, test) in tests {
         copy(&test.executable, &bin.join(name))?;
+    }
+    for example in examples {
+        copy(
+            &example.executable,
+            &bin.join("examples").join(&example.target),
+        )?;
     }
     let ptx_dir = build_ptx::ptx_dir(root);
     for file in Manifest::read(&ptx_dir)?.archs.into_values() {
@@ -125,7 +145,8 @@ fn stage(
     fs::remove_dir_all(&bin).with_context(|| format!("removing {}", bin.display()))?;
     let script = dir.join("run.sh");
     let names: Vec<&str> = tests.iter().map(|(name, _)| name.as_str()).collect();
-    fs::write(&script, run_script(&names))
+    let example_names: Vec<&str> = examples.iter().map(|e| e.target.as_str()).collect();
+    fs::write(&script, run_script(&names, &example_names))
         .with_context(|| format!("writing {}", script.display()))?;
     make_executable(&script)
 }
@@ -176,10 +197,15 @@ fn tally(dir: &Path) -> Result<(u64, u64)> {
 /// `run.sh`, running `ferrocuda info`, `ferrocuda smoke`, then each test executable with
 /// `--test-threads=1` (the tests share one GPU, and timings must not disturb each other;
 /// the `harness = false` suites use libtest-mimic, which takes the same flag), then `$EXTRA`.
-fn run_script(tests: &[&str]) -> String {
+fn run_script(tests: &[&str], examples: &[&str]) -> String {
     let steps: String = tests
         .iter()
         .map(|name| format!("step '{name}' 'bin/{name}' --test-threads=1\n"))
+        .chain(
+            examples
+                .iter()
+                .map(|name| format!("step 'example-{name}' 'bin/examples/{name}'\n")),
+        )
         .collect();
     RUN_SCRIPT.replace("@STEPS@\n", &steps)
 }
@@ -280,9 +306,9 @@ mod tests {
 
     #[test]
     fn run_script_runs_each_test_executable_one_test_at_a_time() {
-        let script = run_script(&["a-lib", "a-tests-gpu"]);
+        let script = run_script(&["a-lib", "a-tests-gpu"], &["dot"]);
         assert!(script.contains(
-            "step 'a-lib' 'bin/a-lib' --test-threads=1\nstep 'a-tests-gpu' 'bin/a-tests-gpu' --test-threads=1\nif "
+            "step 'a-lib' 'bin/a-lib' --test-threads=1\nstep 'a-tests-gpu' 'bin/a-tests-gpu' --test-threads=1\nstep 'example-dot' 'bin/examples/dot'\nif "
         ));
         assert!(!script.contains("@STEPS@"));
     }

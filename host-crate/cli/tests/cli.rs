@@ -135,8 +135,8 @@ fn without_the_driver_help_and_compare_work_and_info_says_what_is_missing_in_one
     std::fs::write(&run, report_json(10.0)).unwrap();
     let run = run.to_str().unwrap();
 
-    let mut runs: Vec<(&str, fn(&[&str]) -> Output)> =
-        vec![("driver hidden", ferrocuda_without_driver)];
+    type Runner = fn(&[&str]) -> Output;
+    let mut runs: Vec<(&str, Runner)> = vec![("driver hidden", ferrocuda_without_driver)];
     if !machine_has_driver() {
         runs.push(("no driver on this machine", ferrocuda));
     }

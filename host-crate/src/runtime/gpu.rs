@@ -24,12 +24,17 @@ pub struct EmbeddedPtx {
 }
 
 /// Every PTX the host carries, oldest architecture first.
-pub static EMBEDDED_PTX: &[EmbeddedPtx] = crate::include_ptx!("ferrocuda_kernels");
+pub static EMBEDDED_PTX: &[EmbeddedPtx] =
+    include!(concat!(env!("OUT_DIR"), "/ferrocuda_kernels_ptx.rs"));
 
 /// The newest embedded PTX that a device of compute capability `cc` can load.
 pub fn best_ptx_for(cc: (u32, u32)) -> Option<&'static EmbeddedPtx> {
-    EMBEDDED_PTX
-        .iter()
+    best_ptx_in(EMBEDDED_PTX, cc)
+}
+
+/// The newest of `ptx` that a device of compute capability `cc` can load.
+pub fn best_ptx_in(ptx: &'static [EmbeddedPtx], cc: (u32, u32)) -> Option<&'static EmbeddedPtx> {
+    ptx.iter()
         .filter(|p| p.compute_capability <= cc)
         .max_by_key(|p| p.compute_capability)
 }
@@ -150,6 +155,22 @@ pub struct Gpu {
 impl Gpu {
     /// Opens device `ordinal`: initialises the driver, checks the warp size, picks the newest
     /// PTX the device supports and loads it.
+    ///
+    /// On a machine without the NVIDIA driver this is [`Error::NoDriver`], without a device
+    /// [`Error::NoDevice`]: one line each, saying what is missing.
+    ///
+    /// # Example
+    /// ```no_run
+    /// let gpu = match ferrocuda::Gpu::new(0) {
+    ///     Ok(gpu) => gpu,
+    ///     Err(err) => {
+    ///         eprintln!("error: {err}");
+    ///         std::process::exit(1);
+    ///     }
+    /// };
+    /// println!("{} (sm_{}{}, PTX {})", gpu.props().name, gpu.props().compute_capability.0,
+    ///     gpu.props().compute_capability.1, gpu.ptx_arch());
+    /// ```
     pub fn new(ordinal: u32) -> Result<Self> {
         crate::runtime::driver::load()?;
         cust::init(cust::CudaFlags::empty()).map_err(|e| Error::NoDevice {

@@ -1,7 +1,7 @@
 //! # ferrocuda-device
 //!
 //! The device layer of ferrocuda, our `cuda_std`: each module wraps one CUDA concept with the
-//! CUDA spelling in snake case (`__syncthreads` -> [`sync::syncthreads`], `__shfl_down_sync` ->
+//! CUDA spelling in snake case (`__syncthreads` -> `sync::syncthreads`, `__shfl_down_sync` ->
 //! `warp::shfl_down_sync`), plus [`kernel`], which declares a kernel once: a PTX entry point on
 //! `nvptx64-nvidia-cuda`, a typed launch handle ([`entry::Entry`]) on the host.
 //!
@@ -48,6 +48,8 @@ pub mod entry;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod atomic;
+#[cfg(target_arch = "nvptx64")]
+pub mod block;
 #[cfg(target_arch = "nvptx64")]
 pub mod cg;
 #[cfg(target_arch = "nvptx64")]

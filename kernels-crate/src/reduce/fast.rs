@@ -19,12 +19,12 @@
 //! Launch: block a multiple of 32 up to 1024; any grid up to the length of `partials`.
 use super::{Element, Op};
 use crate::device::atomic::atomic_add;
+use crate::device::block;
 use crate::device::sync::{syncthreads, threadfence};
 use crate::device::thread::{
     block_dim_x, block_idx_x, grid_dim_x, grid_size_1d, index_1d, thread_idx_x,
 };
 use crate::device::vector::VectorSplit;
-use crate::device::warp::{FULL_MASK, WARP_SIZE, lane_id, shfl_xor_sync};
 use crate::shared_array;
 
 /// Converts an input element to the accumulator type (the identity, or i32 -> i64 widening).
@@ -47,55 +47,19 @@ impl Widen<i64> for i32 {
     }
 }
 
-/// Butterfly combine over a full warp: every lane ends with the warp's result.
-///
-/// # Safety
-/// All 32 lanes of the warp must exist and reach this call (it shuffles with [`FULL_MASK`]).
-#[inline(always)]
-pub unsafe fn warp_reduce<A: Element, O: Op>(mut v: A) -> A {
-    let mut mask = WARP_SIZE / 2;
-    while mask > 0 {
-        // SAFETY: forwarded to the caller.
-        v = O::combine(v, unsafe { shfl_xor_sync(FULL_MASK, v, mask, WARP_SIZE) });
-        mask >>= 1;
-    }
-    v
-}
-
 shared_array!(
     /// One slot per warp (32 warps of up to 8 bytes) plus the "last block" flag.
     fn reduce_fast_scratch() -> [u64; 33]
 );
 
-/// The block's result in every lane of warp 0, through one shared slot per warp. Starts and
-/// ends with every thread past a barrier, so the scratch can be reused right after.
+/// The block's result in every lane of warp 0 (the device layer's block reduction with `O`).
 ///
 /// # Safety
-/// Every thread of the block calls it; the block is a multiple of 32 threads, at most 1024;
-/// `scratch` points to 32 slots of shared memory.
+/// As for [`block::block_reduce`].
 #[inline(always)]
 unsafe fn block_reduce<A: Element, O: Op>(v: A, scratch: *mut A) -> A {
-    let (tid, warps) = (thread_idx_x(), block_dim_x() / WARP_SIZE);
-    let (lane, warp) = (lane_id(), thread_idx_x() / WARP_SIZE);
-    // SAFETY: every warp is whole (block a multiple of 32) and all its lanes are here.
-    let v = unsafe { warp_reduce::<A, O>(v) };
-    // SAFETY: `scratch` has 32 slots and there are at most 32 warps; all threads reach the
-    // barriers.
-    unsafe {
-        syncthreads();
-        if lane == 0 {
-            *scratch.add(warp as usize) = v;
-        }
-        syncthreads();
-        let mut r = O::identity();
-        if tid < WARP_SIZE {
-            if lane < warps {
-                r = *scratch.add(lane as usize);
-            }
-            r = warp_reduce::<A, O>(r);
-        }
-        r
-    }
+    // SAFETY: forwarded to the caller.
+    unsafe { block::block_reduce(v, scratch, O::identity(), O::combine) }
 }
 
 /// This thread's combine of its share: the input is cut into tiles of `ITEMS` vectors per

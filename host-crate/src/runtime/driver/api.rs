@@ -1,8 +1,7 @@
 // @generated from cust_raw 0.11.3's `src/cuda.rs` (every `pub fn` of the driver API it
-// declares); `tests/tidy.rs` checks that this list and those declarations stay equal.
+// declares, but the two error-text functions written in `mod.rs`); `tests/tidy.rs` checks that
+// this list and those declarations stay equal.
 forward! {
-    fn cuGetErrorString(error: CUresult, pStr: *mut *const c_char);
-    fn cuGetErrorName(error: CUresult, pStr: *mut *const c_char);
     fn cuInit(Flags: c_uint);
     fn cuDriverGetVersion(driverVersion: *mut c_int);
     fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int);

@@ -161,11 +161,68 @@ macro_rules! forward {
 
 include!("api.rs");
 
+/// The error-text functions, forwarded like the rest but with an answer of their own when the
+/// driver cannot be loaded: the status's name (`CUDA_ERROR_INVALID_PTX`) for both. Formatting a
+/// `cust` error calls them, and must not fail on a machine without the driver.
+macro_rules! error_text {
+    ($($name:ident),*) => { $(
+        #[unsafe(no_mangle)]
+        #[allow(non_snake_case, clippy::missing_safety_doc)]
+        pub unsafe extern "C" fn $name(error: CUresult, pStr: *mut *const c_char) -> CUresult {
+            static SLOT: Slot = Slot::new();
+            let name = const {
+                match CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
+                    Ok(name) => name,
+                    Err(_) => panic!("a driver function name holds a NUL"),
+                }
+            };
+            match SLOT.resolve(name) {
+                Ok(entry) => {
+                    // SAFETY: the driver's function of this name and signature.
+                    let entry: unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult =
+                        unsafe { std::mem::transmute::<*mut c_void, _>(entry) };
+                    // SAFETY: the caller upholds the driver function's contract.
+                    unsafe { entry(error, pStr) }
+                }
+                Err(_) if pStr.is_null() => CUresult::CUDA_ERROR_INVALID_VALUE,
+                Err(_) => {
+                    // SAFETY: the caller passes a writable pointer (checked non-null above).
+                    unsafe { *pStr = status_name(error).as_ptr() };
+                    CUresult::CUDA_SUCCESS
+                }
+            }
+        }
+    )* };
+}
+
+error_text!(cuGetErrorString, cuGetErrorName);
+
+/// `CUDA_ERROR_...` for `status`, as a C string that lives as long as the process (one per
+/// distinct status, made once).
+fn status_name(status: CUresult) -> &'static CStr {
+    static NAMES: std::sync::Mutex<Vec<(CUresult, &'static CStr)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mut names = NAMES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, name)) = names.iter().find(|(known, _)| *known == status) {
+        return name;
+    }
+    let name = std::ffi::CString::new(format!("{status:?}"))
+        .unwrap_or_default()
+        .into_boxed_c_str();
+    let name: &'static CStr = Box::leak(name);
+    names.push((status, name));
+    name
+}
+
 /// The driver functions this module defines, for the tidy check against `cust_raw`.
 pub fn forwarded_functions() -> Vec<&'static str> {
-    include_str!("api.rs")
+    let mut names: Vec<_> = include_str!("api.rs")
         .lines()
         .filter_map(|line| line.trim().strip_prefix("fn "))
         .filter_map(|rest| rest.split('(').next())
-        .collect()
+        .collect();
+    names.extend(["cuGetErrorString", "cuGetErrorName"]);
+    names
 }
