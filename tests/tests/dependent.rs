@@ -1,11 +1,12 @@
 //! ferrocuda as a dependency, the way a user's program takes it: `examples/dot-product` (a
 //! host crate with its own kernel crate, built by `ferrocuda-builder` from its `build.rs`) is
 //! copied out of this repository into a scratch directory, its path dependencies pointed at
-//! this checkout, and built there by a plain `cargo build`, with no xtask and nothing from this
+//! this checkout, and built there by a plain `cargo build` with the machine's default toolchain
+//! (stable; the builder runs the kernels' nightly itself), with no xtask and nothing from this
 //! workspace but the one documented setting (`CUDA_LIBRARY_PATH`, which cust's build script
-//! wants on a machine without a CUDA toolkit) and the toolchain pin. Then the binary it built
-//! runs: on a machine without the NVIDIA driver it must say so in one line; with a GPU its dot
-//! product must match the CPU.
+//! wants on a machine without a CUDA toolkit). Then the binary it built runs: on a machine
+//! without the NVIDIA driver it must say so in one line; with a GPU its dot product must match
+//! the CPU.
 //!
 //! Slow (a fresh build of ferrocuda and its dependencies, and of the user's PTX for three
 //! architectures), so it is one test; it needs the source tree and is not part of the GPU
@@ -35,17 +36,6 @@ fn copy_dir(from: &Path, to: &Path) {
             fs::copy(&path, &dest).unwrap();
         }
     }
-}
-
-/// The `channel = "..."` of the workspace's `rust-toolchain.toml`.
-fn pinned_channel(root: &Path) -> String {
-    fs::read_to_string(root.join("rust-toolchain.toml"))
-        .unwrap()
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("channel"))
-        .and_then(|rest| rest.trim().strip_prefix('='))
-        .map(|value| value.trim().trim_matches('"').to_owned())
-        .expect("rust-toolchain.toml pins a channel")
 }
 
 #[test]
@@ -92,13 +82,8 @@ fn a_crate_outside_the_workspace_depends_on_ferrocuda_by_path_and_brings_its_own
         }
         fs::write(&manifest, text).unwrap();
     }
-    // What README.md tells a dependent to add: the toolchain pin, and CUDA_LIBRARY_PATH for
-    // cust's build script on a machine without a CUDA toolkit.
-    fs::write(
-        krate.join("rust-toolchain.toml"),
-        format!("[toolchain]\nchannel = \"{}\"\n", pinned_channel(&root)),
-    )
-    .unwrap();
+    // What README.md tells a dependent to add: CUDA_LIBRARY_PATH for cust's build script on a
+    // machine without a CUDA toolkit. No toolchain pin: the default toolchain builds the host.
     fs::create_dir_all(krate.join(".cargo")).unwrap();
     fs::write(
         krate.join(".cargo/config.toml"),

@@ -5,7 +5,7 @@
 //! on a GPU machine they should not wait on unoptimised host code). Without a GPU the tests
 //! that need one skip themselves. The output is passed through while the `test result:` lines
 //! are added up into one closing line, `ferrocuda: N passed, N failed, N skipped`
-//! (ignored tests count as skipped).
+//! (ignored tests count as skipped). Then `cargo doc` of the workspace, warnings denied.
 //!
 //! A GPU test binary (`tests/tests/gpu_*.rs`) that reports no test at all fails the run even
 //! when cargo is content: such a binary is almost always one whose `[[test]]` entry lacks
@@ -66,6 +66,11 @@ pub fn run(root: &Path, cargo_args: &[String]) -> Result<()> {
     for problem in &empty {
         eprintln!("error: {problem}");
     }
+    let docs = if status.success() {
+        check_docs(root)
+    } else {
+        Ok(())
+    };
     println!(
         "ferrocuda: {} passed, {} failed, {} skipped",
         totals.passed, totals.failed, totals.ignored
@@ -73,6 +78,16 @@ pub fn run(root: &Path, cargo_args: &[String]) -> Result<()> {
     if !status.success() || totals.failed > 0 || !empty.is_empty() {
         return Err(AlreadyReported.into());
     }
+    docs
+}
+
+/// `cargo doc` of every package of the workspace, with any rustdoc warning (a broken link, an
+/// unclosed tag) an error.
+fn check_docs(root: &Path) -> Result<()> {
+    let mut doc = cargo::cargo(root);
+    doc.args(["doc", "--workspace", "--no-deps"])
+        .env("RUSTDOCFLAGS", "-D warnings");
+    cmd::run(&mut doc).context("the documentation has warnings")?;
     Ok(())
 }
 
