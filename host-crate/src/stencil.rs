@@ -11,6 +11,7 @@
 use std::marker::PhantomData;
 
 use cust::memory::{DeviceBuffer, DevicePointer, DeviceSlice};
+use cust::stream::Stream;
 use ferrocuda_kernels::config::{STENCIL_FAST_VECTORS_PER_THREAD, STENCIL_MAX_TAPS};
 use ferrocuda_kernels::entry::Entry;
 use ferrocuda_kernels::stencil::Coefficients;
@@ -300,6 +301,11 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
 
     /// Enqueues the kernel (asynchronous). An empty input launches nothing.
     pub fn launch(&mut self) -> Result<()> {
+        self.launch_on(self.gpu.stream())
+    }
+
+    /// [`launch`](Self::launch) on the caller's `stream` (of this GPU's context).
+    pub fn launch_on(&mut self, stream: &Stream) -> Result<()> {
         if self.n == 0 {
             return Ok(());
         }
@@ -308,9 +314,11 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         // `new`), and the configuration was validated for this kernel.
         unsafe {
             match &self.kernel {
-                StencilKernel::Sum(k) => k.launch(self.config, (input, output, n, boundary)),
+                StencilKernel::Sum(k) => {
+                    k.launch_on(stream, self.config, (input, output, n, boundary))
+                }
                 StencilKernel::Weighted(k, w) => {
-                    k.launch(self.config, (input, output, n, boundary, *w))
+                    k.launch_on(stream, self.config, (input, output, n, boundary, *w))
                 }
             }
         }
@@ -334,9 +342,70 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
     }
 }
 
+/// The stencil of `input` on the GPU with the fast path into `output`, a buffer the caller owns
+/// (and reuses: nothing is allocated), of the same length and not overlapping `input`. Waits
+/// for the kernel; the result stays on the device for the next kernel. An empty input launches
+/// nothing.
+///
+/// # Example
+/// ```no_run
+/// use ferrocuda::stencil::{self, Boundary, Taps};
+/// # fn main() -> ferrocuda::Result<()> {
+/// let gpu = ferrocuda::Gpu::new(0)?;
+/// let input = gpu.upload(&vec![1.0f32; 1 << 20], "input")?;
+/// let mut output = gpu.alloc::<f32>(1 << 20, "output")?;
+/// for _ in 0..100 {
+///     stencil::apply_into(&gpu, &input, &mut output, &Taps::Sum { radius: 3 }, Boundary::Periodic)?;
+/// }
+/// assert_eq!(gpu.download(&output)?[0], 7.0);
+/// # Ok(()) }
+/// ```
+pub fn apply_into<T: Element>(
+    gpu: &Gpu,
+    input: &DeviceSlice<T>,
+    output: &mut DeviceSlice<T>,
+    taps: &Taps<T>,
+    boundary: Boundary,
+) -> Result<()> {
+    let mut run = StencilRun::new(
+        gpu,
+        V::Fast,
+        taps,
+        boundary,
+        input,
+        output,
+        V::Fast.default_block(),
+    )?;
+    run.run()
+}
+
+/// [`apply_into`] enqueued on the caller's `stream` (of this GPU's context), without waiting:
+/// ordered with the caller's copies and kernels on that stream.
+pub fn apply_into_on<T: Element>(
+    gpu: &Gpu,
+    stream: &Stream,
+    input: &DeviceSlice<T>,
+    output: &mut DeviceSlice<T>,
+    taps: &Taps<T>,
+    boundary: Boundary,
+) -> Result<()> {
+    let mut run = StencilRun::new(
+        gpu,
+        V::Fast,
+        taps,
+        boundary,
+        input,
+        output,
+        V::Fast.default_block(),
+    )?;
+    run.launch_on(stream)
+}
+
 /// The stencil of `input` on the GPU with the fast path, into a new device buffer (left on
 /// the device, so that it can feed the next kernel; [`Gpu::download`] brings it to the host).
-/// An empty input gives an empty buffer without launching anything.
+/// An empty input gives an empty buffer without launching anything. It allocates the output on
+/// every call (1 GiB for 2^28 `f32`, and the allocation costs more than the kernel at small
+/// sizes): a program that calls it repeatedly should own its output and use [`apply_into`].
 ///
 /// # Example
 /// ```no_run

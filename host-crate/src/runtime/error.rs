@@ -106,13 +106,15 @@ pub enum Error {
         /// Total device memory.
         total: usize,
     },
-    /// A raw driver call failed (one that `cust` does not wrap).
-    #[error("{call} failed with CUresult {code}")]
+    /// A driver call made directly (not through a `cust` wrapper) failed.
+    #[error("{call} failed{}: {} ({status:?})", .launch.as_ref().map(|l| format!(" for {l}")).unwrap_or_default(), status_text(*.status))]
     Driver {
         /// The driver call.
         call: &'static str,
-        /// The `CUresult` code.
-        code: u32,
+        /// The launch it belongs to, if any.
+        launch: Option<KernelLaunch>,
+        /// What the driver returned.
+        status: cust::sys::CUresult,
     },
     /// A CUDA call failed.
     #[error("{call} failed{}: {}", .launch.as_ref().map(|l| format!(" for {l}")).unwrap_or_default(), cuda_message(.cause))]
@@ -131,14 +133,40 @@ fn cuda_message(e: &cust::error::CudaError) -> String {
     e.to_string().trim_matches('"').to_string()
 }
 
+/// The driver's description of a status code (`cuGetErrorString`; the code's name when the
+/// driver has none to give).
+fn status_text(status: cust::sys::CUresult) -> String {
+    let mut text = std::ptr::null();
+    // SAFETY: `cuGetErrorString` writes a pointer to a static string, or fails.
+    let got = unsafe { crate::runtime::driver::cuGetErrorString(status, &mut text) };
+    if got == cust::sys::CUresult::CUDA_SUCCESS && !text.is_null() {
+        // SAFETY: non-null, NUL-terminated, static (the driver's table).
+        unsafe { std::ffi::CStr::from_ptr(text) }
+            .to_string_lossy()
+            .into_owned()
+    } else {
+        format!("{status:?}")
+    }
+}
+
 /// Checks the result of a raw driver call made through `cust::sys`.
 pub(crate) fn check_raw(call: &'static str, result: cust::sys::CUresult) -> Result<()> {
+    check_raw_launch(call, None, result)
+}
+
+/// [`check_raw`] for a call that served a kernel launch.
+pub(crate) fn check_raw_launch(
+    call: &'static str,
+    launch: Option<&KernelLaunch>,
+    result: cust::sys::CUresult,
+) -> Result<()> {
     if result == cust::sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
         Err(Error::Driver {
             call,
-            code: result as u32,
+            launch: launch.cloned(),
+            status: result,
         })
     }
 }

@@ -10,6 +10,7 @@ use ferrocuda_kernels::entry::DeviceGlobal;
 
 use crate::runtime::element::Element;
 use crate::runtime::error::{CudaContext, Error, Result, check_raw};
+use crate::runtime::kernel::ResolvedKernel;
 
 /// One architecture's PTX of a kernel crate, embedded in the binary by
 /// [`include_ptx!`](crate::include_ptx) from what `ferrocuda-builder` built.
@@ -37,6 +38,18 @@ pub fn best_ptx_in(ptx: &'static [EmbeddedPtx], cc: (u32, u32)) -> Option<&'stat
     ptx.iter()
         .filter(|p| p.compute_capability <= cc)
         .max_by_key(|p| p.compute_capability)
+}
+
+/// Names a cached workspace: the family, and the element and accumulator types with what else
+/// selects the kernel (for a reduction, its operator).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WorkspaceKey {
+    /// The family, e.g. `"reduce::fast"`.
+    pub family: &'static str,
+    /// The types, by `TypeId`.
+    pub types: (std::any::TypeId, std::any::TypeId),
+    /// Anything else that selects the kernel, e.g. the operator's name.
+    pub variant: &'static str,
 }
 
 /// What the host needs to know about a device, read once at start-up.
@@ -145,6 +158,13 @@ impl DeviceProps {
 ///
 /// Fields drop in declaration order: module and stream go before the context they live in.
 pub struct Gpu {
+    /// The families' cached workspaces (`reduce::sum`'s buffers), by the family's key.
+    workspaces:
+        std::sync::Mutex<std::collections::HashMap<WorkspaceKey, Box<dyn std::any::Any + Send>>>,
+    /// Kernels already resolved in `module`, by symbol.
+    kernels: std::sync::Mutex<std::collections::HashMap<&'static str, ResolvedKernel>>,
+    /// `cuOccupancyMaxActiveBlocksPerMultiprocessor` answers, by (function, block, shared).
+    occupancy: std::sync::Mutex<std::collections::HashMap<(usize, u32, u32), u32>>,
     module: Module,
     stream: Stream,
     ptx: &'static EmbeddedPtx,
@@ -211,6 +231,9 @@ impl Gpu {
         // pageable host-to-device copy had landed.
         let stream = Stream::new(StreamFlags::DEFAULT, None).call("cuStreamCreate")?;
         Ok(Self {
+            workspaces: Default::default(),
+            kernels: Default::default(),
+            occupancy: Default::default(),
             module,
             stream,
             ptx,
@@ -232,6 +255,101 @@ impl Gpu {
     /// The stream every ferrocuda launch goes to.
     pub fn stream(&self) -> &Stream {
         &self.stream
+    }
+
+    /// The kernel `symbol` of the embedded module: from the cache, or resolved by `resolve` and
+    /// cached (a module's functions live as long as the module, which lives as long as `self`).
+    pub(crate) fn resolved_kernel(
+        &self,
+        symbol: &'static str,
+        resolve: impl FnOnce() -> Result<ResolvedKernel>,
+    ) -> Result<ResolvedKernel> {
+        let cached = self
+            .kernels
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(symbol)
+            .copied();
+        if let Some(found) = cached {
+            return Ok(found);
+        }
+        let found = resolve()?;
+        self.kernels
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(symbol, found);
+        Ok(found)
+    }
+
+    /// The resident blocks per SM of `function` for `block` threads and `shared` bytes: cached,
+    /// else asked by `ask` (a function's occupancy does not change while its module is loaded).
+    pub(crate) fn occupancy(
+        &self,
+        function: usize,
+        block: u32,
+        shared: u32,
+        ask: impl FnOnce() -> Result<u32>,
+    ) -> Result<u32> {
+        let key = (function, block, shared);
+        let lock = || {
+            self.occupancy
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if let Some(&blocks) = lock().get(&key) {
+            return Ok(blocks);
+        }
+        let blocks = ask()?;
+        lock().insert(key, blocks);
+        Ok(blocks)
+    }
+
+    /// Runs `f` with this GPU's workspace of type `W` under `key`, made by `make` on first use
+    /// and kept until the `Gpu` is dropped. Calls for the same key are serialised (their work
+    /// goes to one stream anyway), so host threads sharing a `Gpu` never share a workspace's
+    /// buffers at the same time. A workspace that `f` leaves in an unknown state must reset
+    /// itself on its next use.
+    pub fn with_workspace<W: std::any::Any + Send, R>(
+        &self,
+        key: WorkspaceKey,
+        make: impl FnOnce() -> Result<W>,
+        f: impl FnOnce(&mut W) -> Result<R>,
+    ) -> Result<R> {
+        let mut workspaces = self
+            .workspaces
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let slot = match workspaces.entry(key) {
+            std::collections::hash_map::Entry::Occupied(slot) => slot.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => slot.insert(Box::new(make()?)),
+        };
+        let workspace = slot
+            .downcast_mut::<W>()
+            .expect("a workspace key is used with one type only");
+        f(workspace)
+    }
+
+    /// Fails, naming both, unless `stream` belongs to this GPU's context (a stream of another
+    /// context would run the launch there, or fail with an opaque handle error).
+    pub fn check_stream(&self, stream: &Stream) -> Result<()> {
+        if stream.as_inner() == self.stream.as_inner() {
+            return Ok(());
+        }
+        let mut context = std::ptr::null_mut();
+        // SAFETY: a live stream handle and a writable context handle.
+        check_raw("cuStreamGetCtx", unsafe {
+            cust::sys::cuStreamGetCtx(stream.as_inner(), &mut context)
+        })?;
+        if context != self._context.as_raw() {
+            return Err(Error::InvalidArgument {
+                what: format!(
+                    "the stream given belongs to another context than device {}'s ({}); create it \
+                     while this Gpu's context is current (Gpu::make_current)",
+                    self.props.ordinal, self.props.name
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// The loaded module (for symbols such as static device arrays).
@@ -330,35 +448,35 @@ impl Gpu {
         Ok((free, total))
     }
 
-    /// Allocates `len` elements, uninitialised; an allocation larger than the free memory is
-    /// reported as [`Error::OutOfMemory`] naming `what`.
+    /// Allocates `len` elements, uninitialised; an allocation the device cannot serve is
+    /// reported as [`Error::OutOfMemory`] naming `what` and the free memory at that moment
+    /// (asked of the driver only then: a successful allocation costs one driver call).
     pub fn alloc<T: DeviceCopy>(&self, len: usize, what: &str) -> Result<DeviceBuffer<T>> {
         self.make_current()?;
         let bytes = len as u128 * size_of::<T>() as u128;
-        let (free, total) = self.memory_info()?;
-        if bytes > free as u128 {
-            return Err(Error::OutOfMemory {
+        let out_of_memory = || -> Result<Error> {
+            let (free, total) = self.memory_info()?;
+            Ok(Error::OutOfMemory {
                 what: what.into(),
                 bytes,
                 free,
                 total,
-            });
+            })
+        };
+        if bytes > self.props.total_memory as u128 {
+            return Err(out_of_memory()?);
         }
         // SAFETY: the buffer is only read after a kernel or copy wrote it (callers poison or
         // fill it first).
-        unsafe { DeviceBuffer::uninitialized(len) }.map_err(|cause| match cause {
-            cust::error::CudaError::OutOfMemory => Error::OutOfMemory {
-                what: what.into(),
-                bytes,
-                free,
-                total,
-            },
-            cause => Error::Cuda {
+        match unsafe { DeviceBuffer::uninitialized(len) } {
+            Ok(buffer) => Ok(buffer),
+            Err(cust::error::CudaError::OutOfMemory) => Err(out_of_memory()?),
+            Err(cause) => Err(Error::Cuda {
                 call: "cuMemAlloc",
                 launch: None,
                 cause,
-            },
-        })
+            }),
+        }
     }
 
     /// Copies `data` to a new device buffer.

@@ -12,13 +12,17 @@ use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::ops::Deref;
 
-use cust::function::{BlockSize, Function, FunctionAttribute, GridSize};
+use cust::function::FunctionAttribute;
 use cust::memory::{DeviceCopy, DevicePointer};
 use cust::module::Module;
+use cust::stream::Stream;
+use cust::sys::CUfunction;
 use ferrocuda_kernels::entry::{ByValue, Entry, EntryInfo};
 
 use crate::runtime::config::LaunchConfig;
-use crate::runtime::error::{CudaContext, Error, KernelLaunch, Result};
+use crate::runtime::error::{
+    CudaContext, Error, KernelLaunch, Result, check_raw, check_raw_launch,
+};
 use crate::runtime::gpu::{EmbeddedPtx, Gpu, best_ptx_in};
 
 /// What the driver reports about a compiled kernel.
@@ -42,10 +46,26 @@ pub enum Untyped {}
 /// occupancy and the validation of a launch configuration. A [`Kernel`] dereferences to it.
 pub struct KernelFunction<'g> {
     gpu: &'g Gpu,
-    function: Function<'g>,
+    /// The driver's handle; valid while the module it came from is loaded, which the `'g`
+    /// borrow of the module's owner guarantees.
+    raw: CUfunction,
+    /// From the GPU's own module (whose functions live as long as the `Gpu`, so that their
+    /// occupancy answers can be cached by handle), not a [`LoadedModule`].
+    ours: bool,
     entry: &'static EntryInfo,
     attributes: KernelAttributes,
 }
+
+/// A resolved kernel of a module: its handle and attributes, cached per [`Gpu`] by symbol so
+/// that taking a kernel handle costs a map lookup, not five driver calls.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ResolvedKernel {
+    pub(crate) raw: CUfunction,
+    pub(crate) attributes: KernelAttributes,
+}
+
+// SAFETY: a CUfunction is a handle the driver lets any thread use (with its context current).
+unsafe impl Send for ResolvedKernel {}
 
 /// A kernel of the loaded module that launches with its declared parameter list `Args`.
 pub struct Kernel<'g, Args = Untyped> {
@@ -131,12 +151,19 @@ impl Gpu {
     /// let gpu = ferrocuda::Gpu::new(0)?;
     /// let (n, a) = (1000usize, 2.0f32);
     /// let x = gpu.upload(&vec![1.0f32; n], "x")?;
-    /// let mut y = gpu.upload(&vec![3.0f32; n], "y")?;
-    /// let saxpy = gpu.kernel(smoke_saxpy())?; // Kernel<'_, (f32, *const f32, *mut f32, usize)>
+    /// let y = gpu.upload(&vec![3.0f32; n], "y")?;
+    /// let out = gpu.alloc::<f32>(n, "out")?;
+    /// // Kernel<'_, (usize, f32, *const f32, *const f32, *mut f32)>: the declared parameters.
+    /// let saxpy = gpu.kernel(smoke_saxpy())?;
     /// let config = ferrocuda::LaunchConfig::per_element(n, 256, 0).expect("n fits a grid");
-    /// // SAFETY: x and y hold n elements each (the kernel's `# Safety`).
-    /// unsafe { saxpy.launch_and_wait(config, (a, x.as_device_ptr(), y.as_device_ptr(), n))? };
-    /// assert_eq!(gpu.download(&y, "y")?[0], 5.0);
+    /// // SAFETY: x, y and out hold n elements each (the kernel's `# Safety`).
+    /// unsafe {
+    ///     saxpy.launch_and_wait(
+    ///         config,
+    ///         (n, a, x.as_device_ptr(), y.as_device_ptr(), out.as_device_ptr()),
+    ///     )?
+    /// };
+    /// assert_eq!(gpu.download(&out)?[0], 5.0);
     /// # Ok(()) }
     /// ```
     pub fn kernel<Args>(&self, entry: Entry<Args>) -> Result<Kernel<'_, Args>> {
@@ -253,37 +280,48 @@ impl<'g> KernelFunction<'g> {
                 ),
             });
         }
-        gpu.make_current()?;
-        let function = module.get_function(symbol).map_err(|cause| match cause {
-            cust::error::CudaError::NotFound => Error::InvalidArgument {
-                what: format!(
-                    "no kernel `{symbol}` (package `{}`) in the loaded {arch} PTX",
-                    entry.package
-                ),
-            },
-            cause => Error::Cuda {
-                call: "cuModuleGetFunction",
-                launch: None,
-                cause,
-            },
-        })?;
-        let attr = |a| {
-            function
-                .get_attribute(a)
-                .call("cuFuncGetAttribute")
-                .map(|v| v as u32)
+        let resolve = || -> Result<ResolvedKernel> {
+            gpu.make_current()?;
+            let function = module.get_function(symbol).map_err(|cause| match cause {
+                cust::error::CudaError::NotFound => Error::InvalidArgument {
+                    what: format!(
+                        "no kernel `{symbol}` (package `{}`) in the loaded {arch} PTX",
+                        entry.package
+                    ),
+                },
+                cause => Error::Cuda {
+                    call: "cuModuleGetFunction",
+                    launch: None,
+                    cause,
+                },
+            })?;
+            let attr = |a| {
+                function
+                    .get_attribute(a)
+                    .call("cuFuncGetAttribute")
+                    .map(|v| v as u32)
+            };
+            Ok(ResolvedKernel {
+                raw: function.to_raw(),
+                attributes: KernelAttributes {
+                    registers: attr(FunctionAttribute::NumRegisters)?,
+                    static_shared_bytes: attr(FunctionAttribute::SharedMemorySizeBytes)?,
+                    local_bytes: attr(FunctionAttribute::LocalSizeBytes)?,
+                    max_threads_per_block: attr(FunctionAttribute::MaxThreadsPerBlock)?,
+                },
+            })
         };
-        let attributes = KernelAttributes {
-            registers: attr(FunctionAttribute::NumRegisters)?,
-            static_shared_bytes: attr(FunctionAttribute::SharedMemorySizeBytes)?,
-            local_bytes: attr(FunctionAttribute::LocalSizeBytes)?,
-            max_threads_per_block: attr(FunctionAttribute::MaxThreadsPerBlock)?,
+        let resolved = if ours {
+            gpu.resolved_kernel(symbol, resolve)?
+        } else {
+            resolve()?
         };
         Ok(Self {
             gpu,
-            function,
+            raw: resolved.raw,
+            ours,
             entry,
-            attributes,
+            attributes: resolved.attributes,
         })
     }
 
@@ -309,8 +347,8 @@ impl<'g> KernelFunction<'g> {
     }
 
     /// The driver's handle.
-    pub(crate) fn raw_function(&self) -> cust::sys::CUfunction {
-        self.function.to_raw()
+    pub(crate) fn raw_function(&self) -> CUfunction {
+        self.raw
     }
 
     /// The GPU this kernel belongs to.
@@ -324,19 +362,44 @@ impl<'g> KernelFunction<'g> {
         block_threads: u32,
         dynamic_shared_bytes: u32,
     ) -> Result<u32> {
-        self.function
-            .max_active_blocks_per_multiprocessor(
-                BlockSize::x(block_threads),
-                dynamic_shared_bytes as usize,
-            )
-            .call("cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        let ask = || {
+            let mut blocks = 0;
+            self.gpu.make_current()?;
+            // SAFETY: a live function handle and a writable count.
+            check_raw("cuOccupancyMaxActiveBlocksPerMultiprocessor", unsafe {
+                cust::sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                    &mut blocks,
+                    self.raw,
+                    block_threads as i32,
+                    dynamic_shared_bytes as usize,
+                )
+            })?;
+            Ok(blocks.max(0) as u32)
+        };
+        if self.ours {
+            self.gpu
+                .occupancy(self.raw as usize, block_threads, dynamic_shared_bytes, ask)
+        } else {
+            ask()
+        }
     }
 
     /// `cuOccupancyMaxPotentialBlockSize`: (minimum grid for full occupancy, block size).
     pub fn suggested_block_size(&self, dynamic_shared_bytes: u32) -> Result<(u32, u32)> {
-        self.function
-            .suggested_launch_configuration(dynamic_shared_bytes as usize, BlockSize::x(0))
-            .call("cuOccupancyMaxPotentialBlockSize")
+        let (mut grid, mut block) = (0, 0);
+        self.gpu.make_current()?;
+        // SAFETY: a live function handle and writable outputs; no per-block-size callback.
+        check_raw("cuOccupancyMaxPotentialBlockSize", unsafe {
+            cust::sys::cuOccupancyMaxPotentialBlockSize(
+                &mut grid,
+                &mut block,
+                self.raw,
+                None,
+                dynamic_shared_bytes as usize,
+                0,
+            )
+        })?;
+        Ok((grid.max(0) as u32, block.max(0) as u32))
     }
 
     fn describe(&self, config: LaunchConfig) -> KernelLaunch {
@@ -413,24 +476,47 @@ impl<Args> Kernel<'_, Args> {
     /// Every device pointer among `args` must be valid for what the kernel's `# Safety`
     /// section requires (number, order and types of the arguments are checked by the compiler).
     pub unsafe fn launch<A: LaunchArgs<Args>>(&self, config: LaunchConfig, args: A) -> Result<()> {
+        // SAFETY: forwarded to the caller.
+        unsafe { self.launch_on(self.gpu.stream(), config, args) }
+    }
+
+    /// [`launch`](Self::launch) on `stream`, a stream of this GPU's context (the caller's own,
+    /// ordered with the caller's copies on it).
+    ///
+    /// # Safety
+    /// As [`launch`](Self::launch); `stream` belongs to this GPU's context.
+    pub unsafe fn launch_on<A: LaunchArgs<Args>>(
+        &self,
+        stream: &Stream,
+        config: LaunchConfig,
+        args: A,
+    ) -> Result<()> {
         self.validate(config)?;
         self.gpu.make_current()?;
+        self.gpu.check_stream(stream)?;
         let [gx, gy, gz] = config.grid;
         let [bx, by, bz] = config.block;
-        args.with_addresses(|addresses| {
+        let status = args.with_addresses(|addresses| {
             // SAFETY: the argument types are the kernel's parameter types (`LaunchArgs`); the
-            // pointers' validity is forwarded to the caller; the configuration was validated.
+            // pointers' validity is forwarded to the caller; the configuration was validated;
+            // the driver only reads the argument array.
             unsafe {
-                self.gpu.stream().launch(
-                    &self.function.function,
-                    GridSize::xyz(gx, gy, gz),
-                    BlockSize::xyz(bx, by, bz),
+                cust::sys::cuLaunchKernel(
+                    self.raw,
+                    gx,
+                    gy,
+                    gz,
+                    bx,
+                    by,
+                    bz,
                     config.dynamic_shared_bytes,
-                    addresses,
+                    stream.as_inner(),
+                    addresses.as_ptr() as *mut *mut c_void,
+                    std::ptr::null_mut(),
                 )
             }
-        })
-        .launch("cuLaunchKernel", &self.describe(config))
+        });
+        check_raw_launch("cuLaunchKernel", Some(&self.describe(config)), status)
     }
 
     /// [`launch`](Self::launch), then waits for the kernel and reports an execution error

@@ -22,6 +22,9 @@ use crate::runtime::timing::{Stats, time_on_stream};
 
 pub use crate::cpu::reduce::ReduceOp;
 
+mod plan;
+pub use plan::ReducePlan;
+
 /// Every reduction kernel family, by the name the CLI and the reports use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceVariant {
@@ -732,7 +735,7 @@ fn combine_partials<A: Element>(partials: &[A]) -> A {
 }
 
 fn fast<T: Element, A: Element>(gpu: &Gpu, op: ReduceOp, input: &DeviceSlice<T>) -> Result<A> {
-    ReduceRun::<T, A>::new(gpu, V::Fast, op, input, V::Fast.default_block())?.run()
+    plan::cached::<T, A>(gpu, op, input)
 }
 
 /// The sum of `input` (0 when empty; integers wrap). Deterministic: the same input on the same

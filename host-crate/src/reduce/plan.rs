@@ -1,0 +1,359 @@
+//! Reductions you build once and run many times (the CUB / cuFFT pattern): a [`ReducePlan`]
+//! resolves its kernel and reads the occupancy once, owns its partials, ticket and result
+//! buffers and a page-locked result slot, and reuses them for inputs of any length. What a
+//! call then costs is one launch, one 4-byte (or 8-byte) asynchronous copy into page-locked
+//! memory and one stream synchronisation — or, for [`ReducePlan::run_to_device`], the launch
+//! alone.
+//!
+//! [`sum`](super::sum), [`min`](super::min), [`max`](super::max) and
+//! [`sum_i32_to_i64`](super::sum_i32_to_i64) run the same plan state, cached in the [`Gpu`]
+//! per type and operator ([`Gpu::with_workspace`]): a program that never builds a plan gets the
+//! plan's speed.
+//!
+//! Streams: every `_on` method enqueues on the caller's stream (of this GPU's context), so the
+//! reduction is ordered with the caller's own copies and kernels on it. A plan's buffers are
+//! reused by its next run, so a plan orders its runs itself: a run on another stream than the
+//! previous one first waits (`cuStreamWaitEvent`) for the previous run to finish on the device.
+//!
+//! The result is the same bits as [`ReduceRun`](super::ReduceRun) with the fast variant gives
+//! for the same input on the same device: the same kernel, grid and block.
+use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice, LockedBuffer};
+use cust::stream::Stream;
+use ferrocuda_kernels::config::REDUCE_FAST_ITEMS;
+
+use super::{Entries, ReduceOp, ReduceVariant};
+use crate::runtime::config::LaunchConfig;
+use crate::runtime::element::Element;
+use crate::runtime::error::{CudaContext, Error, KernelLaunch, Result, check_raw};
+use crate::runtime::gpu::{Gpu, WorkspaceKey};
+use crate::runtime::kernel::Kernel;
+
+/// The fast kernel's parameter list: `x, n, partials, ticket, out`.
+type FastArgs<T, A> = (*const T, usize, *mut A, *mut u32, *mut A);
+
+/// What a plan owns; `'static`, so that a [`Gpu`] can keep one per type and operator.
+pub(crate) struct PlanState<T: Element, A: Element> {
+    op: ReduceOp,
+    block: u32,
+    /// The most blocks that are resident at once: the largest grid, and the partials' length.
+    max_grid: u32,
+    partials: DeviceBuffer<A>,
+    ticket: DeviceBuffer<u32>,
+    /// The device result of [`ReducePlan::run`].
+    out: DeviceBuffer<A>,
+    /// Where `out` lands on the host, page-locked so that the copy is asynchronous and short.
+    host: LockedBuffer<A>,
+    /// Recorded after each run; a run on another stream waits for it.
+    done: RunDone,
+    /// The stream of the last run (its handle, compared only).
+    last_stream: Option<usize>,
+    /// False after a failed run: the ticket may be left non-zero, so the next run zeroes it.
+    ticket_clean: bool,
+    _input: std::marker::PhantomData<fn(T)>,
+}
+
+impl<T: Element, A: Element> PlanState<T, A> {
+    fn new(gpu: &Gpu, op: ReduceOp) -> Result<Self> {
+        let kernel = fast_kernel::<T, A>(gpu, op)?;
+        let block = ReduceVariant::Fast.default_block();
+        let resident = kernel.max_active_blocks_per_sm(block, 0)? * gpu.props().sm_count;
+        let max_grid = resident.max(1);
+        gpu.make_current()?;
+        Ok(Self {
+            op,
+            block,
+            max_grid,
+            partials: gpu.alloc(max_grid as usize, "reduction plan: per-block partials")?,
+            ticket: gpu.upload(&[0u32], "reduction plan: ticket")?,
+            out: gpu.upload(&[A::default()], "reduction plan: result")?,
+            host: LockedBuffer::new(&A::default(), 1).call("cuMemHostAlloc")?,
+            done: RunDone::new()?,
+            last_stream: None,
+            ticket_clean: true,
+            _input: std::marker::PhantomData,
+        })
+    }
+
+    /// The grid for `n` elements: enough blocks for the tiles, at most the resident count.
+    fn grid(&self, n: usize) -> u32 {
+        let per_block = self.block as usize * (16 / size_of::<T>()) * REDUCE_FAST_ITEMS;
+        n.div_ceil(per_block).clamp(1, self.max_grid as usize) as u32
+    }
+
+    /// Enqueues the reduction of `input` on `stream` into `result` (one element).
+    fn enqueue(
+        &mut self,
+        gpu: &Gpu,
+        stream: &Stream,
+        input: &DeviceSlice<T>,
+        result: cust::memory::DevicePointer<A>,
+    ) -> Result<()> {
+        let n = input.len();
+        if n == 0 && self.op != ReduceOp::Sum {
+            return Err(Error::InvalidArgument {
+                what: format!("the {} of an empty input is undefined", self.op.name()),
+            });
+        }
+        let kernel = fast_kernel::<T, A>(gpu, self.op)?;
+        let stream_id = stream.as_inner() as usize;
+        if self.last_stream.is_some_and(|last| last != stream_id) {
+            // The previous run, on another stream, may still use the partials and ticket.
+            self.done.wait_on(stream)?;
+        }
+        if !self.ticket_clean {
+            // SAFETY: the ticket is one u32 of this plan.
+            let status = unsafe {
+                cust::sys::cuMemsetD32Async(
+                    self.ticket.as_device_ptr().as_raw(),
+                    0,
+                    1,
+                    stream.as_inner(),
+                )
+            };
+            check_raw("cuMemsetD32Async", status)?;
+            self.ticket_clean = true;
+        }
+        self.ticket_clean = false;
+        let config = kernel.config(self.grid(n), self.block);
+        // SAFETY: `input` holds `n` elements (a device slice, aligned to its type); the
+        // partials hold `max_grid` >= grid elements; ticket and result one each; the ticket is
+        // 0 (zeroed when created, left 0 by every completed run, re-zeroed after a failed one).
+        unsafe {
+            kernel.launch_on(
+                stream,
+                config,
+                (
+                    input.as_device_ptr(),
+                    n,
+                    self.partials.as_device_ptr(),
+                    self.ticket.as_device_ptr(),
+                    result,
+                ),
+            )?
+        };
+        self.done.record(stream)?;
+        self.last_stream = Some(stream_id);
+        self.ticket_clean = true;
+        Ok(())
+    }
+
+    /// Enqueues on `stream`, copies the result into page-locked memory and waits for it.
+    fn run_on(&mut self, gpu: &Gpu, stream: &Stream, input: &DeviceSlice<T>) -> Result<A> {
+        if input.is_empty() && self.op == ReduceOp::Sum {
+            // Nothing to launch: the sum of nothing (integers and floats alike: all-zero bits).
+            return Ok(A::default());
+        }
+        let out = self.out.as_device_ptr();
+        let launch = self.launch_description(input.len());
+        let outcome = self.enqueue(gpu, stream, input, out).and_then(|()| {
+            // SAFETY: `host` is page-locked and not read until the stream is synchronised.
+            unsafe { self.out.async_copy_to(&mut self.host[..], stream) }
+                .launch("cuMemcpyDtoHAsync", &launch)?;
+            stream.synchronize().launch("cuStreamSynchronize", &launch)
+        });
+        if outcome.is_err() {
+            self.ticket_clean = false;
+        }
+        outcome.map(|()| self.host[0])
+    }
+
+    fn launch_description(&self, n: usize) -> KernelLaunch {
+        let symbol = Entries::<T, A>::of(ReduceVariant::Fast, self.op, self.block)
+            .and_then(|e| match e {
+                Entries::Fast(entry) => Some(entry.symbol()),
+                _ => None,
+            })
+            .unwrap_or("reduce_fast");
+        KernelLaunch {
+            kernel: symbol.to_string(),
+            config: LaunchConfig::linear(self.grid(n), self.block, 0),
+        }
+    }
+}
+
+/// A timing-free event marking the end of a plan's last run (cust's `Event` has no way to make
+/// another stream wait on it without giving the event up).
+struct RunDone(cust::sys::CUevent);
+
+// SAFETY: an event handle may be used from any thread with its context current.
+unsafe impl Send for RunDone {}
+
+impl RunDone {
+    fn new() -> Result<Self> {
+        let mut event = std::ptr::null_mut();
+        // SAFETY: a writable handle; flag 2 is CU_EVENT_DISABLE_TIMING.
+        let status = unsafe { cust::sys::cuEventCreate(&mut event, 2) };
+        check_raw("cuEventCreate", status)?;
+        Ok(Self(event))
+    }
+
+    fn record(&self, stream: &Stream) -> Result<()> {
+        // SAFETY: live handles.
+        check_raw("cuEventRecord", unsafe {
+            cust::sys::cuEventRecord(self.0, stream.as_inner())
+        })
+    }
+
+    /// Makes `stream` wait for the last record.
+    fn wait_on(&self, stream: &Stream) -> Result<()> {
+        // SAFETY: live handles.
+        check_raw("cuStreamWaitEvent", unsafe {
+            cust::sys::cuStreamWaitEvent(stream.as_inner(), self.0, 0)
+        })
+    }
+}
+
+impl Drop for RunDone {
+    fn drop(&mut self) {
+        // SAFETY: created by cuEventCreate, destroyed once.
+        let _ = unsafe { cust::sys::cuEventDestroy_v2(self.0) };
+    }
+}
+
+/// The fast kernel for `T` into `A` with `op`, or why there is none.
+fn fast_kernel<T: Element, A: Element>(
+    gpu: &Gpu,
+    op: ReduceOp,
+) -> Result<Kernel<'_, FastArgs<T, A>>> {
+    let block = ReduceVariant::Fast.default_block();
+    match Entries::<T, A>::of(ReduceVariant::Fast, op, block) {
+        Some(Entries::Fast(entry)) => gpu.kernel(entry),
+        _ => Err(Error::InvalidArgument {
+            what: format!(
+                "the fast reduction has no {} kernel for {}{}",
+                op.name(),
+                T::TYPE,
+                if A::TYPE == T::TYPE {
+                    String::new()
+                } else {
+                    format!(" into {}", A::TYPE)
+                }
+            ),
+        }),
+    }
+}
+
+/// A reduction built once for a GPU, an element type `T`, an accumulator `A` and an operator,
+/// run on inputs of any length. See the [module documentation](self).
+///
+/// # Example
+/// ```no_run
+/// use ferrocuda::reduce::{ReduceOp, ReducePlan};
+/// # fn main() -> ferrocuda::Result<()> {
+/// let gpu = ferrocuda::Gpu::new(0)?;
+/// let mut sum = ReducePlan::<f32>::new(&gpu, ReduceOp::Sum)?;
+/// for n in [10, 1000, 1 << 20] {
+///     let x = gpu.upload(&vec![1.0f32; n], "x")?;
+///     assert_eq!(sum.run(&x)?, n as f32);
+/// }
+/// // Leave the result on the device, for the next kernel; nothing waits.
+/// let x = gpu.upload(&vec![2.0f32; 100], "x")?;
+/// let mut total = gpu.alloc::<f32>(1, "total")?;
+/// sum.run_to_device(&x, &mut total)?;
+/// assert_eq!(gpu.download(&total)?[0], 200.0);
+/// # Ok(()) }
+/// ```
+pub struct ReducePlan<'g, T: Element, A: Element = T> {
+    gpu: &'g Gpu,
+    state: PlanState<T, A>,
+}
+
+impl<'g, T: Element, A: Element> ReducePlan<'g, T, A> {
+    /// A plan for `op` over `T` into `A` (`A = T`, or `i32` into `i64` for sums): resolves the
+    /// kernel, reads its occupancy and allocates the buffers, once.
+    pub fn new(gpu: &'g Gpu, op: ReduceOp) -> Result<Self> {
+        Ok(Self {
+            gpu,
+            state: PlanState::new(gpu, op)?,
+        })
+    }
+
+    /// The reduction of `input`, brought to the host (0 for the sum of nothing; `min` and `max`
+    /// of nothing are an error). Runs on the GPU's stream and waits for the result.
+    pub fn run(&mut self, input: &DeviceSlice<T>) -> Result<A> {
+        self.run_on(self.gpu.stream(), input)
+    }
+
+    /// [`run`](Self::run) on the caller's `stream` (of this GPU's context): ordered after what
+    /// the caller enqueued there before, and waited for.
+    pub fn run_on(&mut self, stream: &Stream, input: &DeviceSlice<T>) -> Result<A> {
+        self.state.run_on(self.gpu, stream, input)
+    }
+
+    /// Enqueues the reduction of `input` into `result[0]` on the GPU's stream and returns
+    /// without waiting: the result stays on the device, for the next kernel on the stream.
+    /// `result` must hold at least one element.
+    pub fn run_to_device(
+        &mut self,
+        input: &DeviceSlice<T>,
+        result: &mut DeviceSlice<A>,
+    ) -> Result<()> {
+        self.run_to_device_on(self.gpu.stream(), input, result)
+    }
+
+    /// [`run_to_device`](Self::run_to_device) on the caller's `stream`.
+    pub fn run_to_device_on(
+        &mut self,
+        stream: &Stream,
+        input: &DeviceSlice<T>,
+        result: &mut DeviceSlice<A>,
+    ) -> Result<()> {
+        if result.is_empty() {
+            return Err(Error::InvalidArgument {
+                what: "reduce plan: the device result buffer is empty; it needs one element".into(),
+            });
+        }
+        if input.is_empty() && self.state.op == ReduceOp::Sum {
+            // The sum of nothing: zero bits, written on the stream like a result would be.
+            let bytes = size_of::<A>();
+            // SAFETY: `result` holds at least one element of `bytes` bytes.
+            let status = unsafe {
+                cust::sys::cuMemsetD8Async(
+                    result.as_device_ptr().as_raw(),
+                    0,
+                    bytes,
+                    stream.as_inner(),
+                )
+            };
+            return check_raw("cuMemsetD8Async", status);
+        }
+        let outcome = self
+            .state
+            .enqueue(self.gpu, stream, input, result.as_device_ptr());
+        if outcome.is_err() {
+            self.state.ticket_clean = false;
+        }
+        outcome
+    }
+
+    /// The grid this plan launches for `n` elements (at most the resident block count).
+    pub fn grid(&self, n: usize) -> u32 {
+        self.state.grid(n)
+    }
+
+    /// Threads per block.
+    pub fn block(&self) -> u32 {
+        self.state.block
+    }
+}
+
+/// `op` over `input` with the state the GPU caches for (`T`, `A`, `op`).
+pub(crate) fn cached<T: Element, A: Element>(
+    gpu: &Gpu,
+    op: ReduceOp,
+    input: &DeviceSlice<T>,
+) -> Result<A> {
+    if input.is_empty() && op == ReduceOp::Sum {
+        return Ok(A::default());
+    }
+    let key = WorkspaceKey {
+        family: "reduce::fast",
+        types: (std::any::TypeId::of::<T>(), std::any::TypeId::of::<A>()),
+        variant: op.name(),
+    };
+    gpu.with_workspace(
+        key,
+        || PlanState::<T, A>::new(gpu, op),
+        |state| state.run_on(gpu, gpu.stream(), input),
+    )
+}

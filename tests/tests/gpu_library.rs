@@ -1,0 +1,393 @@
+//! The library as a program calls it: reusable plans, the workspace each `Gpu` caches for
+//! `reduce::sum` and friends, results left on the device, caller streams, `apply_into`, and
+//! what happens on bad input. The speed of these calls is measured by `ferrocuda bench` (the
+//! `api` family), never here.
+use std::process::ExitCode;
+
+use anyhow::{Context, anyhow, ensure};
+use ferrocuda::cust::memory::DeviceSlice;
+use ferrocuda::cust::stream::{Stream, StreamFlags};
+use ferrocuda::kernels::smoke::smoke_saxpy;
+use ferrocuda::reduce::{self, ReduceOp, ReducePlan, ReduceRun, ReduceVariant};
+use ferrocuda::runtime::element::Element;
+use ferrocuda::stencil::{self, Boundary, Taps};
+use ferrocuda::{Error, Gpu, LaunchConfig};
+use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite};
+
+fn main() -> ExitCode {
+    run_gpu_suite(vec![
+        gpu_test(
+            "a_plan_reused_across_sizes_and_types_gives_the_bits_of_a_fresh_run",
+            plan_reuse_matches_fresh,
+        ),
+        gpu_test(
+            "two_threads_sharing_a_gpu_and_its_cached_workspace_get_correct_results",
+            two_threads_share_the_workspace,
+        ),
+        gpu_test(
+            "a_device_resident_result_chained_into_a_second_kernel_is_right",
+            device_result_chained,
+        ),
+        gpu_test(
+            "caller_streams_order_the_reduction_and_stencil_with_the_callers_copies",
+            caller_streams,
+        ),
+        gpu_test(
+            "apply_into_matches_apply_and_refuses_wrong_lengths_and_overlap",
+            apply_into_checks,
+        ),
+        gpu_test(
+            "bad_input_is_a_clear_error_and_the_plan_still_works_after_it",
+            bad_input_leaves_plans_usable,
+        ),
+        gpu_test(
+            "soak_100000_mixed_calls_on_two_threads_end_with_the_memory_they_started_with",
+            soak,
+        ),
+    ])
+}
+
+/// The sizes every reuse test walks: empty, one, ragged, a power of two and a large ragged one.
+const SIZES: [usize; 6] = [0, 1, 31, 1000, 1 << 24, (1 << 20) + 3];
+
+/// The fast variant run fresh (a `ReduceRun`, its own buffers) on the same input.
+fn fresh<T: Element, A: Element>(
+    gpu: &Gpu,
+    op: ReduceOp,
+    input: &DeviceSlice<T>,
+) -> anyhow::Result<A> {
+    Ok(ReduceRun::<T, A>::new(
+        gpu,
+        ReduceVariant::Fast,
+        op,
+        input,
+        ReduceVariant::Fast.default_block(),
+    )?
+    .run()?)
+}
+
+fn bits<A: Element>(a: A) -> Vec<u8> {
+    let mut out = vec![0u8; size_of::<A>()];
+    // SAFETY: `A` is a plain numeric type of `size_of::<A>()` bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping((&a as *const A).cast::<u8>(), out.as_mut_ptr(), out.len())
+    };
+    out
+}
+
+fn reuse_one<T: Element, A: Element>(gpu: &Gpu, op: ReduceOp) -> TestResult {
+    let mut plan = ReducePlan::<T, A>::new(gpu, op)?;
+    // Sizes up and down and up again: nothing of a larger run may leak into a smaller one.
+    for (round, &n) in SIZES.iter().chain(SIZES.iter().rev()).enumerate() {
+        if n == 0 && op != ReduceOp::Sum {
+            let empty = gpu.upload::<T>(&[], "empty")?;
+            let err = plan.run(&empty).unwrap_err();
+            ensure!(err.to_string().contains("empty input"), "{err}");
+            continue;
+        }
+        let x: Vec<T> = random_vec(n, n as u64 * 31 + round as u64);
+        let d = gpu.upload(&x, "input")?;
+        let got = plan.run(&d)?;
+        let want = fresh::<T, A>(gpu, op, &d)?;
+        let cached: A = match (op, A::TYPE == T::TYPE) {
+            (ReduceOp::Sum, true) => bits_cast(reduce::sum::<T>(gpu, &d)?),
+            (ReduceOp::Min, _) => bits_cast(reduce::min::<T>(gpu, &d)?),
+            (ReduceOp::Max, _) => bits_cast(reduce::max::<T>(gpu, &d)?),
+            (ReduceOp::Sum, false) => want,
+        };
+        ensure!(
+            bits(got) == bits(want) && bits(cached) == bits(want),
+            "{} {op:?} n = {n}: plan {got}, cached workspace {cached}, fresh run {want}",
+            T::TYPE
+        );
+        let mut device = gpu.alloc::<A>(1, "device result")?;
+        plan.run_to_device(&d, &mut device)?;
+        let on_device = gpu.download(&device)?[0];
+        ensure!(
+            bits(on_device) == bits(want),
+            "{} {op:?} n = {n}: device result {on_device}, fresh run {want}",
+            T::TYPE
+        );
+    }
+    Ok(())
+}
+
+/// `T` as `A` when they are the same type (the caller checked).
+fn bits_cast<T: Element, A: Element>(t: T) -> A {
+    assert_eq!(size_of::<T>(), size_of::<A>());
+    // SAFETY: same size; the caller only uses it where `T` and `A` are the same type.
+    unsafe { std::mem::transmute_copy(&t) }
+}
+
+fn plan_reuse_matches_fresh(gpu: &Gpu) -> TestResult {
+    for op in [ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max] {
+        reuse_one::<f32, f32>(gpu, op)?;
+        reuse_one::<f64, f64>(gpu, op)?;
+        reuse_one::<i32, i32>(gpu, op)?;
+        reuse_one::<u64, u64>(gpu, op)?;
+    }
+    reuse_one::<i32, i64>(gpu, ReduceOp::Sum)?;
+    // The widening sum through its convenience call.
+    let x: Vec<i32> = random_vec(100_003, 5);
+    let d = gpu.upload(&x, "i32")?;
+    let want: i64 = x.iter().map(|&v| v as i64).sum();
+    ensure!(reduce::sum_i32_to_i64(gpu, &d)? == want);
+    Ok(())
+}
+
+fn two_threads_share_the_workspace(gpu: &Gpu) -> TestResult {
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2u64)
+            .map(|t| {
+                s.spawn(move || -> TestResult {
+                    for round in 0..200u64 {
+                        // Same type and op on both threads: the same cached workspace.
+                        let n = 1 + ((t * 7919 + round * 104_729) % 400_000) as usize;
+                        let x: Vec<i64> = random_vec(n, t * 10_000 + round);
+                        let d = gpu.upload(&x, "thread input")?;
+                        let want = x.iter().fold(0i64, |a, &b| a.wrapping_add(b));
+                        let got = reduce::sum(gpu, &d)?;
+                        ensure!(got == want, "thread {t} round {round}: sum {got} != {want}");
+                        let m = *x.iter().max().unwrap();
+                        ensure!(reduce::max(gpu, &d)? == m, "thread {t} round {round}: max");
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .try_for_each(|w| w.join().map_err(|_| anyhow!("a thread panicked"))?)
+    })
+}
+
+/// The sum stays on the device and feeds `smoke_saxpy` (y = a * x + y) as its `x`, on the same
+/// stream, with no host round trip in between.
+fn device_result_chained(gpu: &Gpu) -> TestResult {
+    let x: Vec<f32> = (0..(1 << 20) + 7).map(|i| (i % 13) as f32).collect();
+    let want: f32 = x.iter().sum(); // small integers: every partial sum is exact
+    let d = gpu.upload(&x, "x")?;
+    let mut plan = ReducePlan::<f32>::new(gpu, ReduceOp::Sum)?;
+    let mut total = gpu.alloc::<f32>(1, "total")?;
+    gpu.poison_async(&mut total)?;
+    plan.run_to_device(&d, &mut total)?;
+    let y = gpu.upload(&[1.0f32], "y")?;
+    let out = gpu.alloc::<f32>(1, "saxpy out")?;
+    let saxpy = gpu.kernel(smoke_saxpy())?;
+    let config = LaunchConfig::per_element(1, 32, 0).context("a grid")?;
+    // SAFETY: `total`, `y` and `out` hold one element each.
+    unsafe {
+        saxpy.launch_and_wait(
+            config,
+            (
+                1usize,
+                2.0f32,
+                total.as_device_ptr(),
+                y.as_device_ptr(),
+                out.as_device_ptr(),
+            ),
+        )?
+    };
+    let got = gpu.download(&out)?[0];
+    ensure!(
+        got == 2.0 * want + 1.0,
+        "chained: {got}, want {}",
+        2.0 * want + 1.0
+    );
+    Ok(())
+}
+
+/// A caller's own non-blocking stream: its async upload, then the reduction and the stencil on
+/// it, are ordered without any synchronisation in between.
+fn caller_streams(gpu: &Gpu) -> TestResult {
+    gpu.make_current()?;
+    let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
+    let n = (1 << 22) + 5;
+    let host = ferrocuda::cust::memory::LockedBuffer::new(&3i32, n)?;
+    let mut d = gpu.alloc::<i32>(n, "input")?;
+    let mut plan = ReducePlan::<i32, i64>::new(gpu, ReduceOp::Sum)?;
+    for round in 0..5 {
+        gpu.poison_async(&mut d)?;
+        gpu.synchronize()?;
+        // SAFETY: `host` is page-locked and outlives the copy (synchronised below).
+        unsafe {
+            ferrocuda::cust::memory::AsyncCopyDestination::async_copy_from(
+                &mut *d,
+                &host[..],
+                &stream,
+            )?
+        };
+        let got = plan.run_on(&stream, &d)?;
+        ensure!(got == 3 * n as i64, "round {round}: {got}");
+    }
+    let mut out = gpu.alloc::<i32>(n, "stencil output")?;
+    let taps = Taps::Sum { radius: 3 };
+    stencil::apply_into_on(gpu, &stream, &d, &mut out, &taps, Boundary::Periodic)?;
+    stream.synchronize()?;
+    let got = gpu.download(&out)?;
+    ensure!(
+        got.iter().all(|&v| v == 21),
+        "stencil on the caller's stream"
+    );
+    Ok(())
+}
+
+fn apply_into_checks(gpu: &Gpu) -> TestResult {
+    for n in [0usize, 1, 33, (1 << 16) + 1, 1 << 24] {
+        let x: Vec<f32> = random_vec(n, n as u64);
+        let d = gpu.upload(&x, "input")?;
+        for (taps, boundary) in [
+            (Taps::Sum { radius: 3 }, Boundary::Zero),
+            (Taps::Weighted(vec![0.25, 0.5, 0.25]), Boundary::Clamp),
+        ] {
+            let mut out = gpu.alloc::<f32>(n, "output")?;
+            gpu.poison_async(&mut out)?;
+            stencil::apply_into(gpu, &d, &mut out, &taps, boundary)?;
+            let fresh = gpu.download(&stencil::apply(gpu, &d, &taps, boundary)?)?;
+            let into = gpu.download(&out)?;
+            ensure!(
+                into.iter()
+                    .map(|v| v.to_bits())
+                    .eq(fresh.iter().map(|v| v.to_bits())),
+                "n = {n}: apply_into differs from apply"
+            );
+        }
+    }
+    let d = gpu.upload(&vec![1.0f32; 1000], "input")?;
+    let taps = Taps::Sum { radius: 3 };
+    let mut short = gpu.alloc::<f32>(999, "short output")?;
+    let err = stencil::apply_into(gpu, &d, &mut short, &taps, Boundary::Zero).unwrap_err();
+    ensure!(err.to_string().contains("999"), "wrong length: {err}");
+    // Overlap: the output is the input shifted by one element.
+    let mut both = gpu.upload(&vec![1.0f32; 1001], "both")?;
+    let base = both.as_device_ptr();
+    // SAFETY: both views lie inside `both` (1001 elements); only their addresses are compared.
+    let (input, mut output) = unsafe {
+        (
+            DeviceSlice::from_raw_parts(base, 1000),
+            DeviceSlice::from_raw_parts_mut(base.add(1), 1000),
+        )
+    };
+    let err = stencil::apply_into(gpu, &input, &mut output, &taps, Boundary::Zero).unwrap_err();
+    ensure!(err.to_string().contains("overlaps"), "overlap: {err}");
+    ensure!(
+        gpu.download(&both)?.iter().all(|&v| v == 1.0),
+        "refused, yet written"
+    );
+    let _ = &mut both;
+    Ok(())
+}
+
+fn bad_input_leaves_plans_usable(gpu: &Gpu) -> TestResult {
+    let mut plan = ReducePlan::<f32>::new(gpu, ReduceOp::Max)?;
+    let empty = gpu.upload::<f32>(&[], "empty")?;
+    let err = plan.run(&empty).unwrap_err();
+    ensure!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    let mut none = gpu.alloc::<f32>(0, "no result slot")?;
+    let d = gpu.upload(&[1.0f32, 5.0, 2.0], "x")?;
+    let err = plan.run_to_device(&d, &mut none).unwrap_err();
+    ensure!(err.to_string().contains("one element"), "{err}");
+    ensure!(
+        plan.run(&d)? == 5.0,
+        "the plan works after refusing bad input"
+    );
+    // No min of i32 into i64: refused by name, not a wrong answer.
+    let err = ReducePlan::<i32, i64>::new(gpu, ReduceOp::Min)
+        .err()
+        .context("min into i64")?;
+    ensure!(
+        err.to_string().contains("min") && err.to_string().contains("i64"),
+        "{err}"
+    );
+    // A stream of another context is refused before anything is enqueued.
+    let device = ferrocuda::cust::device::Device::get_device(gpu.props().ordinal)?;
+    let other = ferrocuda::cust::context::legacy::Context::create_and_push(
+        ferrocuda::cust::context::legacy::ContextFlags::SCHED_AUTO,
+        device,
+    )?;
+    let foreign = Stream::new(StreamFlags::NON_BLOCKING, None)?;
+    let err = plan.run_on(&foreign, &d).unwrap_err();
+    ensure!(err.to_string().contains("another context"), "{err}");
+    drop(foreign);
+    drop(other);
+    ensure!(
+        plan.run(&d)? == 5.0,
+        "the plan works after refusing a foreign stream"
+    );
+    Ok(())
+}
+
+/// 100 000 calls: sizes alternating between small and large, four types, reductions and
+/// stencils, on two host threads sharing the `Gpu`. Device memory in use must end where it
+/// started (after a warm-up that creates the cached workspaces).
+fn soak(gpu: &Gpu) -> TestResult {
+    let sizes = [1usize, 1000, (1 << 16) + 3, 1 << 20];
+    let inputs_f32: Vec<_> = sizes
+        .iter()
+        .map(|&n| gpu.upload(&random_vec::<f32>(n, 1), "f32"))
+        .collect::<Result<_, _>>()?;
+    let inputs_i64: Vec<_> = sizes
+        .iter()
+        .map(|&n| gpu.upload(&random_vec::<i64>(n, 2), "i64"))
+        .collect::<Result<_, _>>()?;
+    let inputs_i32: Vec<_> = sizes
+        .iter()
+        .map(|&n| gpu.upload(&random_vec::<i32>(n, 3), "i32"))
+        .collect::<Result<_, _>>()?;
+    let mut outputs: Vec<_> = sizes
+        .iter()
+        .map(|&n| gpu.alloc::<f32>(n, "out"))
+        .collect::<Result<_, _>>()?;
+    let taps = Taps::Sum { radius: 3 };
+    let call = |i: usize, outputs: Option<&mut Vec<ferrocuda::DeviceBuffer<f32>>>| -> TestResult {
+        let k = i % sizes.len();
+        match i % 5 {
+            0 => _ = reduce::sum(gpu, &inputs_f32[k])?,
+            1 => _ = reduce::max(gpu, &inputs_i64[k])?,
+            2 => _ = reduce::sum_i32_to_i64(gpu, &inputs_i32[k])?,
+            3 => _ = reduce::min(gpu, &inputs_f32[k])?,
+            _ => {
+                if let Some(outputs) = outputs {
+                    stencil::apply_into(
+                        gpu,
+                        &inputs_f32[k],
+                        &mut outputs[k],
+                        &taps,
+                        Boundary::Periodic,
+                    )?
+                } else {
+                    _ = reduce::sum(gpu, &inputs_i64[k])?
+                }
+            }
+        }
+        Ok(())
+    };
+    for i in 0..40 {
+        call(i, Some(&mut outputs))?;
+    }
+    gpu.synchronize()?;
+    let (before, _) = gpu.memory_info()?;
+    std::thread::scope(|s| -> TestResult {
+        let other = s.spawn(|| -> TestResult {
+            for i in 0..50_000 {
+                call(i * 7 + 1, None).with_context(|| format!("thread 2, call {i}"))?;
+            }
+            Ok(())
+        });
+        for i in 0..50_000 {
+            call(i, Some(&mut outputs)).with_context(|| format!("thread 1, call {i}"))?;
+        }
+        other.join().map_err(|_| anyhow!("thread 2 panicked"))?
+    })?;
+    gpu.synchronize()?;
+    let (after, _) = gpu.memory_info()?;
+    ensure!(
+        after == before,
+        "free device memory moved from {before} to {after} bytes over 100 000 calls"
+    );
+    // The results are still right after all that.
+    let x: Vec<f32> = vec![0.5; 1 << 20];
+    let check = gpu.upload(&x, "check")?;
+    ensure!(reduce::sum(gpu, &check)? == (1 << 19) as f32);
+    Ok(())
+}
