@@ -295,6 +295,7 @@ fn report_json(fast_median_us: f64) -> String {
         reps: 20,
         rounds: 3,
         baselines: "none".into(),
+        api_baselines: String::new(),
         rows: vec![row("fast", fast_median_us), row("interleaved", 100.0)],
     }
     .to_json()

@@ -26,6 +26,7 @@ use ferrocuda::runtime::gpu::Gpu;
 use ferrocuda::runtime::timing::{L2Flush, Stats, time_samples};
 use ferrocuda::stencil::{Boundary, StencilRun, StencilVariant, Taps};
 
+pub mod api;
 mod baselines;
 pub mod chart;
 pub mod report;
@@ -420,27 +421,28 @@ fn job_name(job: Job, radius: u32) -> String {
     }
 }
 
-/// A progress line on stderr.
-struct Progress {
-    done: usize,
-    total: usize,
-}
+/// The progress bar on stderr (`indicatif`): drawn only when stderr is a terminal, so a
+/// redirected run's log holds no progress lines.
+struct Progress(indicatif::ProgressBar);
 
 impl Progress {
-    fn step(&mut self, what: &str) {
-        self.done += 1;
-        let width = 30;
-        let filled = width * self.done / self.total.max(1);
-        eprint!(
-            "\r[{}{}] {:>4}/{} {:<60}",
-            "#".repeat(filled),
-            ".".repeat(width - filled.min(width)),
-            self.done,
-            self.total,
-            what
+    fn new(total: usize) -> Self {
+        let bar = indicatif::ProgressBar::new(total as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "[{bar:30}] {pos:>4}/{len} {elapsed_precise} {msg}",
+            )
+            .expect("a valid template")
+            .progress_chars("#>."),
         );
-        if self.done >= self.total {
-            eprintln!();
+        Self(bar)
+    }
+
+    fn step(&mut self, what: &str) {
+        self.0.set_message(what.to_string());
+        self.0.inc(1);
+        if self.0.position() >= self.0.length().unwrap_or(0) {
+            self.0.finish();
         }
     }
 }
@@ -449,10 +451,7 @@ impl Progress {
 pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
     let p = gpu.props();
     let steps: usize = cfg.types.iter().map(|&ty| jobs(cfg, ty).len() - 1).sum();
-    let mut progress = Progress {
-        done: 0,
-        total: steps * cfg.sizes.len() * cfg.rounds.max(1),
-    };
+    let mut progress = Progress::new(steps * cfg.sizes.len() * cfg.rounds.max(1));
     let baselines = if cfg.baselines {
         Baselines::prepare(gpu, &cfg.out.join("baselines"))
     } else {
@@ -489,6 +488,23 @@ pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
         }
         rows.extend(new);
     }
+    let mut api_baselines = String::new();
+    if !cfg.api_sizes.is_empty() {
+        eprintln!(
+            "bench: api: per-call cost of library calls at {} sizes",
+            cfg.api_sizes.len()
+        );
+        let mut api = api::measure(gpu, &cfg.api_sizes, cfg.api_calls)?;
+        api_baselines = if cfg.baselines {
+            match api::attach_python(&mut api, &cfg.api_sizes, cfg.api_calls) {
+                Ok(ran) => ran,
+                Err(why) => format!("none: {why}"),
+            }
+        } else {
+            "none: disabled with --no-baselines".into()
+        };
+        rows.extend(api);
+    }
     Ok(Report {
         device: p.name.clone(),
         compute_capability: format!("{}.{}", p.compute_capability.0, p.compute_capability.1),
@@ -508,6 +524,7 @@ pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
             ),
             Err(why) => format!("none: {why}"),
         },
+        api_baselines,
         rows,
     })
 }
@@ -533,6 +550,10 @@ pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
         let name = format!("{family}-{ty}.svg");
         write(&name, chart::bandwidth_chart(report, family, ty))?;
         charts.push(name);
+    }
+    if report.rows.iter().any(|r| r.family == "api") {
+        write("api-f32.svg", chart::per_call_chart(report))?;
+        charts.push("api-f32.svg".into());
     }
     write("report.md", markdown(report, &charts))?;
     Ok(files)

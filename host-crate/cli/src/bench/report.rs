@@ -30,8 +30,13 @@ pub struct BenchConfig {
     pub rounds: usize,
     /// Where the report goes.
     pub out: PathBuf,
-    /// Run the CUDA C and CUB baselines when `nvcc` is found.
+    /// Run the CUDA C and CUB baselines when `nvcc` is found, and the CuPy / PyTorch ones of
+    /// the `api` family when `python3` has them.
     pub baselines: bool,
+    /// Sizes of the `api` family (per-call cost of library calls); empty: no `api` rows.
+    pub api_sizes: Vec<usize>,
+    /// Timed calls per `api` row.
+    pub api_calls: usize,
 }
 
 impl BenchConfig {
@@ -48,6 +53,8 @@ impl BenchConfig {
             rounds: 3,
             out: PathBuf::from("target/ferrocuda/report"),
             baselines: true,
+            api_sizes: vec![1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 28],
+            api_calls: 300,
         }
     }
 }
@@ -133,6 +140,9 @@ pub struct Report {
     pub rounds: usize,
     /// What the baselines were, or why there were none.
     pub baselines: String,
+    /// What the `api` family was compared with (CuPy, PyTorch versions), or why nothing.
+    #[serde(default)]
+    pub api_baselines: String,
     /// Every row.
     pub rows: Vec<Row>,
 }
@@ -153,7 +163,7 @@ impl Report {
         let mut v: Vec<(String, String)> = self
             .rows
             .iter()
-            .filter(|r| r.family != "copy")
+            .filter(|r| r.family != "copy" && r.family != "api")
             .map(|r| (r.family.clone(), r.ty.clone()))
             .collect();
         v.sort();
@@ -164,7 +174,7 @@ impl Report {
     /// CSV with a header line.
     pub fn to_csv(&self) -> String {
         let mut s = String::from(
-            "family,variant,type,n,block,grid,bytes,median_us,min_us,max_us,gbs,pct_copy,passed,cuda_c_speedup,cub_speedup\n",
+            "family,variant,type,n,block,grid,bytes,median_us,min_us,max_us,gbs,pct_copy,passed,cuda_c_speedup,cub_speedup,kernel_us,cupy_speedup,torch_speedup\n",
         );
         for r in &self.rows {
             let speedup = |name: &str| {
@@ -173,7 +183,7 @@ impl Report {
             };
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.1},{:.1},{},{},{}",
+                "{},{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.1},{:.1},{},{},{},{},{},{}",
                 r.family,
                 r.variant,
                 r.ty,
@@ -188,7 +198,13 @@ impl Report {
                 r.pct_copy,
                 r.passed,
                 speedup("cuda-c"),
-                speedup("cub")
+                speedup("cub"),
+                r.baselines
+                    .iter()
+                    .find(|b| b.name == "kernel")
+                    .map_or(String::new(), |b| format!("{:.3}", b.median_us)),
+                speedup("cupy"),
+                speedup("torch")
             );
         }
         s
@@ -285,10 +301,62 @@ pub fn markdown(report: &Report, charts: &[String]) -> String {
             r.gbs
         );
     }
+    api_markdown(report, &mut s);
     for c in charts {
         let _ = writeln!(s, "\n![{c}]({c})");
     }
     s
+}
+
+/// The `api` family's table: the wall-clock cost of one library call against its kernel, CuPy
+/// and PyTorch in the same run.
+fn api_markdown(report: &Report, s: &mut String) {
+    let rows: Vec<_> = report.rows.iter().filter(|r| r.family == "api").collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n## api: one library call, wall clock\n\nPer call, from a Rust program, f32 input already on the \
+         device: `reduce::sum` (result on the host) and `stencil::apply_into` (R = 3) one call at a time, \
+         `ReducePlan::run_to_device` back to back with one wait (result left on the device). Median, min and max \
+         over the timed calls. `kernel`: the same kernel alone, event-timed. CuPy (`float(x.sum())`) and \
+         PyTorch (`t.sum().item()`; `conv1d` + synchronize for the stencil) per call from Python in the same \
+         run: {}. `xCuPy` / `xTorch` = their time / ours (above 1: ferrocuda is faster).\n",
+        if report.api_baselines.is_empty() {
+            "not run"
+        } else {
+            &report.api_baselines
+        }
+    );
+    let _ = writeln!(
+        s,
+        "| call | n | median us | min..max us | kernel us | overhead us | CuPy us | xCuPy | Torch us | xTorch | check |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    for r in rows {
+        let base = |name: &str| r.baselines.iter().find(|b| b.name == name);
+        let us = |name: &str| base(name).map_or("-".into(), |b| format!("{:.1}", b.median_us));
+        let x = |name: &str| base(name).map_or("-".into(), |b| format!("{:.2}x", b.speedup));
+        let overhead =
+            base("kernel").map_or("-".into(), |b| format!("{:.1}", r.median_us - b.median_us));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.1} | {:.1}..{:.1} | {} | {} | {} | {} | {} | {} | {} |",
+            r.variant,
+            r.size(),
+            r.median_us,
+            r.min_us,
+            r.max_us,
+            us("kernel"),
+            overhead,
+            us("cupy"),
+            x("cupy"),
+            us("torch"),
+            x("torch"),
+            if r.passed { "PASS" } else { "FAIL" }
+        );
+    }
 }
 
 /// The same row in two runs: whether each run's median lies inside the other's min..max.

@@ -44,9 +44,16 @@ pub struct BenchArgs {
     /// Print CSV on stdout instead of the table.
     #[arg(long)]
     csv: bool,
-    /// Skip the CUDA C and CUB baselines.
+    /// Skip the baselines: CUDA C and CUB (nvcc), CuPy and PyTorch (python3).
     #[arg(long)]
     no_baselines: bool,
+    /// Sizes of the `api` family (the wall-clock cost of one library call), comma-separated,
+    /// or `none`.
+    #[arg(long, default_value = "2^10,2^16,2^20,2^24,2^28")]
+    api_sizes: String,
+    /// Timed calls per `api` row.
+    #[arg(long, default_value_t = 300)]
+    api_calls: usize,
 }
 
 impl BenchArgs {
@@ -112,6 +119,21 @@ impl BenchArgs {
         if self.json && self.csv {
             bail!("--json and --csv both want stdout; pick one");
         }
+        let api_sizes = if self.api_sizes.trim() == "none" {
+            Vec::new()
+        } else {
+            list(&self.api_sizes)
+                .iter()
+                .map(|s| parse_count(s).map_err(anyhow::Error::msg))
+                .collect::<Result<Vec<_>>>()
+                .context("--api-sizes")?
+        };
+        if api_sizes.contains(&0) {
+            bail!("--api-sizes: 0 is not a size (use `none` to skip the api family)");
+        }
+        if self.api_calls == 0 {
+            bail!("--api-calls must be at least 1");
+        }
         Ok(BenchConfig {
             sizes,
             types,
@@ -123,6 +145,8 @@ impl BenchArgs {
             rounds: self.rounds,
             out: self.out.clone(),
             baselines: !self.no_baselines,
+            api_sizes,
+            api_calls: self.api_calls,
         })
     }
 }

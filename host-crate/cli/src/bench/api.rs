@@ -1,0 +1,229 @@
+//! The `api` family: what one library call costs a Rust program, wall clock, against its
+//! kernel alone and against the same work called from Python with CuPy and PyTorch in the same
+//! run.
+//!
+//! Per size (f32, the input already on the device, as the table has it):
+//! - `reduce::sum`: result brought to the host, one call at a time (`Instant` around each call,
+//!   which returns only once the value is on the host);
+//! - `ReducePlan::run_to_device`: the result left on the device, calls back to back with one
+//!   synchronisation at the end, divided by the number of calls (what a pipeline of kernels
+//!   pays per reduction);
+//! - `stencil::apply_into`: R = 3, zero boundary, into a buffer the caller owns, one call at a
+//!   time (it waits for its kernel).
+//!
+//! `kernel` is the kernel of the same call timed alone with events (GPU time). CuPy
+//! (`float(x.sum())`) and PyTorch (`t.sum().item()`, and `conv1d` with 7 ones and zero padding
+//! for the stencil, followed by `torch.cuda.synchronize()`) are timed per call with
+//! `time.perf_counter` by `api_baselines.py`, run by `python3` when it is on `PATH` and has the
+//! modules; without them the rows carry only the kernel comparison.
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use ferrocuda::cpu::{Check, ReduceReference, check_stencil};
+use ferrocuda::reduce::{self, ReduceOp, ReducePlan, ReduceRun, ReduceVariant};
+use ferrocuda::runtime::error::Result;
+use ferrocuda::runtime::gpu::Gpu;
+use ferrocuda::runtime::timing::{Stats, time_samples};
+use ferrocuda::stencil::{self, Boundary, StencilRun, StencilVariant, Taps};
+
+use super::report::{Baseline, Row};
+
+/// The Python side, embedded so that the binary carries it to the GPU machine.
+const PYTHON_BASELINES: &str = include_str!("api_baselines.py");
+
+/// The calls of the family, as the `variant` of their rows.
+pub const API_SUM: &str = "reduce::sum";
+/// See [`API_SUM`].
+pub const API_SUM_DEVICE: &str = "ReducePlan::run_to_device";
+/// See [`API_SUM`].
+pub const API_STENCIL: &str = "stencil::apply_into";
+
+/// Per-call wall times of `call`, in microseconds: `warmup` untimed calls, then `calls` timed.
+fn per_call(warmup: usize, calls: usize, mut call: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
+    for _ in 0..warmup {
+        call()?;
+    }
+    let mut samples = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let start = Instant::now();
+        call()?;
+        samples.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(samples)
+}
+
+/// A row from per-call samples (microseconds).
+fn row(variant: &str, n: usize, bytes: u64, samples: &[f64], check: Check, kernel_us: f64) -> Row {
+    let stats = Stats::from_samples(samples.iter().map(|us| us / 1e6).collect());
+    let median_us = stats.median_s * 1e6;
+    Row {
+        family: "api".into(),
+        variant: variant.into(),
+        ty: "f32".into(),
+        n: n as u64,
+        block: 0,
+        grid: "-".into(),
+        bytes,
+        median_us,
+        min_us: stats.min_s * 1e6,
+        max_us: stats.max_s * 1e6,
+        gbs: bytes as f64 / (median_us * 1e3),
+        pct_copy: 0.0,
+        passed: check.passed,
+        check: check.detail,
+        baselines: vec![Baseline {
+            name: "kernel".into(),
+            median_us: kernel_us,
+            speedup: kernel_us / median_us,
+        }],
+    }
+}
+
+fn median_us(samples_s: &[f64]) -> f64 {
+    Stats::from_samples(samples_s.to_vec()).median_s * 1e6
+}
+
+/// Measures every call of the family at every size; `calls` timed calls per row.
+pub fn measure(gpu: &Gpu, sizes: &[usize], calls: usize) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    let taps = Taps::<f32>::Sum { radius: 3 };
+    for &n in sizes {
+        // Small integers in f32: every partial sum is exact, so the check is exact.
+        let host: Vec<f32> = (0..n).map(|i| ((i * 37) % 101) as f32 - 50.0).collect();
+        let input = gpu.upload(&host, "api input")?;
+        let reference = ReduceReference::of(ReduceOp::Sum, &host, |v| v);
+        let bytes = (n * size_of::<f32>()) as u64;
+
+        // The kernel alone, as the benchmark's other families time it.
+        let run = std::cell::RefCell::new(ReduceRun::<f32>::new(
+            gpu,
+            ReduceVariant::Fast,
+            ReduceOp::Sum,
+            &input,
+            ReduceVariant::Fast.default_block(),
+        )?);
+        let kernel = median_us(&time_samples(
+            gpu,
+            3,
+            20,
+            |_| run.borrow_mut().setup(),
+            |_| run.borrow_mut().launch(),
+        )?);
+        drop(run);
+
+        let mut last = 0.0f32;
+        let samples = per_call(30, calls, || {
+            last = reduce::sum(gpu, &input)?;
+            Ok(())
+        })?;
+        let check = reference.check(last, 1.0);
+        rows.push(row(API_SUM, n, bytes, &samples, check, kernel));
+
+        let mut plan = ReducePlan::<f32>::new(gpu, ReduceOp::Sum)?;
+        let mut result = gpu.alloc::<f32>(1, "api device result")?;
+        for _ in 0..30 {
+            plan.run_to_device(&input, &mut result)?;
+        }
+        gpu.synchronize()?;
+        // Pipelined: `calls` calls back to back, one wait at the end; per call = total / calls.
+        let mut totals = Vec::new();
+        for _ in 0..5 {
+            let start = Instant::now();
+            for _ in 0..calls {
+                plan.run_to_device(&input, &mut result)?;
+            }
+            gpu.synchronize()?;
+            totals.push(start.elapsed().as_secs_f64() * 1e6 / calls as f64);
+        }
+        let check = reference.check(gpu.download(&result)?[0], 1.0);
+        rows.push(row(API_SUM_DEVICE, n, bytes, &totals, check, kernel));
+
+        let mut output = gpu.alloc::<f32>(n, "api stencil output")?;
+        let kernel = {
+            let mut run = StencilRun::new(
+                gpu,
+                StencilVariant::Fast,
+                &taps,
+                Boundary::Zero,
+                &input,
+                &mut output,
+                StencilVariant::Fast.default_block(),
+            )?;
+            median_us(&time_samples(gpu, 3, 20, |_| Ok(()), |_| run.launch())?)
+        };
+        let samples = per_call(30, calls, || {
+            stencil::apply_into(gpu, &input, &mut output, &taps, Boundary::Zero)
+        })?;
+        let check = check_stencil(&host, &taps, Boundary::Zero, &gpu.download(&output)?);
+        rows.push(row(API_STENCIL, n, 2 * bytes, &samples, check, kernel));
+    }
+    Ok(rows)
+}
+
+/// Runs `api_baselines.py` for `sizes` and attaches its per-call medians to `rows` as `cupy` and
+/// `torch` baselines. Returns what ran, or why nothing did.
+pub fn attach_python(
+    rows: &mut [Row],
+    sizes: &[usize],
+    calls: usize,
+) -> std::result::Result<String, String> {
+    let sizes: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
+    let mut child = Command::new("python3")
+        .args(["-", &calls.to_string()])
+        .args(&sizes)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("python3 not runnable: {e}"))?;
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("piped");
+        stdin
+            .write_all(PYTHON_BASELINES.as_bytes())
+            .map_err(|e| format!("feeding python3: {e}"))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("python3: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "python3 failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut versions = Vec::new();
+    // Lines: `version <lib> <version>` and `<lib> <call> <n> <median_us>`.
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["version", lib, version] => versions.push(format!("{lib} {version}")),
+            [lib, call, n, us] => {
+                let (Ok(n), Ok(us)) = (n.parse::<u64>(), us.parse::<f64>()) else {
+                    continue;
+                };
+                let variants: &[&str] = match *call {
+                    "sum" => &[API_SUM, API_SUM_DEVICE],
+                    "stencil" => &[API_STENCIL],
+                    _ => &[],
+                };
+                for row in rows
+                    .iter_mut()
+                    .filter(|r| r.n == n && variants.contains(&r.variant.as_str()))
+                {
+                    row.baselines.push(Baseline {
+                        name: (*lib).to_string(),
+                        median_us: us,
+                        speedup: us / row.median_us,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    if versions.is_empty() {
+        return Err("python3 has neither cupy nor torch".into());
+    }
+    Ok(versions.join(", "))
+}
