@@ -343,9 +343,11 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
 }
 
 /// The stencil of `input` on the GPU with the fast path into `output`, a buffer the caller owns
-/// (and reuses: nothing is allocated), of the same length and not overlapping `input`. Waits
-/// for the kernel; the result stays on the device for the next kernel. An empty input launches
-/// nothing.
+/// (and reuses: nothing is allocated), of the same length and not overlapping `input`.
+/// Enqueues the kernel on the GPU's stream and returns without waiting, as a kernel launch
+/// does: the result stays on the device for the next kernel, [`Gpu::download`] (which waits
+/// for the stream) or [`Gpu::synchronize`] bring it or its errors to the host. Checks of the
+/// arguments fail here, before anything is enqueued. An empty input launches nothing.
 ///
 /// # Example
 /// ```no_run
@@ -367,20 +369,11 @@ pub fn apply_into<T: Element>(
     taps: &Taps<T>,
     boundary: Boundary,
 ) -> Result<()> {
-    let mut run = StencilRun::new(
-        gpu,
-        V::Fast,
-        taps,
-        boundary,
-        input,
-        output,
-        V::Fast.default_block(),
-    )?;
-    run.run()
+    apply_into_on(gpu, gpu.stream(), input, output, taps, boundary)
 }
 
-/// [`apply_into`] enqueued on the caller's `stream` (of this GPU's context), without waiting:
-/// ordered with the caller's copies and kernels on that stream.
+/// [`apply_into`] on the caller's `stream` (of this GPU's context): ordered with the caller's
+/// copies and kernels on that stream.
 pub fn apply_into_on<T: Element>(
     gpu: &Gpu,
     stream: &Stream,

@@ -1,14 +1,16 @@
 //! Reductions you build once and run many times (the CUB / cuFFT pattern): a [`ReducePlan`]
-//! resolves its kernel and reads the occupancy once, owns its partials, ticket and result
-//! buffers and a page-locked result slot, and reuses them for inputs of any length. What a
-//! call then costs is one launch, one 4-byte (or 8-byte) asynchronous copy into page-locked
-//! memory and one stream synchronisation — or, for [`ReducePlan::run_to_device`], the launch
-//! alone.
+//! resolves its kernel and reads the occupancy once, owns its partials and ticket and a
+//! page-locked result slot, and reuses them for inputs of any length. What a call then costs is
+//! one launch and one stream synchronisation — or, for [`ReducePlan::run_to_device`], the
+//! launch alone.
 //!
 //! [`sum`](super::sum), [`min`](super::min), [`max`](super::max) and
 //! [`sum_i32_to_i64`](super::sum_i32_to_i64) run the same plan state, cached in the [`Gpu`]
 //! per type and operator ([`Gpu::with_workspace`]): a program that never builds a plan gets the
 //! plan's speed.
+//!
+//! Bringing a result to the host costs no copy: the kernel writes it straight into a
+//! page-locked slot mapped into the device's address space, and the call waits for the stream.
 //!
 //! Streams: every `_on` method enqueues on the caller's stream (of this GPU's context), so the
 //! reduction is ordered with the caller's own copies and kernels on it. A plan's buffers are
@@ -17,14 +19,15 @@
 //!
 //! The result is the same bits as [`ReduceRun`](super::ReduceRun) with the fast variant gives
 //! for the same input on the same device: the same kernel, grid and block.
-use cust::memory::{AsyncCopyDestination, DeviceBuffer, DeviceSlice, LockedBuffer};
+use cust::memory::{DeviceBuffer, DevicePointer, DeviceSlice};
 use cust::stream::Stream;
 use ferrocuda_kernels::config::REDUCE_FAST_ITEMS;
 
-use super::{Entries, ReduceOp, ReduceVariant};
+use super::variant::{Entries, ReduceVariant};
+use crate::cpu::reduce::ReduceOp;
 use crate::runtime::config::LaunchConfig;
 use crate::runtime::element::Element;
-use crate::runtime::error::{CudaContext, Error, KernelLaunch, Result, check_raw};
+use crate::runtime::error::{Error, KernelLaunch, Result, check_raw};
 use crate::runtime::gpu::{Gpu, WorkspaceKey};
 use crate::runtime::kernel::Kernel;
 
@@ -39,10 +42,8 @@ pub(crate) struct PlanState<T: Element, A: Element> {
     max_grid: u32,
     partials: DeviceBuffer<A>,
     ticket: DeviceBuffer<u32>,
-    /// The device result of [`ReducePlan::run`].
-    out: DeviceBuffer<A>,
-    /// Where `out` lands on the host, page-locked so that the copy is asynchronous and short.
-    host: LockedBuffer<A>,
+    /// The result of [`ReducePlan::run`]: page-locked host memory the kernel writes directly.
+    result: MappedSlot<A>,
     /// Recorded after each run; a run on another stream waits for it.
     done: RunDone,
     /// The stream of the last run (its handle, compared only).
@@ -65,8 +66,7 @@ impl<T: Element, A: Element> PlanState<T, A> {
             max_grid,
             partials: gpu.alloc(max_grid as usize, "reduction plan: per-block partials")?,
             ticket: gpu.upload(&[0u32], "reduction plan: ticket")?,
-            out: gpu.upload(&[A::default()], "reduction plan: result")?,
-            host: LockedBuffer::new(&A::default(), 1).call("cuMemHostAlloc")?,
+            result: MappedSlot::new()?,
             done: RunDone::new()?,
             last_stream: None,
             ticket_clean: true,
@@ -86,7 +86,7 @@ impl<T: Element, A: Element> PlanState<T, A> {
         gpu: &Gpu,
         stream: &Stream,
         input: &DeviceSlice<T>,
-        result: cust::memory::DevicePointer<A>,
+        result: DevicePointer<A>,
     ) -> Result<()> {
         let n = input.len();
         if n == 0 && self.op != ReduceOp::Sum {
@@ -137,24 +137,27 @@ impl<T: Element, A: Element> PlanState<T, A> {
         Ok(())
     }
 
-    /// Enqueues on `stream`, copies the result into page-locked memory and waits for it.
+    /// Enqueues on `stream` with the result written straight into mapped host memory, and
+    /// waits: one launch and one synchronisation, no copy.
     fn run_on(&mut self, gpu: &Gpu, stream: &Stream, input: &DeviceSlice<T>) -> Result<A> {
         if input.is_empty() && self.op == ReduceOp::Sum {
             // Nothing to launch: the sum of nothing (integers and floats alike: all-zero bits).
             return Ok(A::default());
         }
-        let out = self.out.as_device_ptr();
-        let launch = self.launch_description(input.len());
+        // A run that did not write would return this, not an earlier run's result.
+        self.result.write(A::poison());
+        let out = self.result.device_ptr();
         let outcome = self.enqueue(gpu, stream, input, out).and_then(|()| {
-            // SAFETY: `host` is page-locked and not read until the stream is synchronised.
-            unsafe { self.out.async_copy_to(&mut self.host[..], stream) }
-                .launch("cuMemcpyDtoHAsync", &launch)?;
-            stream.synchronize().launch("cuStreamSynchronize", &launch)
+            stream.synchronize().map_err(|cause| Error::Cuda {
+                call: "cuStreamSynchronize",
+                launch: Some(self.launch_description(input.len())),
+                cause,
+            })
         });
         if outcome.is_err() {
             self.ticket_clean = false;
         }
-        outcome.map(|()| self.host[0])
+        outcome.map(|()| self.result.read())
     }
 
     fn launch_description(&self, n: usize) -> KernelLaunch {
@@ -168,6 +171,59 @@ impl<T: Element, A: Element> PlanState<T, A> {
             kernel: symbol.to_string(),
             config: LaunchConfig::linear(self.grid(n), self.block, 0),
         }
+    }
+}
+
+/// One element of page-locked host memory mapped into the device's address space
+/// (`cuMemHostAlloc` with `DEVICEMAP`): the kernel's last block writes the result into it, so
+/// bringing a result to the host costs no copy, only the synchronisation.
+struct MappedSlot<A> {
+    host: *mut A,
+    device: cust::sys::CUdeviceptr,
+}
+
+// SAFETY: the slot is plain page-locked memory, read and written only by its owner (after the
+// stream is synchronised) and by the kernel it is handed to.
+unsafe impl<A: Send> Send for MappedSlot<A> {}
+
+impl<A: Element> MappedSlot<A> {
+    fn new() -> Result<Self> {
+        let mut host = std::ptr::null_mut();
+        // SAFETY: a writable pointer; flags PORTABLE (1) | DEVICEMAP (2).
+        check_raw("cuMemHostAlloc", unsafe {
+            cust::sys::cuMemHostAlloc(&mut host, size_of::<A>(), 1 | 2)
+        })?;
+        let mut device = 0;
+        // SAFETY: `host` was allocated mapped just above.
+        let mapped = check_raw("cuMemHostGetDevicePointer", unsafe {
+            cust::sys::cuMemHostGetDevicePointer_v2(&mut device, host, 0)
+        });
+        let slot = Self {
+            host: host.cast(),
+            device,
+        };
+        mapped.map(|()| slot)
+    }
+
+    fn device_ptr(&self) -> DevicePointer<A> {
+        DevicePointer::from_raw(self.device)
+    }
+
+    fn write(&mut self, value: A) {
+        // SAFETY: one valid, aligned element that no kernel uses between runs.
+        unsafe { std::ptr::write_volatile(self.host, value) }
+    }
+
+    fn read(&self) -> A {
+        // SAFETY: as above; read after the stream was synchronised.
+        unsafe { std::ptr::read_volatile(self.host) }
+    }
+}
+
+impl<A> Drop for MappedSlot<A> {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cuMemHostAlloc, freed once.
+        let _ = unsafe { cust::sys::cuMemFreeHost(self.host.cast()) };
     }
 }
 

@@ -10,7 +10,6 @@ use ferrocuda_kernels::entry::DeviceGlobal;
 
 use crate::runtime::element::Element;
 use crate::runtime::error::{CudaContext, Error, Result, check_raw};
-use crate::runtime::kernel::ResolvedKernel;
 
 /// One architecture's PTX of a kernel crate, embedded in the binary by
 /// [`include_ptx!`](crate::include_ptx) from what `ferrocuda-builder` built.
@@ -39,6 +38,30 @@ pub fn best_ptx_in(ptx: &'static [EmbeddedPtx], cc: (u32, u32)) -> Option<&'stat
         .filter(|p| p.compute_capability <= cc)
         .max_by_key(|p| p.compute_capability)
 }
+
+/// What the driver reports about a compiled kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelAttributes {
+    /// Registers per thread.
+    pub registers: u32,
+    /// Static shared memory per block, bytes.
+    pub static_shared_bytes: u32,
+    /// Local memory per thread, bytes (spills and stack; 0 for every ferrocuda kernel).
+    pub local_bytes: u32,
+    /// The largest block this kernel can be launched with on this device.
+    pub max_threads_per_block: u32,
+}
+
+/// A resolved kernel of a module: its handle and attributes, cached per [`Gpu`] by symbol so
+/// that taking a kernel handle costs a map lookup, not five driver calls.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ResolvedKernel {
+    pub(crate) raw: cust::sys::CUfunction,
+    pub(crate) attributes: KernelAttributes,
+}
+
+// SAFETY: a cust::sys::CUfunction is a handle the driver lets any thread use (with its context current).
+unsafe impl Send for ResolvedKernel {}
 
 /// Names a cached workspace: the family, and the element and accumulator types with what else
 /// selects the kernel (for a reduction, its operator).

@@ -23,20 +23,8 @@ use crate::runtime::config::LaunchConfig;
 use crate::runtime::error::{
     CudaContext, Error, KernelLaunch, Result, check_raw, check_raw_launch,
 };
-use crate::runtime::gpu::{EmbeddedPtx, Gpu, best_ptx_in};
-
-/// What the driver reports about a compiled kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KernelAttributes {
-    /// Registers per thread.
-    pub registers: u32,
-    /// Static shared memory per block, bytes.
-    pub static_shared_bytes: u32,
-    /// Local memory per thread, bytes (spills and stack; 0 for every ferrocuda kernel).
-    pub local_bytes: u32,
-    /// The largest block this kernel can be launched with on this device.
-    pub max_threads_per_block: u32,
-}
+pub use crate::runtime::gpu::KernelAttributes;
+use crate::runtime::gpu::{EmbeddedPtx, Gpu, ResolvedKernel, best_ptx_in};
 
 /// The parameter list of a kernel known only by its [`EntryInfo`] (from the list of every
 /// entry point): such a [`Kernel`] answers attribute and occupancy queries but cannot launch.
@@ -55,17 +43,6 @@ pub struct KernelFunction<'g> {
     entry: &'static EntryInfo,
     attributes: KernelAttributes,
 }
-
-/// A resolved kernel of a module: its handle and attributes, cached per [`Gpu`] by symbol so
-/// that taking a kernel handle costs a map lookup, not five driver calls.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ResolvedKernel {
-    pub(crate) raw: CUfunction,
-    pub(crate) attributes: KernelAttributes,
-}
-
-// SAFETY: a CUfunction is a handle the driver lets any thread use (with its context current).
-unsafe impl Send for ResolvedKernel {}
 
 /// A kernel of the loaded module that launches with its declared parameter list `Args`.
 pub struct Kernel<'g, Args = Untyped> {

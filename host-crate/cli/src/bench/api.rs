@@ -8,12 +8,12 @@
 //! - `ReducePlan::run_to_device`: the result left on the device, calls back to back with one
 //!   synchronisation at the end, divided by the number of calls (what a pipeline of kernels
 //!   pays per reduction);
-//! - `stencil::apply_into`: R = 3, zero boundary, into a buffer the caller owns, one call at a
-//!   time (it waits for its kernel).
+//! - `stencil::apply_into`: R = 3, zero boundary, into a buffer the caller owns; it returns
+//!   without waiting, so it is timed like `run_to_device`: back to back, one wait at the end.
 //!
 //! `kernel` is the kernel of the same call timed alone with events (GPU time). CuPy
 //! (`float(x.sum())`) and PyTorch (`t.sum().item()`, and `conv1d` with 7 ones and zero padding
-//! for the stencil, followed by `torch.cuda.synchronize()`) are timed per call with
+//! for the stencil, back to back with one `torch.cuda.synchronize()`) are timed per call with
 //! `time.perf_counter` by `api_baselines.py`, run by `python3` when it is on `PATH` and has the
 //! modules; without them the rows carry only the kernel comparison.
 use std::process::{Command, Stdio};
@@ -151,9 +151,20 @@ pub fn measure(gpu: &Gpu, sizes: &[usize], calls: usize) -> Result<Vec<Row>> {
             )?;
             median_us(&time_samples(gpu, 3, 20, |_| Ok(()), |_| run.launch())?)
         };
-        let samples = per_call(30, calls, || {
-            stencil::apply_into(gpu, &input, &mut output, &taps, Boundary::Zero)
-        })?;
+        // Pipelined, like the device-result reduction: `calls` calls back to back, one wait.
+        for _ in 0..30 {
+            stencil::apply_into(gpu, &input, &mut output, &taps, Boundary::Zero)?;
+        }
+        gpu.synchronize()?;
+        let mut samples = Vec::new();
+        for _ in 0..5 {
+            let start = Instant::now();
+            for _ in 0..calls {
+                stencil::apply_into(gpu, &input, &mut output, &taps, Boundary::Zero)?;
+            }
+            gpu.synchronize()?;
+            samples.push(start.elapsed().as_secs_f64() * 1e6 / calls as f64);
+        }
         let check = check_stencil(&host, &taps, Boundary::Zero, &gpu.download(&output)?);
         rows.push(row(API_STENCIL, n, 2 * bytes, &samples, check, kernel));
     }

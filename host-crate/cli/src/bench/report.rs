@@ -318,11 +318,12 @@ fn api_markdown(report: &Report, s: &mut String) {
     let _ = writeln!(
         s,
         "\n## api: one library call, wall clock\n\nPer call, from a Rust program, f32 input already on the \
-         device: `reduce::sum` (result on the host) and `stencil::apply_into` (R = 3) one call at a time, \
-         `ReducePlan::run_to_device` back to back with one wait (result left on the device). Median, min and max \
-         over the timed calls. `kernel`: the same kernel alone, event-timed. CuPy (`float(x.sum())`) and \
-         PyTorch (`t.sum().item()`; `conv1d` + synchronize for the stencil) per call from Python in the same \
-         run: {}. `xCuPy` / `xTorch` = their time / ours (above 1: ferrocuda is faster).\n",
+         device: `reduce::sum` (result on the host) one call at a time; `ReducePlan::run_to_device` (result left \
+         on the device) and `stencil::apply_into` (R = 3; returns without waiting) back to back with one wait, \
+         divided by the calls. Median, min and max over the timed calls (over 5 batches for the back-to-back \
+         ones). `kernel`: the same kernel alone, event-timed. CuPy (`float(x.sum())`) and PyTorch \
+         (`t.sum().item()`; `conv1d` back to back with one synchronize for the stencil) per call from Python in \
+         the same run: {}. `xCuPy` / `xTorch` = their time / ours (above 1: ferrocuda is faster).\n",
         if report.api_baselines.is_empty() {
             "not run"
         } else {
