@@ -229,6 +229,18 @@ impl Gpu {
             return Err(Error::DeviceNotFound { ordinal, count });
         }
         let device = Device::get_device(ordinal).call("cuDeviceGet")?;
+        // Waits for the GPU spin instead of yielding the CPU thread: a synchronisation returns
+        // within a microsecond of the GPU finishing, which is most of what a small call costs
+        // (CUDA's default picks spinning only when it thinks cores are plentiful). Set before
+        // the primary context is retained; if another library already made it active with
+        // other flags, the driver keeps those, which is harmless.
+        // SAFETY: a valid device handle.
+        let _ = unsafe {
+            cust::sys::cuDevicePrimaryCtxSetFlags_v2(
+                device.as_raw(),
+                cust::sys::CUctx_flags_enum::CU_CTX_SCHED_SPIN as u32,
+            )
+        };
         let context = Context::new(device).call("cuDevicePrimaryCtxRetain")?;
         let props = DeviceProps::query(ordinal, device)?;
         if props.warp_size != WARP_SIZE {
