@@ -525,6 +525,7 @@ pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
             Err(why) => format!("none: {why}"),
         },
         api_baselines,
+        peak_gbs: p.theoretical_bandwidth_gbs(),
         rows,
     })
 }

@@ -143,6 +143,9 @@ pub struct Report {
     /// What the `api` family was compared with (CuPy, PyTorch versions), or why nothing.
     #[serde(default)]
     pub api_baselines: String,
+    /// The device's datasheet memory bandwidth, GB/s (0 in reports written before it).
+    #[serde(default)]
+    pub peak_gbs: f64,
     /// Every row.
     pub rows: Vec<Row>,
 }

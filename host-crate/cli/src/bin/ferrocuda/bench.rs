@@ -151,6 +151,32 @@ impl BenchArgs {
     }
 }
 
+/// `ferrocuda report`.
+#[derive(Args)]
+pub struct ReportArgs {
+    /// `results.json` of a run.
+    results: PathBuf,
+    /// Where report.md, results.json, results.csv and the charts go.
+    #[arg(long, default_value = "target/ferrocuda/report")]
+    out: PathBuf,
+}
+
+/// Re-renders a run's report from its results.json.
+pub fn report(a: &ReportArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&a.results)
+        .with_context(|| format!("reading {}", a.results.display()))?;
+    let report = bench::Report::from_json(&text).with_context(|| {
+        format!(
+            "{} is not a ferrocuda bench results.json",
+            a.results.display()
+        )
+    })?;
+    for file in bench::write_report(&report, &a.out)? {
+        println!("wrote {}", file.display());
+    }
+    Ok(())
+}
+
 /// `ferrocuda compare`.
 #[derive(Args)]
 pub struct CompareArgs {

@@ -118,6 +118,9 @@ enum Command {
     /// Two `bench` runs' results.json side by side: is every median inside the other run's
     /// min..max? (No GPU needed.)
     Compare(bench::CompareArgs),
+    /// Writes a `bench` run's report.md, results.csv and charts again from its results.json
+    /// (no GPU needed).
+    Report(bench::ReportArgs),
     /// Every library kernel under compute-sanitizer (memcheck, racecheck, synccheck, initcheck),
     /// and the broken-on-purpose kernels to show the checkers bite.
     Sanitize(sanitize::SanitizeArgs),
@@ -144,6 +147,7 @@ fn run(cli: Cli) -> Result<()> {
             bench::bench(&open(cli.device)?, &a, &cfg)
         }
         Command::Compare(a) => bench::compare(&a),
+        Command::Report(a) => bench::report(&a),
         Command::Sanitize(a) => sanitize::sanitize(cli.device, &a),
         Command::SanitizeCases(a) => sanitize::cases(&open(cli.device)?, &a),
         Command::Warp(a) => {
