@@ -368,3 +368,29 @@ fn unknown_reduce_and_stencil_variants_are_rejected_with_the_list() {
         &["unknown stencil variant `quantum`", "shared"],
     );
 }
+
+/// `ferrocuda report` draws a run again from its results.json, without a GPU.
+#[test]
+fn report_rerenders_a_run_from_its_results_json() {
+    let dir = std::env::temp_dir().join(format!("ferrocuda-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("in.json");
+    std::fs::write(&json, report_json(10.0)).unwrap();
+    let out = dir.join("out");
+    let o = ferrocuda(&[
+        "report",
+        json.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| fast |"), "{md}");
+    let svg = std::fs::read_to_string(out.join("reduce-f32.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("fast"), "{svg}");
+    assert_clean_failure(
+        &ferrocuda(&["report", "/nonexistent.json"]),
+        &["/nonexistent.json"],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
