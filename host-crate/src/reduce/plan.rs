@@ -290,7 +290,8 @@ fn fast_kernel<T: Element, A: Element>(
 }
 
 /// A reduction built once for a GPU, an element type `T`, an accumulator `A` and an operator,
-/// run on inputs of any length. See the [module documentation](self).
+/// run on inputs of any length: the kernel and occupancy resolved once, the partials, ticket and
+/// a page-locked result slot reused (see the guide's `docs/library.md`).
 ///
 /// # Example
 /// ```no_run
