@@ -4,6 +4,7 @@
 //!   device's datasheet peak (dotted) and, where it ran, CUB's `DeviceReduce::Sum` (long dashes);
 //! - for the `api` family, microseconds per library call against size on log scales, with each
 //!   call's kernel alone and the CuPy / PyTorch calls of the same run.
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 
 use super::report::{Report, Row};
@@ -93,45 +94,46 @@ fn draw_into(
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(64);
-    let x_fmt = |x: &f64| format!("2^{x:.0}");
     let x_labels = (xmax - xmin).round() as usize + 1;
     if log_y {
         let y_lo = 10f64.powf(ymin.log10().floor());
         let y_hi = 10f64.powf(ymax.log10().ceil());
-        let mut chart = builder
+        let chart = builder
             .build_cartesian_2d(xmin..xmax, (y_lo..y_hi).log_scale())
             .map_err(text)?;
-        chart
-            .configure_mesh()
-            .x_desc("elements")
-            .y_desc(y_desc)
-            .x_labels(x_labels)
-            .x_label_formatter(&x_fmt)
-            .draw()
-            .map_err(text)?;
-        for line in lines {
-            series(&mut chart, line)?;
-        }
-        legend(&mut chart)?;
+        fill(chart, y_desc, x_labels, lines)?;
     } else {
-        let mut chart = builder
+        let chart = builder
             .build_cartesian_2d(xmin..xmax, 0.0..ymax)
             .map_err(text)?;
-        chart
-            .configure_mesh()
-            .x_desc("elements")
-            .y_desc(y_desc)
-            .x_labels(x_labels)
-            .x_label_formatter(&x_fmt)
-            .draw()
-            .map_err(text)?;
-        for line in lines {
-            series(&mut chart, line)?;
-        }
-        legend(&mut chart)?;
+        fill(chart, y_desc, x_labels, lines)?;
     }
     root.present().map_err(text)?;
     Ok(())
+}
+
+/// The mesh (x as `2^k`), every line and the legend, on a chart whose y axis is linear or log.
+fn fill<'a, DB: DrawingBackend + 'a, Y>(
+    mut chart: ChartContext<'a, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, Y>>,
+    y_desc: &str,
+    x_labels: usize,
+    lines: &[Line],
+) -> Result<(), String>
+where
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_desc("elements")
+        .y_desc(y_desc)
+        .x_labels(x_labels)
+        .x_label_formatter(&|x: &f64| format!("2^{x:.0}"))
+        .draw()
+        .map_err(text)?;
+    for line in lines {
+        series(&mut chart, line)?;
+    }
+    legend(&mut chart)
 }
 
 /// A plotting error as text.
