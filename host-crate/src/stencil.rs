@@ -200,10 +200,14 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         let radius = taps.radius();
         let weights = kernel_weights(taps, variant);
         let entries = Entries::<T>::of(variant, radius, weights.is_some());
-        // The kernel that would run, or what was asked for when there is none.
-        let symbol = match &entries {
-            Some(Entries::Sum(e)) => format!("`{}`", e.symbol()),
-            Some(Entries::Weighted(e)) => format!("`{}`", e.symbol()),
+        // The kernel that would run, or what was asked for when there is none; formatted only
+        // for an error (this runs on every `apply_into`).
+        let kernel_symbol = entries.as_ref().map(|e| match e {
+            Entries::Sum(e) => e.symbol(),
+            Entries::Weighted(e) => e.symbol(),
+        });
+        let symbol = || match kernel_symbol {
+            Some(symbol) => format!("`{symbol}`"),
             None => format!(
                 "stencil variant `{}` (R = {radius}, {})",
                 variant.name(),
@@ -211,14 +215,15 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             ),
         };
         if let Some(e) = variant.error(taps, block) {
-            return invalid(format!("{symbol} with block {block}, n = {n}: {e}"));
+            return invalid(format!("{} with block {block}, n = {n}: {e}", symbol()));
         }
         let Some(entries) = entries else {
-            return invalid(format!("{symbol}: no kernel for these taps"));
+            return invalid(format!("{}: no kernel for these taps", symbol()));
         };
         if output.len() != n {
             return invalid(format!(
-                "{symbol}: the input has {n} elements but the output {}",
+                "{}: the input has {n} elements but the output {}",
+                symbol(),
                 output.len()
             ));
         }
@@ -229,7 +234,8 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         );
         if n > 0 && a < b + bytes && b < a + bytes {
             return invalid(format!(
-                "{symbol}: the output overlaps the input (the stencil cannot run in place)"
+                "{}: the output overlaps the input (the stencil cannot run in place)",
+                symbol()
             ));
         }
         let kernel = match entries {
@@ -244,7 +250,10 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         let function = kernel.function();
         let shared = function.entry().dynamic_shared_bytes(block);
         let too_large = || Error::InvalidArgument {
-            what: format!("{symbol}: n = {n} needs more than 2^32 blocks of {block}"),
+            what: format!(
+                "{}: n = {n} needs more than 2^32 blocks of {block}",
+                symbol()
+            ),
         };
         let config = match variant {
             V::Naive | V::Shared | V::Weighted => {

@@ -37,6 +37,8 @@ type FastArgs<T, A> = (*const T, usize, *mut A, *mut u32, *mut A);
 /// What a plan owns; `'static`, so that a [`Gpu`] can keep one per type and operator.
 pub(crate) struct PlanState<T: Element, A: Element> {
     op: ReduceOp,
+    /// The kernel's PTX symbol, for error messages.
+    symbol: &'static str,
     block: u32,
     /// The most blocks that are resident at once: the largest grid, and the partials' length.
     max_grid: u32,
@@ -48,7 +50,8 @@ pub(crate) struct PlanState<T: Element, A: Element> {
     done: RunDone,
     /// The stream of the last run (its handle, compared only).
     last_stream: Option<usize>,
-    /// False after a failed run: the ticket may be left non-zero, so the next run zeroes it.
+    /// False from a launch until it was enqueued and, for a waited run, finished: after a
+    /// failure the ticket may be left non-zero, so the next run zeroes it first.
     ticket_clean: bool,
     _input: std::marker::PhantomData<fn(T)>,
 }
@@ -62,6 +65,7 @@ impl<T: Element, A: Element> PlanState<T, A> {
         gpu.make_current()?;
         Ok(Self {
             op,
+            symbol: kernel.symbol(),
             block,
             max_grid,
             partials: gpu.alloc(max_grid as usize, "reduction plan: per-block partials")?,
@@ -94,6 +98,10 @@ impl<T: Element, A: Element> PlanState<T, A> {
                 what: format!("the {} of an empty input is undefined", self.op.name()),
             });
         }
+        // Before anything is enqueued: a stream of another context is refused.
+        gpu.make_current()?;
+        gpu.check_stream(stream)?;
+        // From the GPU's kernel cache (a lookup): a `'static` state cannot hold the handle.
         let kernel = fast_kernel::<T, A>(gpu, self.op)?;
         let stream_id = stream.as_inner() as usize;
         if self.last_stream.is_some_and(|last| last != stream_id) {
@@ -101,17 +109,7 @@ impl<T: Element, A: Element> PlanState<T, A> {
             self.done.wait_on(stream)?;
         }
         if !self.ticket_clean {
-            // SAFETY: the ticket is one u32 of this plan.
-            let status = unsafe {
-                cust::sys::cuMemsetD32Async(
-                    self.ticket.as_device_ptr().as_raw(),
-                    0,
-                    1,
-                    stream.as_inner(),
-                )
-            };
-            check_raw("cuMemsetD32Async", status)?;
-            self.ticket_clean = true;
+            gpu.memset_d8_async_on(stream, &mut self.ticket, 0)?;
         }
         self.ticket_clean = false;
         let config = kernel.config(self.grid(n), self.block);
@@ -161,14 +159,8 @@ impl<T: Element, A: Element> PlanState<T, A> {
     }
 
     fn launch_description(&self, n: usize) -> KernelLaunch {
-        let symbol = Entries::<T, A>::of(ReduceVariant::Fast, self.op, self.block)
-            .and_then(|e| match e {
-                Entries::Fast(entry) => Some(entry.symbol()),
-                _ => None,
-            })
-            .unwrap_or("reduce_fast");
         KernelLaunch {
-            kernel: symbol.to_string(),
+            kernel: self.symbol.to_string(),
             config: LaunchConfig::linear(self.grid(n), self.block, 0),
         }
     }
@@ -362,25 +354,13 @@ impl<'g, T: Element, A: Element> ReducePlan<'g, T, A> {
         }
         if input.is_empty() && self.state.op == ReduceOp::Sum {
             // The sum of nothing: zero bits, written on the stream like a result would be.
-            let bytes = size_of::<A>();
-            // SAFETY: `result` holds at least one element of `bytes` bytes.
-            let status = unsafe {
-                cust::sys::cuMemsetD8Async(
-                    result.as_device_ptr().as_raw(),
-                    0,
-                    bytes,
-                    stream.as_inner(),
-                )
-            };
-            return check_raw("cuMemsetD8Async", status);
+            // SAFETY: `result` holds at least one element (checked above).
+            let mut first = unsafe { DeviceSlice::from_raw_parts_mut(result.as_device_ptr(), 1) };
+            return self.gpu.memset_d8_async_on(stream, &mut first, 0);
         }
-        let outcome = self
-            .state
-            .enqueue(self.gpu, stream, input, result.as_device_ptr());
-        if outcome.is_err() {
-            self.state.ticket_clean = false;
-        }
-        outcome
+        // A failed enqueue leaves `ticket_clean` false, so the next run zeroes the ticket.
+        self.state
+            .enqueue(self.gpu, stream, input, result.as_device_ptr())
     }
 
     /// The grid this plan launches for `n` elements (at most the resident block count).
@@ -400,9 +380,6 @@ pub(crate) fn cached<T: Element, A: Element>(
     op: ReduceOp,
     input: &DeviceSlice<T>,
 ) -> Result<A> {
-    if input.is_empty() && op == ReduceOp::Sum {
-        return Ok(A::default());
-    }
     let key = WorkspaceKey {
         family: "reduce::fast",
         types: (std::any::TypeId::of::<T>(), std::any::TypeId::of::<A>()),

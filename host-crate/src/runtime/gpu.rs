@@ -63,6 +63,32 @@ pub(crate) struct ResolvedKernel {
 // SAFETY: a cust::sys::CUfunction is a handle the driver lets any thread use (with its context current).
 unsafe impl Send for ResolvedKernel {}
 
+/// Answers computed once and kept: a map under a lock, filled on the first miss. The lock is
+/// not held while an answer is computed (two threads may both compute it; both get the same).
+struct Memo<K, V>(std::sync::Mutex<std::collections::HashMap<K, V>>);
+
+impl<K, V> Default for Memo<K, V> {
+    fn default() -> Self {
+        Self(Default::default())
+    }
+}
+
+impl<K: std::hash::Hash + Eq, V: Copy> Memo<K, V> {
+    fn get_or_try(&self, key: K, compute: impl FnOnce() -> Result<V>) -> Result<V> {
+        let map = || {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if let Some(&found) = map().get(&key) {
+            return Ok(found);
+        }
+        let found = compute()?;
+        map().insert(key, found);
+        Ok(found)
+    }
+}
+
 /// Names a cached workspace: the family, and the element and accumulator types with what else
 /// selects the kernel (for a reduction, its operator).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -73,6 +99,17 @@ pub struct WorkspaceKey {
     pub types: (std::any::TypeId, std::any::TypeId),
     /// Anything else that selects the kernel, e.g. the operator's name.
     pub variant: &'static str,
+}
+
+/// Loads one PTX into the current context; a failure names the architecture and the driver's
+/// CUDA version (commonly: a driver older than the PTX ISA version).
+pub(crate) fn load_ptx(ptx: &EmbeddedPtx, driver_version: i32) -> Result<Module> {
+    Module::from_ptx(ptx.source, &[]).map_err(|cause| Error::ModuleLoad {
+        arch: ptx.arch,
+        driver_version,
+        hint: "update the NVIDIA driver if it is older than the PTX ISA version, or build PTX for an older architecture",
+        cause,
+    })
 }
 
 /// What the host needs to know about a device, read once at start-up.
@@ -185,9 +222,9 @@ pub struct Gpu {
     workspaces:
         std::sync::Mutex<std::collections::HashMap<WorkspaceKey, Box<dyn std::any::Any + Send>>>,
     /// Kernels already resolved in `module`, by symbol.
-    kernels: std::sync::Mutex<std::collections::HashMap<&'static str, ResolvedKernel>>,
+    kernels: Memo<&'static str, ResolvedKernel>,
     /// `cuOccupancyMaxActiveBlocksPerMultiprocessor` answers, by (function, block, shared).
-    occupancy: std::sync::Mutex<std::collections::HashMap<(usize, u32, u32), u32>>,
+    occupancy: Memo<(usize, u32, u32), u32>,
     module: Module,
     stream: Stream,
     ptx: &'static EmbeddedPtx,
@@ -255,12 +292,7 @@ impl Gpu {
             compute_capability: props.compute_capability,
             oldest: EMBEDDED_PTX[0].arch,
         })?;
-        let module = Module::from_ptx(ptx.source, &[]).map_err(|cause| Error::ModuleLoad {
-            arch: ptx.arch,
-            driver_version: props.driver_version,
-            hint: "update the NVIDIA driver if it is older than the PTX ISA version, or build PTX for an older architecture",
-            cause,
-        })?;
+        let module = load_ptx(ptx, props.driver_version)?;
         // A blocking stream: it is ordered after work on the legacy default stream, where cust's
         // synchronous copies (`upload`) go. With NON_BLOCKING, a kernel could start before a
         // pageable host-to-device copy had landed.
@@ -299,21 +331,7 @@ impl Gpu {
         symbol: &'static str,
         resolve: impl FnOnce() -> Result<ResolvedKernel>,
     ) -> Result<ResolvedKernel> {
-        let cached = self
-            .kernels
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(symbol)
-            .copied();
-        if let Some(found) = cached {
-            return Ok(found);
-        }
-        let found = resolve()?;
-        self.kernels
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(symbol, found);
-        Ok(found)
+        self.kernels.get_or_try(symbol, resolve)
     }
 
     /// The resident blocks per SM of `function` for `block` threads and `shared` bytes: cached,
@@ -325,18 +343,7 @@ impl Gpu {
         shared: u32,
         ask: impl FnOnce() -> Result<u32>,
     ) -> Result<u32> {
-        let key = (function, block, shared);
-        let lock = || {
-            self.occupancy
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        };
-        if let Some(&blocks) = lock().get(&key) {
-            return Ok(blocks);
-        }
-        let blocks = ask()?;
-        lock().insert(key, blocks);
-        Ok(blocks)
+        self.occupancy.get_or_try((function, block, shared), ask)
     }
 
     /// Runs `f` with this GPU's workspace of type `W` under `key`, made by `make` on first use
@@ -444,18 +451,29 @@ impl Gpu {
 
     /// Sets every byte of `slice` to `byte` on the stream (`cuMemsetD8Async`, asynchronous).
     pub fn memset_d8_async<T: Element>(&self, slice: &mut DeviceSlice<T>, byte: u8) -> Result<()> {
+        self.memset_d8_async_on(&self.stream, slice, byte)
+    }
+
+    /// [`memset_d8_async`](Self::memset_d8_async) on `stream`, a stream of this GPU's context.
+    pub fn memset_d8_async_on<T: DeviceCopy>(
+        &self,
+        stream: &Stream,
+        slice: &mut DeviceSlice<T>,
+        byte: u8,
+    ) -> Result<()> {
         if slice.is_empty() {
             return Ok(());
         }
         self.make_current()?;
+        self.check_stream(stream)?;
         // SAFETY: the slice is `len` elements of device memory the caller holds mutably; every
-        // byte pattern is a valid `Element` (integers and floats).
+        // byte pattern is a valid `Element` (integers and floats) or `u32`.
         check_raw("cuMemsetD8Async", unsafe {
             cust::sys::cuMemsetD8Async(
                 slice.as_device_ptr().as_raw(),
                 byte,
                 slice.len() * size_of::<T>(),
-                self.stream.as_inner(),
+                stream.as_inner(),
             )
         })
     }

@@ -24,7 +24,7 @@ use crate::runtime::error::{
     CudaContext, Error, KernelLaunch, Result, check_raw, check_raw_launch,
 };
 pub use crate::runtime::gpu::KernelAttributes;
-use crate::runtime::gpu::{EmbeddedPtx, Gpu, ResolvedKernel, best_ptx_in};
+use crate::runtime::gpu::{EmbeddedPtx, Gpu, ResolvedKernel, best_ptx_in, load_ptx};
 
 /// The parameter list of a kernel known only by its [`EntryInfo`] (from the list of every
 /// entry point): such a [`Kernel`] answers attribute and occupancy queries but cannot launch.
@@ -190,12 +190,7 @@ impl Gpu {
             ),
         })?;
         self.make_current()?;
-        let module = Module::from_ptx(chosen.source, &[]).map_err(|cause| Error::ModuleLoad {
-            arch: chosen.arch,
-            driver_version: self.props().driver_version,
-            hint: "update the NVIDIA driver if it is older than the PTX ISA version",
-            cause,
-        })?;
+        let module = load_ptx(chosen, self.props().driver_version)?;
         Ok(LoadedModule {
             gpu: self,
             module,

@@ -52,6 +52,25 @@ fn per_call(warmup: usize, calls: usize, mut call: impl FnMut() -> Result<()>) -
     Ok(samples)
 }
 
+/// Per-call cost of a call that returns without waiting: 30 untimed calls, then 5 batches of
+/// `calls` calls back to back with one wait each; a sample is a batch's time over `calls`.
+fn back_to_back(gpu: &Gpu, calls: usize, mut call: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
+    for _ in 0..30 {
+        call()?;
+    }
+    gpu.synchronize()?;
+    let mut samples = Vec::with_capacity(5);
+    for _ in 0..5 {
+        let start = Instant::now();
+        for _ in 0..calls {
+            call()?;
+        }
+        gpu.synchronize()?;
+        samples.push(start.elapsed().as_secs_f64() * 1e6 / calls as f64);
+    }
+    Ok(samples)
+}
+
 /// A row from per-call samples (microseconds).
 fn row(variant: &str, n: usize, bytes: u64, samples: &[f64], check: Check, kernel_us: f64) -> Row {
     let stats = Stats::from_samples(samples.iter().map(|us| us / 1e6).collect());
@@ -121,20 +140,7 @@ pub fn measure(gpu: &Gpu, sizes: &[usize], calls: usize) -> Result<Vec<Row>> {
 
         let mut plan = ReducePlan::<f32>::new(gpu, ReduceOp::Sum)?;
         let mut result = gpu.alloc::<f32>(1, "api device result")?;
-        for _ in 0..30 {
-            plan.run_to_device(&input, &mut result)?;
-        }
-        gpu.synchronize()?;
-        // Pipelined: `calls` calls back to back, one wait at the end; per call = total / calls.
-        let mut totals = Vec::new();
-        for _ in 0..5 {
-            let start = Instant::now();
-            for _ in 0..calls {
-                plan.run_to_device(&input, &mut result)?;
-            }
-            gpu.synchronize()?;
-            totals.push(start.elapsed().as_secs_f64() * 1e6 / calls as f64);
-        }
+        let totals = back_to_back(gpu, calls, || plan.run_to_device(&input, &mut result))?;
         let check = reference.check(gpu.download(&result)?[0], 1.0);
         rows.push(row(API_SUM_DEVICE, n, bytes, &totals, check, kernel));
 
@@ -151,20 +157,10 @@ pub fn measure(gpu: &Gpu, sizes: &[usize], calls: usize) -> Result<Vec<Row>> {
             )?;
             median_us(&time_samples(gpu, 3, 20, |_| Ok(()), |_| run.launch())?)
         };
-        // Pipelined, like the device-result reduction: `calls` calls back to back, one wait.
-        for _ in 0..30 {
-            stencil::apply_into(gpu, &input, &mut output, &taps, Boundary::Zero)?;
-        }
-        gpu.synchronize()?;
-        let mut samples = Vec::new();
-        for _ in 0..5 {
-            let start = Instant::now();
-            for _ in 0..calls {
-                stencil::apply_into(gpu, &input, &mut output, &taps, Boundary::Zero)?;
-            }
-            gpu.synchronize()?;
-            samples.push(start.elapsed().as_secs_f64() * 1e6 / calls as f64);
-        }
+        // Timed like the device-result reduction: it returns without waiting too.
+        let samples = back_to_back(gpu, calls, || {
+            stencil::apply_into(gpu, &input, &mut output, &taps, Boundary::Zero)
+        })?;
         let check = check_stencil(&host, &taps, Boundary::Zero, &gpu.download(&output)?);
         rows.push(row(API_STENCIL, n, 2 * bytes, &samples, check, kernel));
     }

@@ -132,8 +132,10 @@ impl Slot {
 }
 
 /// Defines each listed driver function as a trampoline to the same symbol in `libcuda.so.1`.
+/// When that cannot be resolved, the trampoline returns the status saying why, or, with
+/// `else FALLBACK`, what `FALLBACK(args...)` returns.
 macro_rules! forward {
-    ($( fn $name:ident ( $($arg:ident : $ty:ty),* $(,)? ); )*) => { $(
+    ($( fn $name:ident ( $($arg:ident : $ty:ty),* $(,)? ) $(else $fallback:ident)?; )*) => { $(
         #[unsafe(no_mangle)]
         #[allow(non_snake_case, clippy::missing_safety_doc)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> CUresult {
@@ -153,10 +155,16 @@ macro_rules! forward {
                     // SAFETY: the caller upholds the driver function's contract.
                     unsafe { entry($($arg),*) }
                 }
-                Err(status) => status,
+                Err(status) => forward!(@unresolved status ($($arg),*) $($fallback)?),
             }
         }
     )* };
+    (@unresolved $status:ident ($($arg:ident),*)) => { $status };
+    (@unresolved $status:ident ($($arg:ident),*) $fallback:ident) => {{
+        let _ = $status;
+        // SAFETY: the fallback takes the same arguments under the same contract.
+        unsafe { $fallback($($arg),*) }
+    }};
 }
 
 include!("api.rs");
@@ -165,34 +173,22 @@ include!("api.rs");
 /// driver cannot be loaded: the status's name (`CUDA_ERROR_INVALID_PTX`) for both. Formatting a
 /// `cust` error calls them, and must not fail on a machine without the driver.
 macro_rules! error_text {
-    ($($name:ident),*) => { $(
-        #[unsafe(no_mangle)]
-        #[allow(non_snake_case, clippy::missing_safety_doc)]
-        pub unsafe extern "C" fn $name(error: CUresult, pStr: *mut *const c_char) -> CUresult {
-            static SLOT: Slot = Slot::new();
-            let name = const {
-                match CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
-                    Ok(name) => name,
-                    Err(_) => panic!("a driver function name holds a NUL"),
-                }
-            };
-            match SLOT.resolve(name) {
-                Ok(entry) => {
-                    // SAFETY: the driver's function of this name and signature.
-                    let entry: unsafe extern "C" fn(CUresult, *mut *const c_char) -> CUresult =
-                        unsafe { std::mem::transmute::<*mut c_void, _>(entry) };
-                    // SAFETY: the caller upholds the driver function's contract.
-                    unsafe { entry(error, pStr) }
-                }
-                Err(_) if pStr.is_null() => CUresult::CUDA_ERROR_INVALID_VALUE,
-                Err(_) => {
-                    // SAFETY: the caller passes a writable pointer (checked non-null above).
-                    unsafe { *pStr = status_name(error).as_ptr() };
-                    CUresult::CUDA_SUCCESS
-                }
-            }
-        }
-    )* };
+    ($($name:ident),*) => {
+        forward! { $( fn $name(error: CUresult, pStr: *mut *const c_char) else status_text_without_driver; )* }
+    };
+}
+
+/// `cuGetErrorString` / `cuGetErrorName` without a driver: the status's name.
+///
+/// # Safety
+/// `text` is null or writable.
+unsafe fn status_text_without_driver(status: CUresult, text: *mut *const c_char) -> CUresult {
+    if text.is_null() {
+        return CUresult::CUDA_ERROR_INVALID_VALUE;
+    }
+    // SAFETY: non-null and writable (the caller's contract).
+    unsafe { *text = status_name(status).as_ptr() };
+    CUresult::CUDA_SUCCESS
 }
 
 error_text!(cuGetErrorString, cuGetErrorName);
@@ -214,15 +210,4 @@ fn status_name(status: CUresult) -> &'static CStr {
     let name: &'static CStr = Box::leak(name);
     names.push((status, name));
     name
-}
-
-/// The driver functions this module defines, for the tidy check against `cust_raw`.
-pub fn forwarded_functions() -> Vec<&'static str> {
-    let mut names: Vec<_> = include_str!("api.rs")
-        .lines()
-        .filter_map(|line| line.trim().strip_prefix("fn "))
-        .filter_map(|rest| rest.split('(').next())
-        .collect();
-    names.extend(["cuGetErrorString", "cuGetErrorName"]);
-    names
 }
