@@ -1,8 +1,8 @@
 //! Reductions you build once and run many times (the CUB / cuFFT pattern): a [`ReducePlan`]
 //! resolves its kernel and reads the occupancy once, owns its partials and ticket and a
 //! page-locked result slot, and reuses them for inputs of any length. What a call then costs is
-//! one launch and one stream synchronisation — or, for [`ReducePlan::run_to_device`], the
-//! launch alone.
+//! one launch and the wait for its result — or, for [`ReducePlan::run_to_device`], the launch
+//! alone.
 //!
 //! [`sum`](super::sum), [`min`](super::min), [`max`](super::max) and
 //! [`sum_i32_to_i64`](super::sum_i32_to_i64) run the same plan state, cached in the [`Gpu`]
@@ -10,7 +10,11 @@
 //! plan's speed.
 //!
 //! Bringing a result to the host costs no copy: the kernel writes it straight into a
-//! page-locked slot mapped into the device's address space, and the call waits for the stream.
+//! page-locked slot mapped into the device's address space, and the call returns as soon as the
+//! value arrives there (it watches the slot, not the stream: the last block's store reaches the
+//! host before the kernel's completion does). The kernel may then still be retiring; whatever
+//! the caller enqueues next on the stream is ordered after it, and a plan's next run on another
+//! stream waits for it.
 //!
 //! Streams: every `_on` method enqueues on the caller's stream (of this GPU's context), so the
 //! reduction is ordered with the caller's own copies and kernels on it. A plan's buffers are
@@ -27,7 +31,7 @@ use super::variant::{Entries, ReduceVariant};
 use crate::cpu::reduce::ReduceOp;
 use crate::runtime::config::LaunchConfig;
 use crate::runtime::element::Element;
-use crate::runtime::error::{Error, KernelLaunch, Result, check_raw};
+use crate::runtime::error::{Error, KernelLaunch, Result, check_raw, check_raw_launch};
 use crate::runtime::gpu::{Gpu, WorkspaceKey};
 use crate::runtime::kernel::Kernel;
 
@@ -136,26 +140,26 @@ impl<T: Element, A: Element> PlanState<T, A> {
     }
 
     /// Enqueues on `stream` with the result written straight into mapped host memory, and
-    /// waits: one launch and one synchronisation, no copy.
+    /// waits for the value to arrive there: one launch and one wait, no copy.
     fn run_on(&mut self, gpu: &Gpu, stream: &Stream, input: &DeviceSlice<T>) -> Result<A> {
         if input.is_empty() && self.op == ReduceOp::Sum {
             // Nothing to launch: the sum of nothing (integers and floats alike: all-zero bits).
             return Ok(A::default());
         }
-        // A run that did not write would return this, not an earlier run's result.
+        // A run that did not write would return this, not an earlier run's result; and the
+        // wait below watches for the slot to change from it.
         self.result.write(A::poison());
         let out = self.result.device_ptr();
-        let outcome = self.enqueue(gpu, stream, input, out).and_then(|()| {
-            stream.synchronize().map_err(|cause| Error::Cuda {
-                call: "cuStreamSynchronize",
-                launch: Some(self.launch_description(input.len())),
-                cause,
-            })
-        });
+        let outcome = self
+            .enqueue(gpu, stream, input, out)
+            .and_then(|()| {
+                self.result
+                    .wait(stream, || self.launch_description(input.len()))
+            });
         if outcome.is_err() {
             self.ticket_clean = false;
         }
-        outcome.map(|()| self.result.read())
+        outcome
     }
 
     fn launch_description(&self, n: usize) -> KernelLaunch {
@@ -168,14 +172,14 @@ impl<T: Element, A: Element> PlanState<T, A> {
 
 /// One element of page-locked host memory mapped into the device's address space
 /// (`cuMemHostAlloc` with `DEVICEMAP`): the kernel's last block writes the result into it, so
-/// bringing a result to the host costs no copy, only the synchronisation.
+/// bringing a result to the host costs no copy, only the wait.
 struct MappedSlot<A> {
     host: *mut A,
     device: cust::sys::CUdeviceptr,
 }
 
 // SAFETY: the slot is plain page-locked memory, read and written only by its owner (after the
-// stream is synchronised) and by the kernel it is handed to.
+// kernel wrote it) and by the kernel it is handed to.
 unsafe impl<A: Send> Send for MappedSlot<A> {}
 
 impl<A: Element> MappedSlot<A> {
@@ -207,10 +211,40 @@ impl<A: Element> MappedSlot<A> {
     }
 
     fn read(&self) -> A {
-        // SAFETY: as above; read after the stream was synchronised.
+        // SAFETY: one valid, aligned element; the kernel writes it with one aligned store.
         unsafe { std::ptr::read_volatile(self.host) }
     }
+
+    /// The result, once the kernel enqueued on `stream` wrote it over the poison written
+    /// before the launch: spins on the slot itself, which the last block's store reaches about
+    /// a microsecond before the kernel's completion reaches the stream (measured: docs/results/
+    /// runs/tuning-notes.md). Every [`STREAM_CHECK`] the stream is asked too, so that a kernel
+    /// that failed is reported, and a result that happens to equal the poison is read once the
+    /// stream finished.
+    fn wait(&self, stream: &Stream, launch: impl Fn() -> KernelLaunch) -> Result<A> {
+        let poison = A::poison();
+        let mut next_check = std::time::Instant::now() + STREAM_CHECK;
+        loop {
+            let value = self.read();
+            if !value.same_bits(poison) {
+                return Ok(value);
+            }
+            if std::time::Instant::now() >= next_check {
+                // SAFETY: a live stream handle.
+                match unsafe { cust::sys::cuStreamQuery(stream.as_inner()) } {
+                    cust::sys::CUresult::CUDA_SUCCESS => return Ok(self.read()),
+                    cust::sys::CUresult::CUDA_ERROR_NOT_READY => {}
+                    status => check_raw_launch("cuStreamQuery", Some(&launch()), status)?,
+                }
+                next_check += STREAM_CHECK;
+            }
+            std::hint::spin_loop();
+        }
+    }
 }
+
+/// How often [`MappedSlot::wait`] asks the stream whether the kernel finished or failed.
+const STREAM_CHECK: std::time::Duration = std::time::Duration::from_micros(50);
 
 impl<A> Drop for MappedSlot<A> {
     fn drop(&mut self) {

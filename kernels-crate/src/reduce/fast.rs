@@ -10,7 +10,7 @@
 //! A block combines with warp shuffles (`shfl_xor_sync`, no shared-memory tree) and one shared
 //! slot per warp. Each block writes its partial; the last block to finish
 //! (the classic `threadfence` + atomic ticket) combines the partials in index order and resets
-//! the ticket for the next launch.
+//! the ticket for the next launch. A grid of one block skips all of that and writes its value.
 //!
 //! Deterministic: the grid and block depend only on `n` and the device, every thread combines
 //! its elements in a fixed order, and the partials are combined by index, never in arrival
@@ -140,6 +140,14 @@ pub unsafe fn fast<T, A, O, const ITEMS: usize>(
     // plan); every thread reaches every barrier; `is_last` is uniform after the barrier.
     unsafe {
         let block_value = block_reduce::<A, O>(thread_partial::<T, A, O, ITEMS>(x, n), scratch);
+        if grid_dim_x() == 1 {
+            // One block holds the whole result: no partials, no fence, no ticket (uniform
+            // branch, so every thread leaves before any barrier below).
+            if tid == 0 {
+                *out = block_value;
+            }
+            return;
+        }
         if tid == 0 {
             *partials.add(block_idx_x() as usize) = block_value;
             threadfence();
