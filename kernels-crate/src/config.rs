@@ -16,6 +16,18 @@ pub const REDUCE_STATIC_GRID: u32 = 10240;
 /// 16 times this).
 pub const REDUCE_FAST_ITEMS: usize = 4;
 
+/// Threads per block of the reproducible sum: part of its summation order, so fixed.
+pub const REDUCE_REPRO_BLOCK: u32 = 256;
+
+/// 16-byte vectors each thread of the reproducible sum loads per chunk: part of its order too.
+pub const REDUCE_REPRO_LOADS: usize = 8;
+
+/// Elements per chunk of the reproducible sum for an element of `size` bytes (8192 `f32`, 4096
+/// `f64`: 32 KiB). The order is fixed by `n` and this alone, never by the grid or the device.
+pub const fn reduce_repro_chunk(size: usize) -> usize {
+    REDUCE_REPRO_BLOCK as usize * REDUCE_REPRO_LOADS * (16 / size)
+}
+
 /// The radii of the 1D stencil (一维模板) with an entry point: `R` inputs on each side of the
 /// centre, `2R + 1` in all. Seed 001 uses `R = 3` (width 7).
 pub const STENCIL_RADII: [u32; 6] = [1, 2, 3, 4, 8, 16];

@@ -272,3 +272,71 @@ fn compensated_sum_is_within_rounding_of_the_exact_sum_where_naive_summation_is_
         "naive {naive}, exact {exact}: the case does not need compensation"
     );
 }
+
+mod reproducible_order {
+    use ferrocuda::cpu::SplitMix64;
+    use ferrocuda::cpu::reproducible::{chunk_sums, sum_reproducible};
+    use ferrocuda::kernels::config::reduce_repro_chunk;
+
+    fn random_f32(n: usize, seed: u64) -> Vec<f32> {
+        let mut rng = SplitMix64::new(seed);
+        (0..n)
+            .map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5)
+            .collect()
+    }
+
+    #[test]
+    fn small_integers_sum_exactly_whatever_the_order() {
+        for n in [1, 31, 8191, 8192, 8193, 3 * 8192 + 77, 200_000] {
+            let x: Vec<f32> = (0..n).map(|i| ((i * 37) % 101) as f32 - 50.0).collect();
+            let exact: i64 = (0..n).map(|i| ((i * 37) % 101) as i64 - 50).sum();
+            assert_eq!(sum_reproducible(&x), exact as f32, "n = {n}");
+        }
+    }
+
+    #[test]
+    fn the_empty_sum_and_a_sum_of_negative_zeros_are_positive_zero() {
+        assert_eq!(sum_reproducible::<f32>(&[]).to_bits(), 0);
+        // The padding of a ragged chunk adds +0.0, so -0.0 + +0.0 = +0.0: documented.
+        assert_eq!(sum_reproducible(&[-0.0f64; 5]).to_bits(), 0);
+    }
+
+    #[test]
+    fn a_sum_is_the_sum_of_its_chunk_sums_level_by_level() {
+        for (n, seed) in [(8192 * 5 + 3, 1), (8192 * 8192 + 1, 2)] {
+            let x = random_f32(n, seed);
+            let level1 = chunk_sums(&x);
+            assert_eq!(level1.len(), n.div_ceil(reduce_repro_chunk(4)));
+            assert_eq!(
+                sum_reproducible(&x).to_bits(),
+                sum_reproducible(&level1).to_bits()
+            );
+        }
+    }
+
+    #[test]
+    fn the_order_is_not_the_sequential_one_and_rounds_like_a_tree() {
+        // 8191 values of 1 after one 2^24: sequentially every +1 is lost (2^24 + 1 rounds back
+        // to 2^24); the tree adds the ones among themselves first and keeps them.
+        let mut x = vec![1.0f32; 8192];
+        x[0] = 16_777_216.0;
+        let sequential: f32 = x.iter().sum();
+        assert_eq!(sequential, 16_777_216.0);
+        let exact = 16_777_216.0 + 8191.0;
+        let got = sum_reproducible(&x) as f64;
+        // Only the few additions that meet 2^24 round (to a spacing of 2).
+        assert!((got - exact).abs() <= 2.0, "{got} vs {exact}");
+    }
+
+    #[test]
+    fn its_error_is_within_the_bound_of_a_tree_of_depth_log2_n() {
+        let x = random_f32(1_000_003, 9);
+        let exact: f64 = ferrocuda::cpu::compensated_sum(x.iter().map(|&v| v as f64));
+        let abs: f64 = x.iter().map(|v| v.abs() as f64).sum();
+        let got = sum_reproducible(&x) as f64;
+        assert!(
+            (got - exact).abs() <= 22.0 * f32::EPSILON as f64 * abs,
+            "{got} vs {exact}"
+        );
+    }
+}

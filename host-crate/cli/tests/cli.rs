@@ -369,6 +369,33 @@ fn unknown_reduce_and_stencil_variants_are_rejected_with_the_list() {
     );
 }
 
+#[test]
+fn the_reproducible_sum_is_refused_for_integers_and_other_operators() {
+    assert_clean_failure(
+        &ferrocuda(&["reduce", "--variant", "reproducible", "--type", "i32"]),
+        &["reproducible sum is a sum of f32 or f64", "sum of i32"],
+    );
+    assert_clean_failure(
+        &ferrocuda(&[
+            "reduce",
+            "--variant",
+            "reproducible",
+            "--type",
+            "f32",
+            "--op",
+            "max",
+        ]),
+        &["reproducible sum is a sum of f32 or f64", "max of f32"],
+    );
+    // The bench knows the name (it fails later, on opening the GPU, not on the name).
+    let o = ferrocuda(&["bench", "--variants", "reproducible,quantum"]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("reproducible, or all"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// `ferrocuda report` draws a run again from its results.json, without a GPU.
 #[test]
 fn report_rerenders_a_run_from_its_results_json() {

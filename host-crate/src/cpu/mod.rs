@@ -10,6 +10,7 @@ use crate::runtime::element::{Element, signed_unit};
 
 pub mod check;
 pub mod reduce;
+pub mod reproducible;
 pub mod stencil;
 pub mod warp;
 

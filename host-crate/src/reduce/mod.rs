@@ -22,8 +22,11 @@ use crate::runtime::timing::{Stats, time_on_stream};
 pub use crate::cpu::reduce::ReduceOp;
 
 mod plan;
+mod reproducible;
 mod variant;
+pub use crate::cpu::reproducible::Reproducible;
 pub use plan::ReducePlan;
+pub use reproducible::{sum_reproducible, sum_reproducible_to_device};
 use variant::{Entries, V};
 pub use variant::{ReduceVariant, complete_unroll_blocks};
 

@@ -150,12 +150,10 @@ impl<T: Element, A: Element> PlanState<T, A> {
         // wait below watches for the slot to change from it.
         self.result.write(A::poison());
         let out = self.result.device_ptr();
-        let outcome = self
-            .enqueue(gpu, stream, input, out)
-            .and_then(|()| {
-                self.result
-                    .wait(stream, || self.launch_description(input.len()))
-            });
+        let outcome = self.enqueue(gpu, stream, input, out).and_then(|()| {
+            self.result
+                .wait(stream, || self.launch_description(input.len()))
+        });
         if outcome.is_err() {
             self.ticket_clean = false;
         }
@@ -173,7 +171,7 @@ impl<T: Element, A: Element> PlanState<T, A> {
 /// One element of page-locked host memory mapped into the device's address space
 /// (`cuMemHostAlloc` with `DEVICEMAP`): the kernel's last block writes the result into it, so
 /// bringing a result to the host costs no copy, only the wait.
-struct MappedSlot<A> {
+pub(super) struct MappedSlot<A> {
     host: *mut A,
     device: cust::sys::CUdeviceptr,
 }
@@ -183,7 +181,7 @@ struct MappedSlot<A> {
 unsafe impl<A: Send> Send for MappedSlot<A> {}
 
 impl<A: Element> MappedSlot<A> {
-    fn new() -> Result<Self> {
+    pub(super) fn new() -> Result<Self> {
         let mut host = std::ptr::null_mut();
         // SAFETY: a writable pointer; flags PORTABLE (1) | DEVICEMAP (2).
         check_raw("cuMemHostAlloc", unsafe {
@@ -201,11 +199,11 @@ impl<A: Element> MappedSlot<A> {
         mapped.map(|()| slot)
     }
 
-    fn device_ptr(&self) -> DevicePointer<A> {
+    pub(super) fn device_ptr(&self) -> DevicePointer<A> {
         DevicePointer::from_raw(self.device)
     }
 
-    fn write(&mut self, value: A) {
+    pub(super) fn write(&mut self, value: A) {
         // SAFETY: one valid, aligned element that no kernel uses between runs.
         unsafe { std::ptr::write_volatile(self.host, value) }
     }
@@ -221,7 +219,7 @@ impl<A: Element> MappedSlot<A> {
     /// runs/tuning-notes.md). Every [`STREAM_CHECK`] the stream is asked too, so that a kernel
     /// that failed is reported, and a result that happens to equal the poison is read once the
     /// stream finished.
-    fn wait(&self, stream: &Stream, launch: impl Fn() -> KernelLaunch) -> Result<A> {
+    pub(super) fn wait(&self, stream: &Stream, launch: impl Fn() -> KernelLaunch) -> Result<A> {
         let poison = A::poison();
         let mut next_check = std::time::Instant::now() + STREAM_CHECK;
         loop {

@@ -8,6 +8,7 @@
 //!   atomic finish, and the grid-stride two-pass version with a static device buffer.
 //! - `cg_vector`: the cooperative-groups sum with 16-byte loads (seed 004).
 //! - `fast`: one launch, 16-byte loads, a grid sized for the GPU, deterministic.
+//! - `reproducible`: the float sum whose bits depend on `n` alone, the same on every GPU.
 //!
 //! This file is the family's table of entry points: one `#[kernel]` declaration per kernel, its
 //! `# Launch` and `# Safety` contract, and a call into the algorithm. The host gets each one's
@@ -20,6 +21,8 @@ pub mod cg_vector;
 pub mod fast;
 #[cfg(target_arch = "nvptx64")]
 mod op;
+#[cfg(target_arch = "nvptx64")]
+pub mod reproducible;
 #[cfg(target_arch = "nvptx64")]
 pub mod textbook;
 #[cfg(target_arch = "nvptx64")]
@@ -310,4 +313,18 @@ pub unsafe fn reduce_fast_sum_i32_to_i64(
             x, n, partials, ticket, out,
         )
     }
+}
+
+/// One level of the reproducible float sum: the sum of each chunk of
+/// `reduce_repro_chunk(size_of::<T>())` elements of `x[..n]` into `out[chunk]`, in the order
+/// `reproducible` documents. The host launches it again on `out` until one value is left.
+///
+/// # Launch
+/// block exactly `REDUCE_REPRO_BLOCK` (256), any grid, no dynamic shared memory.
+///
+/// # Safety
+/// `x` holds `n` elements; `out` holds `n.div_ceil(reduce_repro_chunk(size_of::<T>()))`.
+#[kernel(T in [f32, f64])]
+pub unsafe fn reduce_reproducible<T: Element>(x: *const T, n: usize, out: *mut T) {
+    unsafe { reproducible::chunk_sums(x, n, out) }
 }

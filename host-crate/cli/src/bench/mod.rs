@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use cust::memory::{AsyncCopyDestination, DeviceBuffer};
 
+use ferrocuda::cpu::reproducible::{self as cpu_reproducible, Reproducible};
 use ferrocuda::cpu::{Check, ReduceReference, book_input, check_stencil};
 use ferrocuda::reduce::{ReduceOp, ReduceRun, ReduceVariant};
 use ferrocuda::runtime::element::{ElemType, Element};
@@ -30,6 +31,7 @@ pub mod api;
 mod baselines;
 pub mod chart;
 pub mod report;
+pub mod reproducible;
 
 use baselines::Baselines;
 pub use report::{
@@ -58,6 +60,8 @@ enum Job {
     Copy,
     Reduce(ReduceVariant, u32),
     Stencil(StencilVariant, u32),
+    /// `reduce::sum_reproducible` (f32, f64): every level, event-timed as one operation.
+    Reproducible,
 }
 
 /// The rows of one (size, type) group, in the order they are measured and reported.
@@ -67,6 +71,9 @@ fn jobs(cfg: &BenchConfig, ty: ElemType) -> Vec<Job> {
         for b in blocks_for(cfg, v.default_block(), |b| v.block_error(b).is_none()) {
             jobs.push(Job::Reduce(v, b));
         }
+    }
+    if cfg.reproducible && ty.is_float() {
+        jobs.push(Job::Reproducible);
     }
     let taps = Taps::<f32>::Sum { radius: cfg.radius };
     for &v in cfg.stencil_variants.iter().filter(|v| v.supports_type(ty)) {
@@ -97,6 +104,19 @@ struct Group<'g, T: Element> {
     outputs: Vec<DeviceBuffer<T>>,
     reps: usize,
     radius: u32,
+    /// The reproducible sum of this type and the CPU order's result over `host`, for `f32`
+    /// and `f64` (a function pointer: `Group` is generic over every element type).
+    reproducible: Option<ReproducibleSum<T>>,
+}
+
+/// [`reproducible::measure`] for one type.
+type MeasureReproducible<T> =
+    fn(&Gpu, &[DeviceBuffer<T>], T, usize) -> Result<reproducible::Measured<T>>;
+
+/// See [`Group::reproducible`].
+struct ReproducibleSum<T: Element> {
+    measure: MeasureReproducible<T>,
+    want: T,
 }
 
 impl<'g, T: Element> Group<'g, T> {
@@ -118,7 +138,20 @@ impl<'g, T: Element> Group<'g, T> {
             outputs,
             reps: cfg.reps,
             radius: cfg.radius,
+            reproducible: None,
         })
+    }
+
+    /// With the reproducible sum's row ([`Job::Reproducible`]) measurable.
+    fn with_reproducible(mut self) -> Self
+    where
+        T: Reproducible,
+    {
+        self.reproducible = Some(ReproducibleSum {
+            measure: reproducible::measure::<T>,
+            want: cpu_reproducible::sum_reproducible(&self.host),
+        });
+        self
     }
 
     /// The buffer the last timed repetition used, out of `k` in rotation.
@@ -139,7 +172,38 @@ impl<'g, T: Element> Group<'g, T> {
             Job::Copy => self.copy_round(first || last),
             Job::Reduce(v, block) => self.reduce_round(v, block, first, last, flush),
             Job::Stencil(v, block) => self.stencil_round(v, block, first, last),
+            Job::Reproducible => self.reproducible_round(first || last),
         }
+    }
+
+    fn reproducible_round(&mut self, check: bool) -> Result<Round> {
+        let sum = self
+            .reproducible
+            .as_ref()
+            .ok_or_else(|| Error::InvalidArgument {
+                what: format!("the reproducible sum has no {} version", T::TYPE),
+            })?;
+        let m = (sum.measure)(self.gpu, &self.inputs, sum.want, self.reps)?;
+        let n = self.host.len();
+        let chunk = ferrocuda::kernels::config::reduce_repro_chunk(size_of::<T>());
+        // The chunks of each level (each level's grid is at most the resident block count).
+        let mut levels = vec![n.div_ceil(chunk)];
+        while levels[levels.len() - 1] > 1 {
+            levels.push(levels[levels.len() - 1].div_ceil(chunk));
+        }
+        Ok(Round {
+            samples: m.samples,
+            checks: if check { vec![m.check] } else { Vec::new() },
+            grid: format!(
+                "chunks {}",
+                levels
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join("+")
+            ),
+            bytes: (n * size_of::<T>()) as u64,
+        })
     }
 
     fn copy_round(&mut self, check: bool) -> Result<Round> {
@@ -317,8 +381,12 @@ impl<T: Element> Rounds for Group<'_, T> {
 impl<'g> Pending<'g> {
     fn new(gpu: &'g Gpu, cfg: &BenchConfig, ty: ElemType, n: usize) -> Result<Self> {
         let jobs = jobs(cfg, ty);
-        let group: Box<dyn Rounds + 'g> =
-            ferrocuda::with_elem_type!(ty, T => Box::new(Group::<T>::new(gpu, cfg, n)?));
+        let repro = jobs.iter().any(|j| matches!(j, Job::Reproducible));
+        let group: Box<dyn Rounds + 'g> = match ty {
+            ElemType::F32 if repro => Box::new(Group::<f32>::new(gpu, cfg, n)?.with_reproducible()),
+            ElemType::F64 if repro => Box::new(Group::<f64>::new(gpu, cfg, n)?.with_reproducible()),
+            _ => ferrocuda::with_elem_type!(ty, T => Box::new(Group::<T>::new(gpu, cfg, n)?)),
+        };
         Ok(Self {
             ty,
             n,
@@ -388,6 +456,7 @@ impl<'g> Pending<'g> {
                 block: match job {
                     Job::Copy => 0,
                     Job::Reduce(_, b) | Job::Stencil(_, b) => b,
+                    Job::Reproducible => ferrocuda::kernels::config::REDUCE_REPRO_BLOCK,
                 },
                 grid,
                 bytes,
@@ -408,7 +477,7 @@ impl<'g> Pending<'g> {
 fn job_family(job: Job) -> &'static str {
     match job {
         Job::Copy => "copy",
-        Job::Reduce(..) => "reduce",
+        Job::Reduce(..) | Job::Reproducible => "reduce",
         Job::Stencil(..) => "stencil",
     }
 }
@@ -418,6 +487,7 @@ fn job_name(job: Job, radius: u32) -> String {
         Job::Copy => "cuMemcpyDtoD".into(),
         Job::Reduce(v, _) => v.name().into(),
         Job::Stencil(v, _) => format!("{}_r{radius}", v.name()),
+        Job::Reproducible => reproducible::REPRODUCIBLE.into(),
     }
 }
 

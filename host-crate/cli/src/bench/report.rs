@@ -20,6 +20,8 @@ pub struct BenchConfig {
     pub reduce_variants: Vec<ReduceVariant>,
     /// Stencil variants.
     pub stencil_variants: Vec<StencilVariant>,
+    /// Whether the reduce family has the reproducible sum's row (for `f32` and `f64`).
+    pub reproducible: bool,
     /// Block sizes to try per variant (each variant's default when empty).
     pub blocks: Vec<u32>,
     /// Stencil radius.
@@ -47,6 +49,7 @@ impl BenchConfig {
             types: vec![ElemType::F32, ElemType::I32],
             reduce_variants: ReduceVariant::ALL.to_vec(),
             stencil_variants: StencilVariant::ALL.to_vec(),
+            reproducible: true,
             blocks: Vec::new(),
             radius: ferrocuda::stencil::STENCIL_DEFAULT_RADIUS,
             reps: 20,

@@ -9,12 +9,14 @@ use std::collections::BTreeMap;
 use cust::memory::DeviceBuffer;
 use ferrocuda::kernels::broken::{broken_reduce_volatile_warp_i32, broken_stencil_1d_no_sync_f32};
 use ferrocuda::kernels::config::STENCIL_RADII;
+use ferrocuda::kernels::config::{REDUCE_FAST_ITEMS, reduce_repro_chunk};
 use ferrocuda::kernels::entry::EntryInfo;
 use ferrocuda::kernels::lab::warp_functions_demo;
-use ferrocuda::kernels::reduce::reduce_fast_sum_i32_to_i64;
+use ferrocuda::kernels::reduce::{reduce_fast_sum_i32_to_i64, reduce_reproducible};
 use ferrocuda::kernels::smoke::smoke_saxpy;
 use ferrocuda::kernels::timing::timing_spin;
 
+use ferrocuda::cpu::reproducible::Reproducible;
 use ferrocuda::cpu::{ReduceReference, SplitMix64, check_stencil};
 use ferrocuda::reduce::{ReduceOp, ReduceRun, ReduceVariant};
 use ferrocuda::runtime::element::{ElemType, Element};
@@ -50,6 +52,17 @@ pub fn library_kernels() -> Vec<&'static EntryInfo> {
 /// (small, because the tools slow every launch down by orders of magnitude).
 pub const CASE_SIZES: [usize; 2] = [33, 4099];
 
+/// The fast reduction's extra sizes, in tiles of its block (a tile is `block * ITEMS` 16-byte
+/// vectors): `3 tiles + 5` runs several blocks, so the ticket path and the last block's combine;
+/// `resident blocks * tiles + 1 tile + 7` makes a block loop over two tiles. Both have a ragged
+/// tail, and run at offset 1 too (the scalar head).
+fn fast_path_sizes<T: Element>(gpu: &Gpu) -> Result<[usize; 2]> {
+    let plan = ferrocuda::reduce::ReducePlan::<T>::new(gpu, ReduceOp::Sum)?;
+    let tile = plan.block() as usize * REDUCE_FAST_ITEMS * (16 / size_of::<T>());
+    let resident = plan.grid(usize::MAX) as usize;
+    Ok([3 * tile + 5, resident * tile + tile + 7])
+}
+
 /// Runs every library kernel on small inputs with tails, checking each result; returns
 /// `(symbol, passed)` per kernel (a kernel that ran several cases passes if all did).
 pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
@@ -67,6 +80,8 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
             ferrocuda::with_elem_type!(ty, T => stencil_cases::<T>(gpu, &mut record))?;
         }
     }
+    reproducible_cases::<f32>(gpu, &mut record)?;
+    reproducible_cases::<f64>(gpu, &mut record)?;
     let wide: Vec<i32> = (0..4099).map(|i| i32::MAX - i).collect();
     let d = gpu.upload(&wide, "widening input")?;
     let want: i64 = wide.iter().map(|&v| v as i64).sum();
@@ -91,9 +106,33 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
     Ok(results)
 }
 
+/// The reproducible sum at one chunk ragged, two levels, and a misaligned start (every chunk
+/// then on the scalar path), checked bit for bit against the CPU order.
+fn reproducible_cases<T: Reproducible>(
+    gpu: &Gpu,
+    record: &mut impl FnMut(&str, bool),
+) -> Result<()> {
+    let chunk = reduce_repro_chunk(size_of::<T>());
+    let mut rng = SplitMix64::new(11);
+    let host: Vec<T> = (0..3 * chunk + 6)
+        .map(|_| T::from_random_bits(rng.next_u64()))
+        .collect();
+    let input = gpu.upload(&host, "sanitize reproducible input")?;
+    for (lo, hi) in [(0, CASE_SIZES[1]), (0, 3 * chunk + 5), (1, 3 * chunk + 6)] {
+        let got = ferrocuda::reduce::sum_reproducible(gpu, &input.index(lo..hi))?;
+        let want = ferrocuda::cpu::reproducible::sum_reproducible(&host[lo..hi]);
+        record(
+            reduce_reproducible::<T>().map_or("reduce_reproducible", |e| e.symbol()),
+            got.same_bits(want),
+        );
+    }
+    Ok(())
+}
+
 fn reduce_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Result<()> {
     let mut rng = SplitMix64::new(7);
-    let host: Vec<T> = (0..CASE_SIZES[1] + 1)
+    let fast_sizes = fast_path_sizes::<T>(gpu)?;
+    let host: Vec<T> = (0..fast_sizes[1] + 1)
         .map(|_| T::from_random_bits(rng.next_u64()))
         .collect();
     let input = gpu.upload(&host, "sanitize reduce input")?;
@@ -108,7 +147,12 @@ fn reduce_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> R
         };
         for op in ReduceOp::ALL.into_iter().filter(|&o| v.supports_op(o)) {
             for &block in &blocks {
-                for n in CASE_SIZES {
+                let sizes: &[usize] = if v == ReduceVariant::Fast {
+                    &[CASE_SIZES[0], CASE_SIZES[1], fast_sizes[0], fast_sizes[1]]
+                } else {
+                    &CASE_SIZES
+                };
+                for &n in sizes {
                     // Offset 1: an odd start, so the vector paths take their scalar head.
                     let (lo, hi) = if v == ReduceVariant::Fast {
                         (1, n + 1)

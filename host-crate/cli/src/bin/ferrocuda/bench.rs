@@ -8,6 +8,7 @@ use ferrocuda::reduce::ReduceVariant;
 use ferrocuda::runtime::element::ElemType;
 use ferrocuda::stencil::StencilVariant;
 use ferrocuda_cli::args::parse_count;
+use ferrocuda_cli::bench::reproducible::REPRODUCIBLE;
 use ferrocuda_cli::bench::{self, BenchConfig};
 
 /// `ferrocuda bench`.
@@ -81,14 +82,20 @@ impl BenchArgs {
             })
             .collect::<Result<Vec<_>>>()?;
         let (mut reduce_variants, mut stencil_variants) = (Vec::new(), Vec::new());
+        let mut reproducible = false;
         if self.variants == "all" {
             reduce_variants = ReduceVariant::ALL.to_vec();
             stencil_variants = StencilVariant::ALL.to_vec();
+            reproducible = true;
         } else {
             for v in list(&self.variants) {
                 match (ReduceVariant::from_name(&v), StencilVariant::from_name(&v)) {
+                    (None, None) if v == REPRODUCIBLE => reproducible = true,
                     (None, None) => {
-                        bail!("unknown variant `{v}` (a reduce or stencil variant name, or all)")
+                        bail!(
+                            "unknown variant `{v}` (a reduce or stencil variant name, \
+                             {REPRODUCIBLE}, or all)"
+                        )
                     }
                     (r, s) => {
                         reduce_variants.extend(r);
@@ -139,6 +146,7 @@ impl BenchArgs {
             types,
             reduce_variants,
             stencil_variants,
+            reproducible,
             blocks,
             radius: self.radius,
             reps: self.reps,

@@ -7,6 +7,8 @@ mod sanitize;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
+use ferrocuda::DeviceBuffer;
+use ferrocuda::cpu::reproducible::Reproducible;
 use ferrocuda::cpu::{ReduceReference, book_input};
 use ferrocuda::reduce::{self, ReduceOp, ReduceVariant};
 use ferrocuda::runtime::element::{ElemType, Element};
@@ -14,6 +16,7 @@ use ferrocuda::runtime::gpu::{EMBEDDED_PTX, Gpu};
 use ferrocuda::runtime::timing;
 use ferrocuda::smoke;
 use ferrocuda_cli::args::parse_count;
+use ferrocuda_cli::bench::reproducible::{self, Measured, REPRODUCIBLE};
 
 #[derive(Parser)]
 #[command(
@@ -55,7 +58,8 @@ enum Command {
     },
     /// Run reduction variants, time them and check them against the CPU (seed 002's table).
     Reduce {
-        /// A variant name, or `all`.
+        /// A variant name, `reproducible` (the f32/f64 sum with the same bits on every GPU), or
+        /// `all` (which includes `reproducible` for a float sum).
         #[arg(long, default_value = "all")]
         variant: String,
         /// Elements: 16777216, 2^24, 2^24+3, 1<<20.
@@ -205,7 +209,11 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let (ty, args) = reduce_args(&variant, n, block, &ty, &op, reps, seed)?;
             let gpu = open(cli.device)?;
-            let passed = ferrocuda::with_elem_type!(ty, T => reduce_table::<T>(&gpu, &args))?;
+            let passed = match ty {
+                ElemType::F32 => reduce_table::<f32>(&gpu, &args, Some(reproducible_row::<f32>)),
+                ElemType::F64 => reduce_table::<f64>(&gpu, &args, Some(reproducible_row::<f64>)),
+                _ => ferrocuda::with_elem_type!(ty, T => reduce_table::<T>(&gpu, &args, None)),
+            }?;
             if !passed {
                 bail!("some reduction results differ from the CPU (see the check column)");
             }
@@ -238,6 +246,8 @@ fn run(cli: Cli) -> Result<()> {
 
 struct ReduceArgs {
     variants: Vec<ReduceVariant>,
+    /// The reproducible sum's row too (`--variant reproducible`, or `all` for a float sum).
+    reproducible: bool,
     n: usize,
     block: Option<u32>,
     op: ReduceOp,
@@ -259,14 +269,29 @@ fn reduce_args(
     let op =
         ReduceOp::from_name(op).with_context(|| format!("unknown op `{op}` (sum, min, max)"))?;
     let names = || ReduceVariant::ALL.map(|v| v.name()).join(", ");
-    let variants = if variant == "all" {
+    let float_sum = ty.is_float() && op == ReduceOp::Sum;
+    let reproducible = (variant == "all" || variant == REPRODUCIBLE) && float_sum;
+    if variant == REPRODUCIBLE && !float_sum {
+        bail!(
+            "the reproducible sum is a sum of f32 or f64 (integer sums are the same on every \
+             GPU already), not a {} of {ty}",
+            op.name()
+        );
+    }
+    let variants = if variant == REPRODUCIBLE {
+        Vec::new()
+    } else if variant == "all" {
         ReduceVariant::ALL
             .into_iter()
             .filter(|v| v.supports_type(ty) && v.supports_op(op))
             .collect()
     } else {
-        let v = ReduceVariant::from_name(variant)
-            .with_context(|| format!("unknown reduce variant `{variant}` (all, {})", names()))?;
+        let v = ReduceVariant::from_name(variant).with_context(|| {
+            format!(
+                "unknown reduce variant `{variant}` (all, {REPRODUCIBLE}, {})",
+                names()
+            )
+        })?;
         if !v.supports_type(ty) || !v.supports_op(op) {
             bail!(
                 "reduce variant `{variant}` has no {} {ty} version",
@@ -289,6 +314,7 @@ fn reduce_args(
         ty,
         ReduceArgs {
             variants,
+            reproducible,
             n,
             block,
             op,
@@ -298,7 +324,29 @@ fn reduce_args(
     ))
 }
 
-fn reduce_table<T: Element>(gpu: &Gpu, a: &ReduceArgs) -> Result<bool> {
+/// The reproducible sum's timing and bit check on `input` (`host` on the device).
+type ReproducibleRow<T> = fn(&Gpu, &DeviceBuffer<T>, &[T], usize) -> Result<Measured<T>>;
+
+fn reproducible_row<T: Reproducible>(
+    gpu: &Gpu,
+    input: &DeviceBuffer<T>,
+    host: &[T],
+    reps: usize,
+) -> Result<Measured<T>> {
+    let want = ferrocuda::cpu::reproducible::sum_reproducible(host);
+    Ok(reproducible::measure(
+        gpu,
+        std::slice::from_ref(input),
+        want,
+        reps,
+    )?)
+}
+
+fn reduce_table<T: Element>(
+    gpu: &Gpu,
+    a: &ReduceArgs,
+    reproducible: Option<ReproducibleRow<T>>,
+) -> Result<bool> {
     let bytes = (a.n * size_of::<T>()) as u128;
     let (free, total) = gpu.memory_info()?;
     if 2 * bytes + (64 << 20) > free as u128 {
@@ -351,6 +399,24 @@ fn reduce_table<T: Element>(gpu: &Gpu, a: &ReduceArgs) -> Result<bool> {
             gbs,
             100.0 * gbs / copy_gbs,
             if m.check.passed { "PASS" } else { "FAIL" },
+            m.check.detail
+        );
+    }
+    if let Some(row) = reproducible.filter(|_| a.reproducible) {
+        let m = row(gpu, &input, &host, a.reps)?;
+        let stats = ferrocuda::runtime::timing::Stats::from_samples(m.samples);
+        let gbs = stats.gbs(bytes as u64);
+        all_passed &= m.check.passed;
+        println!(
+            "{:<24}{:>9}{:>7}{:>12.2}{:>10.0}{:>7.0}%  {} (sum {}: {})",
+            REPRODUCIBLE,
+            "-",
+            ferrocuda::kernels::config::REDUCE_REPRO_BLOCK,
+            stats.median_s * 1e6,
+            gbs,
+            100.0 * gbs / copy_gbs,
+            if m.check.passed { "PASS" } else { "FAIL" },
+            m.got,
             m.check.detail
         );
     }

@@ -1,0 +1,81 @@
+//! The reproducible sum as `ferrocuda bench` (its `reproducible` row of the reduce family) and
+//! `ferrocuda reduce --variant reproducible` time and check it: every level's kernel
+//! event-timed as one operation (`sum_reproducible_to_device`, no host wait inside), the
+//! result checked bit for bit against the CPU order.
+use ferrocuda::cpu::Check;
+use ferrocuda::cpu::reproducible::Reproducible;
+use ferrocuda::cust::memory::DeviceBuffer;
+use ferrocuda::reduce::sum_reproducible_to_device;
+use ferrocuda::runtime::element::Element;
+use ferrocuda::runtime::timing::time_samples;
+use ferrocuda::{Gpu, Result};
+
+/// The variant name of the reproducible sum, in the bench and the CLI.
+pub const REPRODUCIBLE: &str = "reproducible";
+
+/// Timed runs of the reproducible sum and the check of the last one.
+pub struct Measured<T> {
+    /// Event-timed seconds per run.
+    pub samples: Vec<f64>,
+    /// The last run's result.
+    pub got: T,
+    /// Whether `got` has the bits of the CPU order's result (any NaN matches any NaN).
+    pub check: Check,
+}
+
+/// Times `reps` runs over `inputs` in turn (after 3 warm-up runs) and checks the last one's
+/// result against `want`, the CPU order's sum of the inputs' common content.
+pub fn measure<T: Reproducible>(
+    gpu: &Gpu,
+    inputs: &[DeviceBuffer<T>],
+    want: T,
+    reps: usize,
+) -> Result<Measured<T>> {
+    let k = inputs.len();
+    let mut results = (0..k)
+        .map(|_| gpu.alloc::<T>(1, "reproducible sum result"))
+        .collect::<Result<Vec<_>>>()?;
+    for r in results.iter_mut() {
+        gpu.poison_async(r)?;
+    }
+    let samples = time_samples(
+        gpu,
+        3,
+        reps,
+        |_| Ok(()),
+        |i| sum_reproducible_to_device(gpu, &inputs[i % k], &mut results[i % k]),
+    )?;
+    let got = gpu.download(&results[(reps.max(1) - 1) % k])?[0];
+    let same = got.same_bits(want) || (got.to_f64().is_nan() && want.to_f64().is_nan());
+    let check = Check {
+        passed: same,
+        detail: if same {
+            format!("the CPU order's bits ({:#x})", bits(got))
+        } else {
+            format!(
+                "got {got} ({:#x}), the CPU order gives {want} ({:#x})",
+                bits(got),
+                bits(want)
+            )
+        },
+    };
+    Ok(Measured {
+        samples,
+        got,
+        check,
+    })
+}
+
+/// The value's bits, as an integer of its width.
+pub fn bits<T: Element>(v: T) -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: `T` is a plain number of 4 or 8 bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            (&v as *const T).cast::<u8>(),
+            bytes.as_mut_ptr(),
+            size_of::<T>(),
+        )
+    };
+    u64::from_le_bytes(bytes)
+}

@@ -1,0 +1,94 @@
+//! The reproducible sum's order on the CPU: the same additions, in the same order, as the
+//! kernel (`kernels-crate/src/reduce/reproducible.rs`), so the same bits for every input whose
+//! sum is not a NaN.
+use ferrocuda_kernels::config::{
+    REDUCE_REPRO_BLOCK, REDUCE_REPRO_LOADS, WARP_SIZE, reduce_repro_chunk,
+};
+
+use crate::runtime::element::Element;
+
+/// The element types of the reproducible sum: `f32` and `f64` (integers are reproducible in
+/// any order; `reduce::sum` is already the same on every GPU for them).
+pub trait Reproducible: Element + private::Sealed {}
+impl Reproducible for f32 {}
+impl Reproducible for f64 {}
+
+mod private {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+/// The sum of `x` in the reproducible order: chunk sums, then chunk sums of those, until one
+/// value is left; `+0.0` for an empty input.
+pub fn sum_reproducible<T: Reproducible>(x: &[T]) -> T {
+    if x.is_empty() {
+        return T::default();
+    }
+    let mut sums = chunk_sums(x);
+    while sums.len() > 1 {
+        sums = chunk_sums(&sums);
+    }
+    sums[0]
+}
+
+/// One pass: the sum of each chunk of `x` (what one round of launches writes).
+pub fn chunk_sums<T: Reproducible>(x: &[T]) -> Vec<T> {
+    x.chunks(reduce_repro_chunk(size_of::<T>()))
+        .map(chunk_sum)
+        .collect()
+}
+
+/// `a[i] += a[i + m/2]` down to `a[0]` (`m` a power of two).
+fn halve<T: Element>(a: &mut [T]) -> T {
+    let mut width = a.len();
+    while width > 1 {
+        width /= 2;
+        for i in 0..width {
+            a[i] = a[i].add(a[i + width]);
+        }
+    }
+    a[0]
+}
+
+/// The XOR butterfly of a warp's 32 values, as lane 0 ends with it (every lane ends with the
+/// same bits: IEEE addition commutes).
+fn butterfly<T: Element>(v: &mut [T; 32]) -> T {
+    let mut mask = WARP_SIZE as usize / 2;
+    while mask > 0 {
+        let old = *v;
+        for (i, slot) in v.iter_mut().enumerate() {
+            *slot = old[i].add(old[i ^ mask]);
+        }
+        mask /= 2;
+    }
+    v[0]
+}
+
+/// One chunk, elements past its end as `+0.0`.
+fn chunk_sum<T: Element>(chunk: &[T]) -> T {
+    let lanes = 16 / size_of::<T>();
+    let block = REDUCE_REPRO_BLOCK as usize;
+    let warp = WARP_SIZE as usize;
+    let element = |i: usize| chunk.get(i).copied().unwrap_or_default();
+    let mut warp_sums = [T::default(); 32];
+    for (w, warp_sum) in warp_sums.iter_mut().enumerate().take(block / warp) {
+        let mut threads = [T::default(); 32];
+        for (lane, thread) in threads.iter_mut().enumerate() {
+            let t = w * warp + lane;
+            let mut sums = [T::default(); REDUCE_REPRO_LOADS];
+            for (k, sum) in sums.iter_mut().enumerate() {
+                let first = (k * block + t) * lanes;
+                let mut v = [T::default(); 4];
+                for (j, e) in v.iter_mut().enumerate().take(lanes) {
+                    *e = element(first + j);
+                }
+                *sum = halve(&mut v[..lanes]);
+            }
+            *thread = halve(&mut sums);
+        }
+        *warp_sum = butterfly(&mut threads);
+    }
+    // Warp 0 over the warp sums, the unused lanes `+0.0`.
+    butterfly(&mut warp_sums)
+}

@@ -1,0 +1,191 @@
+//! The reproducible sum: `f32` / `f64` sums whose bits depend on the input alone, the same on
+//! every GPU and on the CPU ([`cpu::reproducible`](crate::cpu::reproducible) follows the same
+//! order). The order: chunks of [`reduce_repro_chunk`] elements, each summed in one fixed tree,
+//! then the chunk sums chunked and summed the same way until one value is left (see
+//! `docs/reduction.md`).
+//!
+//! A call is one launch per level: one for `n` up to a chunk (8192 `f32`), two up to 2^26
+//! `f32`, three up to 2^39. The last level writes into a page-locked mapped slot, as
+//! [`ReducePlan::run`](super::ReducePlan::run) does, and the call waits for the value there.
+use cust::memory::{DeviceBuffer, DevicePointer, DeviceSlice};
+use ferrocuda_kernels::config::{REDUCE_REPRO_BLOCK, reduce_repro_chunk};
+use ferrocuda_kernels::entry::Entry;
+
+use super::plan::MappedSlot;
+use crate::cpu::reproducible::Reproducible;
+use crate::runtime::config::LaunchConfig;
+use crate::runtime::error::{Error, KernelLaunch, Result};
+use crate::runtime::gpu::{Gpu, WorkspaceKey};
+
+/// The kernel's parameter list: `x, n, out`.
+type ReproArgs<T> = (*const T, usize, *mut T);
+
+/// The kernel for `T` (an `f32` or `f64` instance of `reduce_reproducible`).
+fn entry<T: Reproducible>() -> Result<Entry<ReproArgs<T>>> {
+    ferrocuda_kernels::reduce::reduce_reproducible::<T>().ok_or_else(|| Error::InvalidArgument {
+        what: format!("no reproducible sum kernel for {}", T::TYPE),
+    })
+}
+
+/// What the `Gpu` caches per type: the grid limit, two ping-pong buffers for the chunk sums,
+/// and the result slot.
+struct ReproState<T: Reproducible> {
+    max_grid: u32,
+    levels: [DeviceBuffer<T>; 2],
+    result: MappedSlot<T>,
+}
+
+impl<T: Reproducible> ReproState<T> {
+    fn new(gpu: &Gpu) -> Result<Self> {
+        let kernel = gpu.kernel(entry::<T>()?)?;
+        let resident =
+            kernel.max_active_blocks_per_sm(REDUCE_REPRO_BLOCK, 0)? * gpu.props().sm_count;
+        Ok(Self {
+            max_grid: resident.max(1),
+            levels: [
+                gpu.alloc(1, "reproducible sum: chunk sums")?,
+                gpu.alloc(1, "reproducible sum: chunk sums")?,
+            ],
+            result: MappedSlot::new()?,
+        })
+    }
+
+    /// Grows `levels[i]` to hold `len` elements (never shrinks: the workspace is reused).
+    fn reserve(&mut self, gpu: &Gpu, i: usize, len: usize) -> Result<()> {
+        if self.levels[i].len() < len {
+            self.levels[i] = gpu.alloc(len, "reproducible sum: chunk sums")?;
+        }
+        Ok(())
+    }
+
+    /// Enqueues every level on the GPU's stream, the last one writing into `result`; returns
+    /// the last launch, for error messages. `input` is not empty.
+    fn enqueue(
+        &mut self,
+        gpu: &Gpu,
+        input: &DeviceSlice<T>,
+        result: DevicePointer<T>,
+    ) -> Result<LastLevel> {
+        let n = input.len();
+        let chunk = reduce_repro_chunk(size_of::<T>());
+        let first = n.div_ceil(chunk);
+        if first > 1 {
+            self.reserve(gpu, 0, first)?;
+            self.reserve(gpu, 1, first.div_ceil(chunk))?;
+        }
+        let kernel = gpu.kernel(entry::<T>()?)?;
+        let (mut src, mut len, mut level) = (input.as_device_ptr(), n, 0);
+        loop {
+            let chunks = len.div_ceil(chunk);
+            let dst = if chunks == 1 {
+                result
+            } else {
+                self.levels[level % 2].as_device_ptr()
+            };
+            let grid = chunks.min(self.max_grid as usize) as u32;
+            // SAFETY: `src` holds `len` elements (the input, or the previous level's sums);
+            // `dst` holds `chunks` (the levels were reserved for the first two levels and later
+            // ones are smaller; `result` holds one); the block is REDUCE_REPRO_BLOCK. Launches
+            // on one stream run in order, so a level reads what the one before wrote.
+            unsafe {
+                kernel.launch_on(
+                    gpu.stream(),
+                    kernel.config(grid, REDUCE_REPRO_BLOCK),
+                    (src, len, dst),
+                )?
+            };
+            if chunks == 1 {
+                return Ok(LastLevel {
+                    symbol: kernel.symbol(),
+                    grid,
+                    len,
+                });
+            }
+            (src, len, level) = (dst, chunks, level + 1);
+        }
+    }
+
+    fn run(&mut self, gpu: &Gpu, input: &DeviceSlice<T>) -> Result<T> {
+        if input.is_empty() {
+            return Ok(T::default());
+        }
+        // Poison first: the wait watches the slot change from it.
+        self.result.write(T::poison());
+        let last = self.enqueue(gpu, input, self.result.device_ptr())?;
+        self.result.wait(gpu.stream(), || last.launch())
+    }
+}
+
+/// The last launch of a call, described only when an error needs it.
+struct LastLevel {
+    symbol: &'static str,
+    grid: u32,
+    len: usize,
+}
+
+impl LastLevel {
+    fn launch(&self) -> KernelLaunch {
+        KernelLaunch {
+            kernel: format!("{} (last level, {} elements)", self.symbol, self.len),
+            config: LaunchConfig::linear(self.grid, REDUCE_REPRO_BLOCK, 0),
+        }
+    }
+}
+
+/// The workspace the `Gpu` caches for `T`.
+fn with_state<T: Reproducible, R>(
+    gpu: &Gpu,
+    f: impl FnOnce(&mut ReproState<T>) -> Result<R>,
+) -> Result<R> {
+    let key = WorkspaceKey {
+        family: "reduce::reproducible",
+        types: (std::any::TypeId::of::<T>(), std::any::TypeId::of::<T>()),
+        variant: "sum",
+    };
+    gpu.with_workspace(key, || ReproState::<T>::new(gpu), f)
+}
+
+/// The sum of `input` in the reproducible order: the same bits on every GPU and as
+/// [`cpu::reproducible::sum_reproducible`](crate::cpu::reproducible::sum_reproducible), for
+/// any length and any alignment of the slice (a NaN result is a NaN; its payload is the
+/// device's). `+0.0` for an empty input. Runs on the GPU's stream with a workspace the `Gpu`
+/// caches per type, and waits for the value.
+///
+/// ```no_run
+/// # fn main() -> ferrocuda::Result<()> {
+/// let gpu = ferrocuda::Gpu::new(0)?;
+/// let x = gpu.upload(&vec![0.1f32; 1 << 20], "x")?;
+/// let host: Vec<f32> = vec![0.1; 1 << 20];
+/// let sum = ferrocuda::reduce::sum_reproducible(&gpu, &x)?;
+/// assert_eq!(sum.to_bits(), ferrocuda::cpu::reproducible::sum_reproducible(&host).to_bits());
+/// # Ok(()) }
+/// ```
+pub fn sum_reproducible<T: Reproducible>(gpu: &Gpu, input: &DeviceSlice<T>) -> Result<T> {
+    with_state(gpu, |state| state.run(gpu, input))
+}
+
+/// [`sum_reproducible`] into `result[0]` on the device, enqueued on the GPU's stream without
+/// waiting (for the next kernel, or to time the kernels alone). `result` must hold at least
+/// one element.
+pub fn sum_reproducible_to_device<T: Reproducible>(
+    gpu: &Gpu,
+    input: &DeviceSlice<T>,
+    result: &mut DeviceSlice<T>,
+) -> Result<()> {
+    if result.is_empty() {
+        return Err(Error::InvalidArgument {
+            what: "reproducible sum: the device result buffer is empty; it needs one element"
+                .into(),
+        });
+    }
+    if input.is_empty() {
+        // SAFETY: `result` holds at least one element (checked above).
+        let mut first = unsafe { DeviceSlice::from_raw_parts_mut(result.as_device_ptr(), 1) };
+        return gpu.memset_d8_async_on(gpu.stream(), &mut first, 0);
+    }
+    with_state(gpu, |state| {
+        state
+            .enqueue(gpu, input, result.as_device_ptr())
+            .map(|_| ())
+    })
+}
