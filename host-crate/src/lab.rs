@@ -253,3 +253,130 @@ pub fn divergence(
     }
     Ok(rows)
 }
+
+/// What [`stream_overlap`] measured: a host-to-device copy and a kernel, each alone, one after
+/// the other on one stream, and side by side on two streams; every time from events.
+#[derive(Clone, Debug)]
+pub struct StreamOverlap {
+    /// Bytes copied (page-locked host memory to the device).
+    pub copy_bytes: usize,
+    /// Elements of the stencil's input.
+    pub n: usize,
+    /// Medians, in seconds: the copy alone, the kernel alone, both on one stream, both on two
+    /// streams.
+    pub copy_s: f64,
+    /// See above.
+    pub kernel_s: f64,
+    /// See above.
+    pub serial_s: f64,
+    /// See above.
+    pub concurrent_s: f64,
+    /// Whether the copy arrived whole and the stencil's output matches the CPU.
+    pub correct: bool,
+}
+
+impl StreamOverlap {
+    /// The share of the shorter operation hidden behind the longer one when they run on two
+    /// streams: 0 for none, 1 for all of it.
+    pub fn hidden(&self) -> f64 {
+        let shorter = self.copy_s.min(self.kernel_s);
+        ((self.serial_s - self.concurrent_s) / shorter).clamp(0.0, 1.0)
+    }
+}
+
+/// Streams and events (流、事件, seed 004's system-level synchronisation), shown on a real run:
+/// a copy of `n` `f32` from page-locked host memory to the device on one stream, and the R = 3
+/// stencil over another `n` on a second stream. Events time each part: the second stream
+/// waits (`cuStreamWaitEvent`) for an event recorded after the start event on the first, and
+/// the first waits for an event recorded after the kernel on the second before the stop
+/// event, so the interval covers both. Then the whole device synchronises
+/// (`cuCtxSynchronize`) and the results are checked. The copy engine and the SMs are separate
+/// units, so the two can overlap; the fraction hidden is measured, not assumed.
+pub fn stream_overlap(gpu: &Gpu, n: usize, reps: usize) -> Result<StreamOverlap> {
+    use crate::cpu::stencil::{Boundary, Taps, check_stencil};
+    use crate::runtime::error::CudaContext;
+    use cust::event::{Event, EventFlags};
+    use cust::memory::{AsyncCopyDestination, LockedBuffer};
+    use cust::stream::{Stream, StreamFlags};
+
+    if n == 0 {
+        return Err(Error::InvalidArgument {
+            what: "stream overlap: n must be at least 1".into(),
+        });
+    }
+    gpu.make_current()?;
+    let host: Vec<f32> = (0..n).map(|i| (i % 251) as f32).collect();
+    let pinned = LockedBuffer::from_slice(&host).call("cuMemHostAlloc")?;
+    let mut copy_dst = gpu.alloc::<f32>(n, "stream overlap: copy destination")?;
+    let stencil_in = gpu.upload(&host, "stream overlap: stencil input")?;
+    let mut stencil_out = gpu.alloc::<f32>(n, "stream overlap: stencil output")?;
+    let taps = Taps::<f32>::Sum { radius: 3 };
+    let copy_stream = Stream::new(StreamFlags::NON_BLOCKING, None).call("cuStreamCreate")?;
+    let kernel_stream = Stream::new(StreamFlags::NON_BLOCKING, None).call("cuStreamCreate")?;
+    let event = || Event::new(EventFlags::DEFAULT).call("cuEventCreate");
+    let (start, stop) = (event()?, event()?);
+
+    // `cuStreamWaitEvent` on a fresh untimed event recorded on `from` (cust's `wait_event`
+    // takes the event by value).
+    let wait = |stream: &Stream, from: &Stream| -> Result<()> {
+        let gate = Event::new(EventFlags::DISABLE_TIMING).call("cuEventCreate")?;
+        gate.record(from).call("cuEventRecord")?;
+        stream
+            .wait_event(gate, cust::stream::StreamWaitEventFlags::DEFAULT)
+            .call("cuStreamWaitEvent")
+    };
+    // One timed round: `copy` and/or `kernel`, on one stream or two.
+    let mut round = |copy: bool, kernel: bool, two_streams: bool| -> Result<f64> {
+        let first = &copy_stream;
+        let second = if two_streams {
+            &kernel_stream
+        } else {
+            &copy_stream
+        };
+        start.record(first).call("cuEventRecord")?;
+        wait(second, first)?;
+        if copy {
+            // SAFETY: both hold `n` elements; the pinned buffer outlives the synchronisation
+            // below.
+            unsafe { copy_dst.async_copy_from(&pinned, first) }.call("cuMemcpyHtoDAsync")?;
+        }
+        if kernel {
+            crate::stencil::apply_into_on(
+                gpu,
+                second,
+                &stencil_in,
+                &mut stencil_out,
+                &taps,
+                Boundary::Zero,
+            )?;
+        }
+        wait(first, second)?;
+        stop.record(first).call("cuEventRecord")?;
+        // Device-wide synchronisation: every stream of the context.
+        cust::context::CurrentContext::synchronize().call("cuCtxSynchronize")?;
+        Ok(stop.elapsed_time_f32(&start).call("cuEventElapsedTime")? as f64 / 1e3)
+    };
+    let mut median = |copy, kernel, two| -> Result<f64> {
+        round(copy, kernel, two)?; // warm-up
+        let samples = (0..reps.max(1))
+            .map(|_| round(copy, kernel, two))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Stats::from_samples(samples).median_s)
+    };
+    let copy_s = median(true, false, false)?;
+    let kernel_s = median(false, true, false)?;
+    let serial_s = median(true, true, false)?;
+    let concurrent_s = median(true, true, true)?;
+    let copied = gpu.download(&copy_dst)?;
+    let correct = copied == host
+        && check_stencil(&host, &taps, Boundary::Zero, &gpu.download(&stencil_out)?).passed;
+    Ok(StreamOverlap {
+        copy_bytes: n * size_of::<f32>(),
+        n,
+        copy_s,
+        kernel_s,
+        serial_s,
+        concurrent_s,
+        correct,
+    })
+}

@@ -123,7 +123,8 @@ pub struct Occupancy {
     pub limiter: Limiter,
     /// Active warps / maximum warps per SM.
     pub occupancy: f64,
-    /// The driver's suggested block size (`cuOccupancyMaxPotentialBlockSize`).
+    /// The driver's suggested block size (`cuOccupancyMaxPotentialBlockSize`, with the
+    /// dynamic shared memory the kernel declares for each block size it tries).
     pub suggested_block: u32,
 }
 
@@ -143,7 +144,9 @@ pub fn occupancy(gpu: &Gpu, entry: &'static EntryInfo, block: u32) -> Result<Occ
     );
     let max_warps = props.max_threads_per_sm / props.warp_size;
     let occupancy = (active_blocks * block.div_ceil(props.warp_size)) as f64 / max_warps as f64;
-    let (_, suggested_block) = kernel.suggested_block_size(dynamic_shared)?;
+    // The suggestion tries every block size, each with the dynamic shared memory the kernel
+    // declares for it (a stencil's tile grows with its block).
+    let (_, suggested_block) = kernel.suggested_block_size_declared()?;
     Ok(Occupancy {
         kernel: entry.symbol.to_string(),
         block,

@@ -179,3 +179,25 @@ pub unsafe fn math_kernel4(c: *mut f32, n: usize, work: u32) {
     // SAFETY: forwarded to the launcher.
     unsafe { store(c, n, tid, ia, ib) };
 }
+
+/// Seed 004's exercise: every thread prints its `threadIdx.x` and `blockIdx.x` with device
+/// `printf` ("are they printed in order? why?": lines of one warp come out together, but the
+/// order of warps and blocks is whatever order they ran in). `tag` tells runs apart.
+///
+/// # Launch
+/// Any 1D grid and block; the output appears at the host's next synchronisation.
+///
+/// # Safety
+/// None beyond a valid launch (it touches no memory).
+#[kernel]
+pub unsafe fn print_thread_indices(tag: u32) {
+    use crate::device::thread::{block_dim_x, block_idx_x, grid_dim_x};
+    crate::device::println!(
+        "tag %u: threadIdx.x = %u of %u, blockIdx.x = %u of %u",
+        tag,
+        thread_idx_x(),
+        block_dim_x(),
+        block_idx_x(),
+        grid_dim_x()
+    );
+}

@@ -14,6 +14,7 @@ pub mod config;
 pub use ferrocuda_device::device_global;
 /// The typed handles and the registry of entry points (from the device layer).
 pub use ferrocuda_device::entry;
+pub use ferrocuda_device::grid;
 #[cfg(target_arch = "nvptx64")]
 pub use ferrocuda_device::shared_array;
 

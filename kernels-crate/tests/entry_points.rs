@@ -92,11 +92,16 @@ fn every_instance_is_listed_once_with_its_parameters() {
     assert_eq!(symbols.len(), all.len(), "a symbol is listed twice");
     let count = |module: &str| all.iter().filter(|e| e.module.ends_with(module)).count();
     // 9 textbook kernels x 6 types (complete_unroll x 5 blocks), 3 float seed-000 trees, the two
-    // grid-stride kernels, the CG vector sum on 2 types, sum/min/max x 6, the widening sum and
-    // the reproducible sum on 2 types.
+    // grid-stride kernels, the CG vector sum on 2 types, sum/min/max x 6, the widening sum, the
+    // reproducible sum on 2 types and the grid-synchronised sum on 6.
     assert_eq!(
         count("::reduce"),
-        8 * 6 + 5 * 6 + 3 * 2 + 2 * 2 + 2 + 3 * 6 + 1 + 2
+        8 * 6 + 5 * 6 + 3 * 2 + 2 * 2 + 2 + 3 * 6 + 1 + 2 + 6
+    );
+    let e = entry_point("reduce_grid_sync_f32").unwrap();
+    assert_eq!(
+        e.params,
+        ["*const f32", "usize", "*mut f32", "GridBarrier", "*mut f32"]
     );
     // naive, shared and fast on 3 types, weighted and fast weighted on 2, 6 radii each.
     assert_eq!(count("::stencil"), (3 + 3 + 3 + 2 + 2) * 6);

@@ -135,7 +135,7 @@ fn block_error_allows_exactly_the_documented_block_sizes() {
         |min: u32| -> Vec<u32> { (0..=10).map(|e| 1 << e).filter(|&b| b >= min).collect() };
     for v in V::ALL {
         let want = match v {
-            V::Fast => (1..=32).map(|k| 32 * k).collect(),
+            V::Fast | V::GridSync => (1..=32).map(|k| 32 * k).collect(),
             V::CgVector4 => powers_of_two_from(32),
             _ => powers_of_two_from(64),
         };
@@ -147,7 +147,7 @@ fn block_error_allows_exactly_the_documented_block_sizes() {
     for v in V::ALL.into_iter().filter(|&v| v != V::Fast) {
         let want = match v {
             _ if v.is_textbook() => 512,
-            V::CgVector4 => 256,
+            V::CgVector4 | V::GridSync => 256,
             _ => 128,
         };
         assert_eq!(v.default_block(), want, "{v:?}");

@@ -41,6 +41,18 @@ fn main() -> ExitCode {
             bad_input_leaves_plans_usable,
         ),
         gpu_test(
+            "a_grid_synchronised_sum_is_right_and_a_grid_that_cannot_be_co_resident_is_refused",
+            grid_sync_launches,
+        ),
+        gpu_test(
+            "the_suggested_block_size_maximises_occupancy_with_the_shared_memory_each_block_declares",
+            suggested_block_with_declared_shared,
+        ),
+        gpu_test(
+            "a_copy_and_a_kernel_on_two_streams_give_right_results_and_consistent_event_times",
+            streams_and_events,
+        ),
+        gpu_test(
             "soak_100000_mixed_calls_on_two_threads_end_with_the_memory_they_started_with",
             soak,
         ),
@@ -275,6 +287,145 @@ fn apply_into_checks(gpu: &Gpu) -> TestResult {
         "refused, yet written"
     );
     let _ = &mut both;
+    Ok(())
+}
+
+/// The cooperative launch: the grid-synchronised sum over ragged sizes (its grid at the
+/// resident count, so that blocks loop and every block meets the barrier), twice in a row (the
+/// barrier needs no reset); a grid one block larger than can be resident, and an ordinary
+/// launch of a grid-synchronised kernel, are refused with errors that say why.
+fn grid_sync_launches(gpu: &Gpu) -> TestResult {
+    use ferrocuda::kernels::reduce::reduce_grid_sync;
+    for n in [1usize, 31, 4099, (1 << 20) + 3, (1 << 24) + 1] {
+        let host = random_vec::<i64>(n, n as u64);
+        let x = gpu.upload(&host, "grid sync input")?;
+        let want = host.iter().fold(0i64, |a, &b| a.wrapping_add(b));
+        for _ in 0..2 {
+            let mut run =
+                ReduceRun::<i64>::new(gpu, ReduceVariant::GridSync, ReduceOp::Sum, &x, 256)?;
+            let got = run.run()?;
+            ensure!(got == want, "n = {n}: {got} vs {want}");
+        }
+    }
+    let kernel = gpu.kernel(reduce_grid_sync::<f32>().context("f32 instance")?)?;
+    let resident = kernel.max_active_blocks_per_sm(256, 0)? * gpu.props().sm_count;
+    let x = gpu.upload(&vec![1.0f32; 1000], "x")?;
+    let partials = gpu.alloc::<f32>(resident as usize + 1, "partials")?;
+    let out = gpu.alloc::<f32>(1, "out")?;
+    let too_large = kernel.config(resident + 1, 256);
+    // SAFETY: `x` holds 1000 elements, `partials` one per block, `out` one.
+    let refused = unsafe {
+        kernel.launch_cooperative(too_large, |barrier| {
+            (
+                x.as_device_ptr(),
+                1000,
+                partials.as_device_ptr(),
+                barrier,
+                out.as_device_ptr(),
+            )
+        })
+    };
+    match refused {
+        Err(e @ Error::InvalidLaunch { .. }) => {
+            let text = e.to_string();
+            ensure!(
+                text.contains("reduce_grid_sync_f32")
+                    && text.contains(&format!("all {} blocks resident", resident + 1))
+                    && text.contains(&format!("only {resident} fit")),
+                "unclear refusal: {text}"
+            );
+        }
+        other => anyhow::bail!(
+            "a grid of {} blocks was not refused: {other:?}",
+            resident + 1
+        ),
+    }
+    // The same kernel through an ordinary launch: refused before anything is enqueued (it
+    // needs a barrier only `launch_cooperative` makes; any value here is a stand-in).
+    // SAFETY: refused before the launch, so the stand-in barrier is never used.
+    let stand_in = unsafe { ferrocuda::kernels::grid::GridBarrier::from_raw(0) };
+    let ordinary = unsafe {
+        kernel.launch(
+            kernel.config(1, 256),
+            (
+                x.as_device_ptr(),
+                1000,
+                partials.as_device_ptr(),
+                stand_in,
+                out.as_device_ptr(),
+            ),
+        )
+    };
+    match ordinary {
+        Err(e @ Error::InvalidLaunch { .. }) if e.to_string().contains("launch_cooperative") => {}
+        other => anyhow::bail!("an ordinary launch was not refused: {other:?}"),
+    }
+    // And the GPU still works: a good cooperative launch after the refusals.
+    // SAFETY: as above, with a grid of one block.
+    unsafe {
+        kernel.launch_cooperative(kernel.config(1, 256), |barrier| {
+            (
+                x.as_device_ptr(),
+                1000,
+                partials.as_device_ptr(),
+                barrier,
+                out.as_device_ptr(),
+            )
+        })?
+    };
+    ensure!(
+        gpu.download(&out)?[0] == 1000.0,
+        "one-block cooperative sum"
+    );
+    Ok(())
+}
+
+/// `suggested_block_size_declared` asks the driver with the dynamic shared memory each block
+/// size declares; its answer must reach the best occupancy over every block size, each with
+/// its own declared memory (for the stencil with R = 16 whose tile grows with the block, and
+/// for a kernel that declares none).
+fn suggested_block_with_declared_shared(gpu: &Gpu) -> TestResult {
+    use ferrocuda::kernels::stencil::stencil_1d_shared;
+    let entries = [
+        stencil_1d_shared::<f64>(16)
+            .context("stencil instance")?
+            .info(),
+        smoke_saxpy().info(),
+    ];
+    for entry in entries {
+        let kernel = gpu.kernel_info(entry)?;
+        let (_, suggested) = kernel.suggested_block_size_declared()?;
+        let warps = |b: u32| -> anyhow::Result<u32> {
+            Ok(kernel.max_active_blocks_per_sm(b, entry.dynamic_shared_bytes(b))? * b.div_ceil(32))
+        };
+        let best = (1..=32)
+            .map(|k| warps(32 * k))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let best = best.into_iter().max().unwrap_or(0);
+        ensure!(
+            suggested > 0 && warps(suggested)? == best,
+            "{}: suggested block {suggested} reaches {} resident warps per SM, the best is {best}",
+            entry.symbol,
+            warps(suggested)?
+        );
+    }
+    Ok(())
+}
+
+/// The streams demo: results right, and the event times consistent (each arrangement of two
+/// operations takes at least as long as the longer one alone). How much overlaps is measured
+/// by `ferrocuda streams`, not asserted here.
+fn streams_and_events(gpu: &Gpu) -> TestResult {
+    let r = ferrocuda::lab::stream_overlap(gpu, (1 << 22) + 5, 3)?;
+    ensure!(r.correct, "the copy or the stencil output is wrong");
+    let longer = r.copy_s.max(r.kernel_s);
+    ensure!(
+        r.copy_s > 0.0
+            && r.kernel_s > 0.0
+            && r.serial_s >= 0.9 * longer
+            && r.concurrent_s >= 0.9 * longer,
+        "inconsistent times: {r:?}"
+    );
     Ok(())
 }
 

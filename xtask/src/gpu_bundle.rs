@@ -1,9 +1,11 @@
 //! `cargo xtask gpu-bundle`: everything a GPU machine needs to test ferrocuda, in one folder.
 //!
 //! The GPU machines have a driver but no Rust toolchain, and binaries built here run there
-//! unchanged (see `shared/TOOLCHAIN.md`). So the bundle holds the release `ferrocuda` binary,
-//! every test executable of the workspace under a stable name, the PTX for reference, and a
-//! `run.sh` that runs them all and closes with `ferrocuda-gpu: N passed, N failed, N skipped`.
+//! unchanged: built against glibc 2.36, they ran on the GPU machines' Ubuntu 24.04 (glibc
+//! 2.39) and load the driver's own `libcuda.so.1`. So the bundle holds the release `ferrocuda`
+//! binary, every test executable of the workspace under a stable name, the PTX for reference,
+//! and a `run.sh` that runs them all and closes with
+//! `ferrocuda-gpu: N passed, N failed, N skipped`.
 //!
 //! Test executables are named `<package>-<test target>` for integration tests,
 //! `<package>-lib` for a library's unit tests and `<package>-<kind>-<target>` for other unit

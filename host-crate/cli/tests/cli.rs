@@ -396,6 +396,54 @@ fn the_reproducible_sum_is_refused_for_integers_and_other_operators() {
     );
 }
 
+/// Device printf (seed 004's exercise): on a GPU, exactly one line per thread with its own
+/// indices (in any order: warps print in the order they ran). Without a GPU the command fails
+/// cleanly and the test says loudly that it skipped the check (a failure where
+/// `FERROCUDA_REQUIRE_GPU=1`, as on the GPU machine).
+#[test]
+fn print_indices_prints_every_threads_indices_from_the_device() {
+    let o = ferrocuda(&[
+        "print-indices",
+        "--grid",
+        "3",
+        "--block",
+        "40",
+        "--tag",
+        "42",
+    ]);
+    if !o.status.success() {
+        let err = stderr(&o);
+        let no_gpu = err.contains("no CUDA device") || err.contains("no NVIDIA driver");
+        assert!(
+            no_gpu && std::env::var("FERROCUDA_REQUIRE_GPU").as_deref() != Ok("1"),
+            "print-indices failed: {err}"
+        );
+        assert_clean_failure(&o, &["CUDA device 0"]);
+        eprintln!("SKIPPED (no GPU): device printf not checked: {err}");
+        return;
+    }
+    let out = String::from_utf8_lossy(&o.stdout);
+    let mut got: Vec<&str> = out.lines().filter(|l| l.starts_with("tag 42:")).collect();
+    got.sort_unstable();
+    let mut want: Vec<String> = (0..3)
+        .flat_map(|b| {
+            (0..40).map(move |t| format!("tag 42: threadIdx.x = {t} of 40, blockIdx.x = {b} of 3"))
+        })
+        .collect();
+    want.sort_unstable();
+    assert_eq!(got, want, "stdout:\n{out}");
+}
+
+#[test]
+fn print_indices_refuses_more_lines_than_the_printf_buffer_keeps() {
+    assert_clean_failure(
+        &ferrocuda(&["print-indices", "--grid", "100", "--block", "100"]),
+        &["10000 lines", "at most 4096"],
+    );
+    assert_clean_failure(&ferrocuda(&["print-indices", "--block", "0"]), &["block 0"]);
+    assert_clean_failure(&ferrocuda(&["streams", "--n", "0"]), &["at least 1"]);
+}
+
 /// `ferrocuda report` draws a run again from its results.json, without a GPU.
 #[test]
 fn report_rerenders_a_run_from_its_results_json() {

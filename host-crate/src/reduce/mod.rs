@@ -18,6 +18,7 @@ use crate::runtime::error::{CudaContext, Error, KernelLaunch, Result};
 use crate::runtime::gpu::Gpu;
 use crate::runtime::kernel::{Kernel, KernelFunction};
 use crate::runtime::timing::{Stats, time_on_stream};
+use ferrocuda_kernels::grid::GridBarrier;
 
 pub use crate::cpu::reduce::ReduceOp;
 
@@ -64,6 +65,11 @@ enum Plan<'g, T: Element, A: Element> {
         config: LaunchConfig,
         partials: DeviceBuffer<A>,
         ticket: DeviceBuffer<u32>,
+    },
+    GridSync {
+        kernel: Kernel<'g, (*const T, usize, *mut A, GridBarrier, *mut A)>,
+        config: LaunchConfig,
+        partials: DeviceBuffer<A>,
     },
 }
 
@@ -208,6 +214,19 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                     ticket: gpu.upload(&[0u32], "reduction ticket")?,
                 }
             }
+            Entries::GridSync(e) => {
+                let kernel = gpu.kernel(e)?;
+                // Every block resident at once: at most the resident count, and no more blocks
+                // than there are threads' worth of elements.
+                let resident = kernel.max_active_blocks_per_sm(block, 0)? * gpu.props().sm_count;
+                let grid = blocks_for(block as usize)?.min(resident.max(1));
+                let config = kernel.config(grid, block);
+                Plan::GridSync {
+                    kernel,
+                    config,
+                    partials: poisoned(grid as usize, "per-block partials")?,
+                }
+            }
         };
         let run = Self {
             gpu,
@@ -240,6 +259,7 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                 ..
             } => vec![(first, configs[0]), (finish, configs[1])],
             Plan::Fast { kernel, config, .. } => vec![(kernel, *config)],
+            Plan::GridSync { kernel, config, .. } => vec![(kernel, *config)],
         }
     }
 
@@ -287,6 +307,10 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                 let (grid, block) = shape(&configs[0]);
                 (n / (grid * block)).ceil() + log2(block) + (grid / 1024.0).ceil() + 10.0
             }
+            Plan::GridSync { config, .. } => {
+                let (grid, block) = shape(config);
+                (n / (grid * block)).ceil() + 2.0 * log2(block) + (grid / block).ceil()
+            }
             Plan::Fast { config, .. } => {
                 let (grid, block) = shape(config);
                 (n / (grid * block)).ceil()
@@ -317,9 +341,9 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                 }
                 gpu.poison_async(partials)?;
             }
-            Plan::GridStride { partials, .. } | Plan::Fast { partials, .. } => {
-                gpu.poison_async(partials)?
-            }
+            Plan::GridStride { partials, .. }
+            | Plan::Fast { partials, .. }
+            | Plan::GridSync { partials, .. } => gpu.poison_async(partials)?,
             Plan::AtomicFinish { .. } | Plan::CgVector { .. } | Plan::GridStrideStatic { .. } => {}
         }
         gpu.poison_async(&mut self.out)?;
@@ -388,6 +412,13 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                         out,
                     ),
                 ),
+                Plan::GridSync {
+                    kernel,
+                    config,
+                    partials,
+                } => kernel.launch_cooperative(*config, |barrier| {
+                    (input, n, partials.as_device_ptr(), barrier, out)
+                }),
             }
         }
     }

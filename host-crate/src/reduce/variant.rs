@@ -1,6 +1,7 @@
 //! The reduction variants of the notes and the library, by name, with the typed handles of the
 //! kernels each one launches.
 use ferrocuda_kernels::entry::{DeviceGlobal, Entry};
+use ferrocuda_kernels::grid::GridBarrier;
 
 use crate::cpu::reduce::ReduceOp;
 use crate::runtime::element::{ElemType, Element};
@@ -40,13 +41,16 @@ pub enum ReduceVariant {
     CgVector4,
     /// The library's fast path.
     Fast,
+    /// One cooperative launch: per-block partials, `grid.sync()`, block 0 adds them (seeds 000
+    /// and 004's grid-wide synchronisation).
+    GridSync,
 }
 
 pub(super) use ReduceVariant as V;
 
 impl ReduceVariant {
     /// All of them, in the order of the notes.
-    pub const ALL: [ReduceVariant; 16] = [
+    pub const ALL: [ReduceVariant; 17] = [
         V::Neighbored,
         V::NeighboredLess,
         V::Interleaved,
@@ -63,6 +67,7 @@ impl ReduceVariant {
         V::Reduce2Static,
         V::CgVector4,
         V::Fast,
+        V::GridSync,
     ];
 
     /// The CLI name; also the kernel symbol stem (`reduce_<name>_<type>`), except for the two
@@ -85,6 +90,7 @@ impl ReduceVariant {
             V::Reduce2Static => "reduce2_static",
             V::CgVector4 => "cg_vector4",
             V::Fast => "fast",
+            V::GridSync => "grid_sync",
         }
     }
 
@@ -147,7 +153,7 @@ impl ReduceVariant {
     pub fn default_block(self) -> u32 {
         match self {
             _ if self.is_textbook() => 512,
-            V::CgVector4 => 256,
+            V::CgVector4 | V::GridSync => 256,
             V::Fast => 512,
             _ => 128,
         }
@@ -156,11 +162,11 @@ impl ReduceVariant {
     /// Why `block` cannot be used with this variant, if it cannot.
     pub fn block_error(self, block: u32) -> Option<String> {
         let (min, rule) = match self {
-            V::Fast => (32, "a multiple of 32"),
+            V::Fast | V::GridSync => (32, "a multiple of 32"),
             V::CgVector4 => (32, "a power of two"),
             _ => (64, "a power of two"),
         };
-        let shape_ok = if self == V::Fast {
+        let shape_ok = if matches!(self, V::Fast | V::GridSync) {
             block.is_multiple_of(32)
         } else {
             block.is_power_of_two()
@@ -207,6 +213,9 @@ impl ReduceVariant {
             V::Fast => {
                 "16-byte loads, 4 in flight per thread, grid = occupancy x SMs, shuffle tree, one launch"
             }
+            V::GridSync => {
+                "grid-stride 4-byte loads, one partial per block, a grid-wide barrier, block 0 finishes"
+            }
         }
     }
 }
@@ -241,6 +250,8 @@ pub(super) enum Entries<T, A> {
     ),
     /// The fast path.
     Fast(Entry<(*const T, usize, *mut A, *mut u32, *mut A)>),
+    /// The grid-synchronised sum (a cooperative launch).
+    GridSync(Entry<(*const T, usize, *mut A, GridBarrier, *mut A)>),
 }
 
 impl<T: Element, A: Element> Entries<T, A> {
@@ -274,6 +285,7 @@ impl<T: Element, A: Element> Entries<T, A> {
                 k::reduce1_parallelism::<A>()?,
                 k::reduce2_static_partials::<A>()?,
             )),
+            V::GridSync => Some(Self::GridSync(k::reduce_grid_sync::<T>()?.retype()?)),
             V::Fast => {
                 let widening = k::reduce_fast_sum_i32_to_i64().retype();
                 let same = match op {

@@ -371,6 +371,21 @@ impl Gpu {
         f(workspace)
     }
 
+    /// The device address of the grid barrier of cooperative launches (one zeroed `u32`,
+    /// made on first use and kept; see [`Kernel::launch_cooperative`](crate::Kernel::launch_cooperative)).
+    pub(crate) fn grid_barrier(&self) -> Result<u64> {
+        let key = WorkspaceKey {
+            family: "grid barrier",
+            types: (std::any::TypeId::of::<u32>(), std::any::TypeId::of::<u32>()),
+            variant: "",
+        };
+        self.with_workspace(
+            key,
+            || self.upload(&[0u32], "grid barrier of cooperative launches"),
+            |barrier: &mut DeviceBuffer<u32>| Ok(barrier.as_device_ptr().as_raw()),
+        )
+    }
+
     /// Fails, naming both, unless `stream` belongs to this GPU's context (a stream of another
     /// context would run the launch there, or fail with an opaque handle error).
     pub fn check_stream(&self, stream: &Stream) -> Result<()> {

@@ -18,6 +18,7 @@ use cust::module::Module;
 use cust::stream::Stream;
 use cust::sys::CUfunction;
 use ferrocuda_kernels::entry::{ByValue, Entry, EntryInfo};
+use ferrocuda_kernels::grid::GridBarrier;
 
 use crate::runtime::config::LaunchConfig;
 use crate::runtime::error::{
@@ -56,6 +57,22 @@ impl<'g, Args> Deref for Kernel<'g, Args> {
     fn deref(&self) -> &KernelFunction<'g> {
         &self.function
     }
+}
+
+std::thread_local! {
+    /// The kernel whose declared dynamic shared memory [`declared_dynamic_shared`] reports:
+    /// the driver's callback takes the block size only.
+    static DECLARED_SHARED: std::cell::Cell<Option<&'static EntryInfo>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// The occupancy callback: the dynamic shared memory the kernel in [`DECLARED_SHARED`]
+/// declares for a block of `block` threads.
+unsafe extern "C" fn declared_dynamic_shared(block: std::ffi::c_int) -> usize {
+    DECLARED_SHARED.with(|rule| {
+        rule.get()
+            .map_or(0, |e| e.dynamic_shared_bytes(block.max(0) as u32) as usize)
+    })
 }
 
 /// A host value that may stand for a kernel parameter of type `P`.
@@ -374,6 +391,41 @@ impl<'g> KernelFunction<'g> {
         Ok((grid.max(0) as u32, block.max(0) as u32))
     }
 
+    /// `cuOccupancyMaxPotentialBlockSize` with, for each block size it tries, the dynamic
+    /// shared memory the kernel declares for that block (the runtime API's
+    /// `cudaOccupancyMaxPotentialBlockSizeVariableSMem`): for a kernel whose tile grows with
+    /// the block, such as the stencils, a fixed figure would suggest for the wrong tile.
+    /// Returns (minimum grid for full occupancy, block size).
+    pub fn suggested_block_size_declared(&self) -> Result<(u32, u32)> {
+        let (mut grid, mut block) = (0, 0);
+        self.gpu.make_current()?;
+        DECLARED_SHARED.with(|rule| rule.set(Some(self.entry)));
+        // SAFETY: a live function handle and writable outputs; the callback reads the rule set
+        // just above, on this thread, for the duration of the call.
+        let status = unsafe {
+            cust::sys::cuOccupancyMaxPotentialBlockSize(
+                &mut grid,
+                &mut block,
+                self.raw,
+                Some(declared_dynamic_shared),
+                0,
+                0,
+            )
+        };
+        DECLARED_SHARED.with(|rule| rule.set(None));
+        check_raw("cuOccupancyMaxPotentialBlockSize", status)?;
+        Ok((grid.max(0) as u32, block.max(0) as u32))
+    }
+
+    /// Whether the kernel synchronises its whole grid: it takes a [`GridBarrier`] parameter,
+    /// so it must run under [`Kernel::launch_cooperative`].
+    pub fn is_cooperative(&self) -> bool {
+        self.entry
+            .params
+            .iter()
+            .any(|p| p.trim_end().ends_with("GridBarrier"))
+    }
+
     fn describe(&self, config: LaunchConfig) -> KernelLaunch {
         KernelLaunch {
             kernel: self.symbol().to_string(),
@@ -464,6 +516,15 @@ impl<Args> Kernel<'_, Args> {
         args: A,
     ) -> Result<()> {
         self.validate(config)?;
+        if self.is_cooperative() {
+            return Err(Error::InvalidLaunch {
+                launch: self.describe(config),
+                reason: "this kernel synchronises its whole grid (it takes a `GridBarrier`): \
+                         launch it with `Kernel::launch_cooperative`, which checks that every \
+                         block can be resident at once"
+                    .into(),
+            });
+        }
         self.gpu.make_current()?;
         self.gpu.check_stream(stream)?;
         let [gx, gy, gz] = config.grid;
@@ -489,6 +550,71 @@ impl<Args> Kernel<'_, Args> {
             }
         });
         check_raw_launch("cuLaunchKernel", Some(&self.describe(config)), status)
+    }
+
+    /// A cooperative launch (`cuLaunchCooperativeKernel`) on the GPU's stream, for a kernel
+    /// that synchronises its whole grid: `args` receives the launch's [`GridBarrier`] and
+    /// returns the argument tuple. Refused, naming the numbers, when the grid has more blocks
+    /// than can be resident at once with this block size and dynamic shared memory (the
+    /// barrier would never open). Cooperative launches share one barrier per `Gpu` and all go
+    /// to its stream, so they never run at the same time.
+    ///
+    /// # Safety
+    /// As [`launch`](Self::launch); every thread of the grid reaches each `grid.sync()`.
+    pub unsafe fn launch_cooperative<A: LaunchArgs<Args>>(
+        &self,
+        config: LaunchConfig,
+        args: impl FnOnce(GridBarrier) -> A,
+    ) -> Result<()> {
+        self.validate(config)?;
+        let threads = config.block_threads() as u32;
+        let blocks = config.grid.iter().map(|&g| g as u64).product::<u64>();
+        let per_sm = self.max_active_blocks_per_sm(threads, config.dynamic_shared_bytes)?;
+        let sms = self.gpu.props().sm_count;
+        let resident = per_sm as u64 * sms as u64;
+        if blocks > resident {
+            return Err(Error::InvalidLaunch {
+                launch: self.describe(config),
+                reason: format!(
+                    "a cooperative launch needs all {blocks} blocks resident at once, but only \
+                     {resident} fit on {} ({per_sm} per SM x {sms} SMs with {threads} threads \
+                     and {} B of dynamic shared memory per block)",
+                    self.gpu.props().name,
+                    config.dynamic_shared_bytes
+                ),
+            });
+        }
+        let barrier = self.gpu.grid_barrier()?;
+        // SAFETY: the GPU's own counter, zeroed when made and left at a multiple of 0x8000_0000
+        // by every completed barrier; cooperative launches all go to the GPU's stream, so no
+        // other kernel uses it meanwhile; the grid is co-resident (checked above, and the
+        // driver's cooperative launch refuses it otherwise).
+        let args = args(unsafe { GridBarrier::from_raw(barrier) });
+        self.gpu.make_current()?;
+        let [gx, gy, gz] = config.grid;
+        let [bx, by, bz] = config.block;
+        let status = args.with_addresses(|addresses| {
+            // SAFETY: as in `launch_on`.
+            unsafe {
+                cust::sys::cuLaunchCooperativeKernel(
+                    self.raw,
+                    gx,
+                    gy,
+                    gz,
+                    bx,
+                    by,
+                    bz,
+                    config.dynamic_shared_bytes,
+                    self.gpu.stream().as_inner(),
+                    addresses.as_ptr() as *mut *mut c_void,
+                )
+            }
+        });
+        check_raw_launch(
+            "cuLaunchCooperativeKernel",
+            Some(&self.describe(config)),
+            status,
+        )
     }
 
     /// [`launch`](Self::launch), then waits for the kernel and reports an execution error

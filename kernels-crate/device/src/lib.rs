@@ -42,9 +42,12 @@
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 pub use ferrocuda_macros::kernel;
+#[cfg(target_arch = "nvptx64")]
+pub use ferrocuda_macros::{printf, println};
 
 pub mod config;
 pub mod entry;
+pub mod grid;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod atomic;
@@ -56,6 +59,8 @@ pub mod cg;
 pub mod clock;
 #[cfg(target_arch = "nvptx64")]
 pub mod element;
+#[cfg(target_arch = "nvptx64")]
+pub mod print;
 #[cfg(target_arch = "nvptx64")]
 pub mod shared;
 #[cfg(target_arch = "nvptx64")]

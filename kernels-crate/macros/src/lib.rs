@@ -427,3 +427,192 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
         #(#[cfg(not(target_arch = "nvptx64"))] #registry)*
     })
 }
+
+/// Device `printf` (CUDA's `printf`, through the PTX ABI's `vprintf`): a C format string and
+/// its arguments, checked at compile time. Each conversion fixes its argument's type, and a
+/// wrong count or type does not compile:
+///
+/// | conversion | argument |
+/// |---|---|
+/// | `%d %i %c` (also with `h`, `hh`) | `i32` |
+/// | `%u %x %X %o` (also with `h`, `hh`) | `u32` |
+/// | `%ld %lld %li %lli` | `i64` |
+/// | `%lu %llu %lx %llx %lX %llX %lo %llo %zu %zx` | `u64` |
+/// | `%f %F %e %E %g %G %a %A` | anything `Into<f64>` (`f32` is promoted, as C does) |
+/// | `%p` | a raw pointer |
+/// | `%s` | `*const u8` to a NUL-terminated string in device memory |
+///
+/// Flags, a fixed width and a fixed precision are allowed; `*` (a width or precision taken from
+/// an argument) is not. The arguments are packed as `vprintf` reads them: a `#[repr(C)]` struct,
+/// each field aligned to its own size.
+///
+/// ```ignore
+/// ferrocuda_device::printf!("block %u thread %u\n", block_idx_x(), thread_idx_x());
+/// ```
+#[proc_macro]
+pub fn printf(input: TokenStream) -> TokenStream {
+    expand_printf(input, false)
+}
+
+/// `printf!` with a newline appended to the format.
+#[proc_macro]
+pub fn println(input: TokenStream) -> TokenStream {
+    expand_printf(input, true)
+}
+
+/// The type a conversion takes, as the expansion binds it.
+enum PrintfArg {
+    Ty(proc_macro2::TokenStream),
+    Float,
+    Pointer,
+}
+
+/// Parses the conversions of a C format string.
+fn printf_conversions(format: &str) -> Result<Vec<PrintfArg>, String> {
+    let mut args = Vec::new();
+    let mut chars = format.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            continue;
+        }
+        if chars.peek() == Some(&'%') {
+            chars.next();
+            continue;
+        }
+        let mut spec = String::from("%");
+        while let Some(&f) = chars.peek() {
+            if "-+ #0".contains(f) {
+                spec.push(f);
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        while let Some(&d) = chars.peek() {
+            if d.is_ascii_digit() || d == '.' {
+                spec.push(d);
+                chars.next();
+            } else if d == '*' {
+                return Err(format!(
+                    "`{spec}*`: a width or precision from an argument is not supported; write it in the format"
+                ));
+            } else {
+                break;
+            }
+        }
+        let mut length = String::new();
+        while let Some(&l) = chars.peek() {
+            if "hlz".contains(l) {
+                length.push(l);
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        let Some(conversion) = chars.next() else {
+            return Err(format!(
+                "`{spec}{length}` ends the format without a conversion"
+            ));
+        };
+        spec.push_str(&length);
+        spec.push(conversion);
+        let ty = |t: &str| PrintfArg::Ty(t.parse().expect("a type"));
+        let arg = match (length.as_str(), conversion) {
+            ("" | "h" | "hh", 'd' | 'i' | 'c') => ty("i32"),
+            ("" | "h" | "hh", 'u' | 'x' | 'X' | 'o') => ty("u32"),
+            ("l" | "ll", 'd' | 'i') => ty("i64"),
+            ("l" | "ll" | "z", 'u' | 'x' | 'X' | 'o') => ty("u64"),
+            ("", 'f' | 'F' | 'e' | 'E' | 'g' | 'G' | 'a' | 'A') => PrintfArg::Float,
+            ("", 'p') => PrintfArg::Pointer,
+            ("", 's') => ty("*const u8"),
+            _ => return Err(format!("unsupported conversion `{spec}`")),
+        };
+        args.push(arg);
+    }
+    Ok(args)
+}
+
+fn expand_printf(input: TokenStream, newline: bool) -> TokenStream {
+    use syn::parse::Parser;
+    let parser = syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated;
+    let exprs = match parser.parse(input) {
+        Ok(e) => e.into_iter().collect::<Vec<_>>(),
+        Err(e) => return e.to_compile_error().into(),
+    };
+    let Some((first, args)) = exprs.split_first() else {
+        return quote::quote!(compile_error!("printf! needs a format string")).into();
+    };
+    let format = match first {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        }) => s.clone(),
+        other => {
+            return syn::Error::new_spanned(other, "printf!'s format must be a string literal")
+                .to_compile_error()
+                .into();
+        }
+    };
+    let conversions = match printf_conversions(&format.value()) {
+        Ok(c) => c,
+        Err(e) => {
+            return syn::Error::new_spanned(&format, e)
+                .to_compile_error()
+                .into();
+        }
+    };
+    if conversions.len() != args.len() {
+        return syn::Error::new_spanned(
+            &format,
+            format!(
+                "the format has {} conversion(s) but {} argument(s) follow",
+                conversions.len(),
+                args.len()
+            ),
+        )
+        .to_compile_error()
+        .into();
+    }
+    let text = format!("{}{}\0", format.value(), if newline { "\n" } else { "" });
+    let text = syn::LitStr::new(&text, format.span());
+    let names: Vec<_> = (0..args.len())
+        .map(|i| quote::format_ident!("__printf_arg{}", i))
+        .collect();
+    let mut lets = Vec::new();
+    let mut fields = Vec::new();
+    for ((conversion, arg), name) in conversions.iter().zip(args).zip(&names) {
+        match conversion {
+            PrintfArg::Ty(t) => {
+                lets.push(
+                    quote::quote_spanned!(syn::spanned::Spanned::span(arg)=> let #name: #t = #arg;),
+                );
+                fields.push(t.clone());
+            }
+            PrintfArg::Float => {
+                lets.push(quote::quote_spanned!(syn::spanned::Spanned::span(arg)=>
+                    let #name: f64 = ::core::convert::Into::<f64>::into(#arg);));
+                fields.push(quote::quote!(f64));
+            }
+            PrintfArg::Pointer => {
+                lets.push(quote::quote_spanned!(syn::spanned::Spanned::span(arg)=>
+                    let #name: *const u8 = (#arg) as *const u8;));
+                fields.push(quote::quote!(*const u8));
+            }
+        }
+    }
+    quote::quote!({
+        #(#lets)*
+        #[repr(C)]
+        struct __PrintfArgs(#(#fields,)* u8);
+        let __printf_args = __PrintfArgs(#(#names,)* 0);
+        // SAFETY: a NUL-terminated format in global memory, and the arguments packed as its
+        // conversions read them (checked above).
+        unsafe {
+            ::ferrocuda_device::print::vprintf(
+                #text.as_ptr(),
+                (&__printf_args as *const __PrintfArgs).cast::<u8>(),
+            )
+        }
+    })
+    .into()
+}

@@ -8,17 +8,21 @@
 //!   atomic finish, and the grid-stride two-pass version with a static device buffer.
 //! - `cg_vector`: the cooperative-groups sum with 16-byte loads (seed 004).
 //! - `fast`: one launch, 16-byte loads, a grid sized for the GPU, deterministic.
+//! - `grid_sync`: the sum in one launch with a grid-wide barrier (a cooperative launch).
 //! - `reproducible`: the float sum whose bits depend on `n` alone, the same on every GPU.
 //!
 //! This file is the family's table of entry points: one `#[kernel]` declaration per kernel, its
 //! `# Launch` and `# Safety` contract, and a call into the algorithm. The host gets each one's
 //! typed handle from the same declaration (`reduce_interleaved::<f32>()`).
 use crate::entry::kernel;
+use ferrocuda_device::grid::GridBarrier;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod cg_vector;
 #[cfg(target_arch = "nvptx64")]
 pub mod fast;
+#[cfg(target_arch = "nvptx64")]
+pub mod grid_sync;
 #[cfg(target_arch = "nvptx64")]
 mod op;
 #[cfg(target_arch = "nvptx64")]
@@ -327,4 +331,24 @@ pub unsafe fn reduce_fast_sum_i32_to_i64(
 #[kernel(T in [f32, f64])]
 pub unsafe fn reduce_reproducible<T: Element>(x: *const T, n: usize, out: *mut T) {
     unsafe { reproducible::chunk_sums(x, n, out) }
+}
+
+/// The grid-synchronised sum: per-block partials, `grid.sync()`, block 0 adds the partials in
+/// index order into `out[0]` (integers wrap).
+///
+/// # Launch
+/// Cooperative (`Kernel::launch_cooperative`): every block resident at once; block a multiple
+/// of 32 up to 1024, no dynamic shared memory.
+///
+/// # Safety
+/// `x` holds `n` elements, `partials` one per block, `out` one; `barrier` is the launch's own.
+#[kernel(T in [i32, u32, i64, u64, f32, f64])]
+pub unsafe fn reduce_grid_sync<T: Element>(
+    x: *const T,
+    n: usize,
+    partials: *mut T,
+    barrier: GridBarrier,
+    out: *mut T,
+) {
+    unsafe { grid_sync::sum(x, n, partials, barrier, out) }
 }

@@ -3,12 +3,131 @@ use anyhow::{Result, bail};
 use clap::Args;
 use ferrocuda::Gpu;
 use ferrocuda::cpu::SplitMix64;
+use ferrocuda::kernels::lab::print_thread_indices;
 use ferrocuda::kernels::reduce::{Sum, reduce_fast};
 use ferrocuda::lab::{self, WARP_DEMO_COLUMNS, WarpDemo};
 use ferrocuda::occupancy::{self, Occupancy};
 use ferrocuda::reduce::{ReduceOp, ReduceRun};
 use ferrocuda::runtime::kernel::{entry_point, entry_points};
 use ferrocuda::runtime::timing::time_on_stream;
+
+/// `ferrocuda streams`.
+#[derive(Args)]
+pub struct StreamsArgs {
+    /// Elements (f32) copied, and elements of the stencil's input.
+    #[arg(long, default_value = "2^26", value_parser = ferrocuda_cli::args::parse_count)]
+    n: usize,
+    /// Timed repetitions of each arrangement (after one warm-up).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+}
+
+impl StreamsArgs {
+    /// Checks the arguments without a GPU.
+    pub fn validate(&self) -> Result<()> {
+        if self.n == 0 || self.reps == 0 {
+            bail!("streams needs --n and --reps of at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// Runs [`lab::stream_overlap`] and prints its table.
+pub fn streams(gpu: &Gpu, a: &StreamsArgs) -> Result<()> {
+    let r = lab::stream_overlap(gpu, a.n, a.reps)?;
+    let mib = r.copy_bytes as f64 / (1u64 << 20) as f64;
+    println!(
+        "streams on {}: copy {mib:.0} MiB page-locked host -> device, stencil R = 3 over {} f32; medians of {} event-timed runs",
+        gpu.props().name,
+        r.n,
+        a.reps
+    );
+    let ms = |s: f64| s * 1e3;
+    println!("{:<34}{:>10}", "arrangement", "ms");
+    println!(
+        "{:<34}{:>10.3}  ({:.1} GB/s)",
+        "copy alone",
+        ms(r.copy_s),
+        r.copy_bytes as f64 / r.copy_s / 1e9
+    );
+    println!("{:<34}{:>10.3}", "kernel alone", ms(r.kernel_s));
+    println!(
+        "{:<34}{:>10.3}",
+        "copy then kernel, one stream",
+        ms(r.serial_s)
+    );
+    println!(
+        "{:<34}{:>10.3}",
+        "copy and kernel, two streams",
+        ms(r.concurrent_s)
+    );
+    println!(
+        "overlap: {:.0} % of the shorter one hidden behind the longer; results {}",
+        100.0 * r.hidden(),
+        if r.correct { "PASS" } else { "FAIL" }
+    );
+    if !r.correct {
+        bail!("the copy or the stencil output differs from the CPU");
+    }
+    Ok(())
+}
+
+/// `ferrocuda print-indices`.
+#[derive(Args)]
+pub struct PrintIndicesArgs {
+    /// Blocks.
+    #[arg(long, default_value_t = 2)]
+    grid: u32,
+    /// Threads per block.
+    #[arg(long, default_value_t = 8)]
+    block: u32,
+    /// A number every line carries, to tell runs apart.
+    #[arg(long, default_value_t = 0)]
+    tag: u32,
+}
+
+/// Lines `print-indices` allows: the device's printf buffer (1 MiB by default) holds about
+/// 20 000 of these, and what does not fit is lost.
+const PRINT_MAX_LINES: u64 = 4096;
+
+impl PrintIndicesArgs {
+    /// Checks the arguments without a GPU.
+    pub fn validate(&self) -> Result<()> {
+        if self.grid == 0 || self.block == 0 || self.block > 1024 {
+            bail!(
+                "print-indices needs a grid of at least 1 block and 1 to 1024 threads per block, not grid {} block {}",
+                self.grid,
+                self.block
+            );
+        }
+        let lines = self.grid as u64 * self.block as u64;
+        if lines > PRINT_MAX_LINES {
+            bail!(
+                "print-indices: {} x {} = {lines} lines; at most {PRINT_MAX_LINES} (the device's printf buffer drops what does not fit)",
+                self.grid,
+                self.block
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Launches `print_thread_indices` and waits: the driver prints the device's lines to standard
+/// output at the wait, in the order the warps ran.
+pub fn print_indices(gpu: &Gpu, a: &PrintIndicesArgs) -> Result<()> {
+    use std::io::Write as _;
+    println!(
+        "print_thread_indices<<<{}, {}>>> on {}: one line per thread, printed by the device",
+        a.grid,
+        a.block,
+        gpu.props().name
+    );
+    std::io::stdout().flush()?;
+    let kernel = gpu.kernel(print_thread_indices())?;
+    // SAFETY: the kernel touches no memory.
+    unsafe { kernel.launch_and_wait(kernel.config(a.grid, a.block), (a.tag,))? };
+    Ok(())
+}
 
 /// `ferrocuda warp`.
 #[derive(Args)]

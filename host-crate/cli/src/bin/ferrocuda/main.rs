@@ -115,6 +115,10 @@ enum Command {
     Warp(lab::WarpArgs),
     /// The simpleDivergence kernels, timed and checked.
     Divergence(lab::DivergenceArgs),
+    /// Seed 004's exercise: every thread prints its threadIdx.x and blockIdx.x (device printf).
+    PrintIndices(lab::PrintIndicesArgs),
+    /// Streams and events: a host-to-device copy and a kernel, alone, on one stream, on two.
+    Streams(lab::StreamsArgs),
     /// Occupancy per kernel and block size, or (--sweep) bandwidth vs occupancy.
     Occupancy(lab::OccupancyArgs),
     /// Every kernel family over sizes and types, checked, compared and drawn (the main job).
@@ -161,6 +165,14 @@ fn run(cli: Cli) -> Result<()> {
         Command::Divergence(a) => {
             a.validate()?;
             lab::divergence(&open(cli.device)?, &a)
+        }
+        Command::Streams(a) => {
+            a.validate()?;
+            lab::streams(&open(cli.device)?, &a)
+        }
+        Command::PrintIndices(a) => {
+            a.validate()?;
+            lab::print_indices(&open(cli.device)?, &a)
         }
         Command::Occupancy(a) => {
             a.validate()?;
