@@ -416,14 +416,15 @@ fn suggested_block_with_declared_shared(gpu: &Gpu) -> TestResult {
 /// operations takes at least as long as the longer one alone). How much overlaps is measured
 /// by `ferrocuda streams`, not asserted here.
 fn streams_and_events(gpu: &Gpu) -> TestResult {
-    let r = ferrocuda::lab::stream_overlap(gpu, (1 << 22) + 5, 3)?;
+    let r = ferrocuda::lab::stream_overlap(gpu, (1 << 22) + 5, 4, 3)?;
     ensure!(r.correct, "the copy or the stencil output is wrong");
     let longer = r.copy_s.max(r.kernel_s);
     ensure!(
         r.copy_s > 0.0
             && r.kernel_s > 0.0
             && r.serial_s >= 0.9 * longer
-            && r.concurrent_s >= 0.9 * longer,
+            && r.concurrent_s >= 0.9 * longer
+            && r.concurrent_kernels_first_s >= 0.9 * longer,
         "inconsistent times: {r:?}"
     );
     Ok(())

@@ -11,7 +11,7 @@ use ferrocuda::kernels::broken::{broken_reduce_volatile_warp_i32, broken_stencil
 use ferrocuda::kernels::config::STENCIL_RADII;
 use ferrocuda::kernels::config::{REDUCE_FAST_ITEMS, reduce_repro_chunk};
 use ferrocuda::kernels::entry::EntryInfo;
-use ferrocuda::kernels::lab::warp_functions_demo;
+use ferrocuda::kernels::lab::{print_thread_indices, warp_functions_demo};
 use ferrocuda::kernels::reduce::{reduce_fast_sum_i32_to_i64, reduce_reproducible};
 use ferrocuda::kernels::smoke::smoke_saxpy;
 use ferrocuda::kernels::timing::timing_spin;
@@ -99,6 +99,12 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
     for row in ferrocuda::lab::divergence(gpu, 1000, 128, 4, 1)? {
         record(row.kernel, row.mismatches == 0);
     }
+    // Device printf: two warps print a line each thread (the output goes to this process's
+    // stdout, where the `kernel ...` lines are parsed; these lines start otherwise).
+    let print = gpu.kernel(print_thread_indices())?;
+    // SAFETY: the kernel touches no memory.
+    let printed = unsafe { print.launch_and_wait(print.config(1, 64), (0u32,)) };
+    record(print_thread_indices().symbol(), printed.is_ok());
     record(
         timing_spin().symbol(),
         ferrocuda::runtime::timing::spin_holds_the_gpu(gpu)?,

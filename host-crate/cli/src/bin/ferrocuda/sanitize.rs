@@ -106,6 +106,17 @@ fn run_tool(
         && !text
             .lines()
             .any(|l| l.starts_with("kernel ") && l.ends_with(" FAIL"));
+    if !results_ok {
+        // Say why, not only that: the case run's own error is in its last lines.
+        let tail: Vec<&str> = text.lines().rev().take(6).collect();
+        eprintln!(
+            "{tool}: the case run did not finish cleanly ({}); its last lines:",
+            out.status
+        );
+        for line in tail.into_iter().rev() {
+            eprintln!("  {line}");
+        }
+    }
     Ok((text, kernels, results_ok))
 }
 
