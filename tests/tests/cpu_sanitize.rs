@@ -68,3 +68,68 @@ fn racecheck_hazards_count_once_each() {
     assert_eq!(r.total, 2);
     assert_eq!(r.per_kernel.get(broken), Some(&2));
 }
+
+/// `ferrocuda profile`'s parser on a real `ncu` report (committed from an H200 run of the
+/// divergence kernels): every launch, its shape, its metrics in base units, and the derived
+/// branch efficiency.
+mod profile_report {
+    use ferrocuda_cli::profile::{notes_row, parse_report};
+
+    const REPORT: &str = include_str!("../../docs/results/runs/divergence-ncu.txt");
+
+    #[test]
+    fn every_launch_and_metric_of_a_real_ncu_report_is_read() {
+        let launches = parse_report(REPORT);
+        assert_eq!(launches.len(), 12, "3 launches of each of the 4 kernels");
+        let first = &launches[0];
+        assert_eq!(first.kernel, "math_kernel1");
+        assert_eq!(first.shape, "(8192, 1, 1)x(128, 1, 1)");
+        let time = first.get("gpu__time_duration.sum").unwrap();
+        assert!((time - 16.70e-6).abs() < 1e-9, "{time}");
+        assert_eq!(first.get("smsp__sass_branch_targets.sum"), Some(491_520.0));
+        assert_eq!(
+            first.get("smsp__sass_branch_targets_threads_divergent.sum"),
+            Some(32_768.0)
+        );
+        let efficiency = first.branch_efficiency().unwrap();
+        assert!((efficiency - 100.0 * (491_520.0 - 32_768.0) / 491_520.0).abs() < 1e-9);
+        // math_kernel2 keeps whole warps on one side: no divergent branch.
+        let second = launches
+            .iter()
+            .find(|l| l.kernel == "math_kernel2")
+            .unwrap();
+        assert_eq!(second.branch_efficiency(), Some(100.0));
+        assert_eq!(first.inst_per_warp(), None, "not collected in this report");
+    }
+
+    #[test]
+    fn the_notes_rows_match_our_kernel_symbols() {
+        assert_eq!(
+            notes_row("reduce_neighbored_i32").unwrap().gld_efficiency,
+            25.02
+        );
+        assert_eq!(
+            notes_row("reduce_neighbored_less_i32")
+                .unwrap()
+                .inst_per_warp,
+            145.5625
+        );
+        assert_eq!(
+            notes_row("reduce_interleaved_i32").unwrap().gld_efficiency,
+            96.15
+        );
+        assert_eq!(
+            notes_row("reduce_complete_unroll_warps8_i32")
+                .unwrap()
+                .variant,
+            "complete_unroll_warps8"
+        );
+        assert_eq!(
+            notes_row("reduce_complete_unroll_b512_i32")
+                .unwrap()
+                .variant,
+            "complete_unroll"
+        );
+        assert!(notes_row("stencil_1d_fast_r3_f32").is_none());
+    }
+}

@@ -7,5 +7,6 @@
 //! arguments). The command itself is `src/bin/ferrocuda/`.
 pub mod args;
 pub mod bench;
+pub mod profile;
 pub mod sanitize;
 pub mod toolkit;

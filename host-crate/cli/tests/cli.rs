@@ -442,6 +442,10 @@ fn print_indices_refuses_more_lines_than_the_printf_buffer_keeps() {
     );
     assert_clean_failure(&ferrocuda(&["print-indices", "--block", "0"]), &["block 0"]);
     assert_clean_failure(&ferrocuda(&["streams", "--n", "0"]), &["at least 1"]);
+    assert_clean_failure(
+        &ferrocuda(&["profile", "--ncu", "/nonexistent/ncu"]),
+        &["running /nonexistent/ncu"],
+    );
 }
 
 /// `ferrocuda report` draws a run again from its results.json, without a GPU.

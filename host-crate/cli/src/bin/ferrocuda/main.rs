@@ -3,6 +3,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod lab;
+mod profile;
 mod sanitize;
 
 use anyhow::{Context as _, Result, bail};
@@ -135,6 +136,12 @@ enum Command {
     /// What `sanitize` runs under each tool (every library kernel on small inputs with tails).
     #[command(hide = true)]
     SanitizeCases(sanitize::CasesArgs),
+    /// The notes' profiling metrics (achieved occupancy, global load efficiency and throughput,
+    /// instructions per warp, branch efficiency) under Nsight Compute, beside the notes' table.
+    Profile(profile::ProfileArgs),
+    /// What `profile` runs under ncu.
+    #[command(hide = true)]
+    ProfileCases,
 }
 
 fn main() -> ExitCode {
@@ -158,6 +165,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Report(a) => bench::report(&a),
         Command::Sanitize(a) => sanitize::sanitize(cli.device, &a),
         Command::SanitizeCases(a) => sanitize::cases(&open(cli.device)?, &a),
+        Command::Profile(a) => profile::profile(cli.device, &a),
+        Command::ProfileCases => profile::cases(&open(cli.device)?),
         Command::Warp(a) => {
             a.validate()?;
             lab::warp(&open(cli.device)?, &a)

@@ -1,0 +1,136 @@
+//! `ferrocuda profile` and its hidden case runner `profile-cases`.
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context as _, Result, bail};
+use clap::Args;
+use ferrocuda::Gpu;
+use ferrocuda::cpu::book_input;
+use ferrocuda::reduce::{ReduceOp, ReduceRun, ReduceVariant};
+use ferrocuda::stencil::{Boundary, StencilRun, StencilVariant, Taps};
+use ferrocuda_cli::profile::{self, Profiled};
+
+/// `ferrocuda profile`.
+#[derive(Args)]
+pub struct ProfileArgs {
+    /// Nsight Compute's `ncu` (default: found like `compute-sanitizer`, on PATH or in the CUDA
+    /// toolkit).
+    #[arg(long)]
+    ncu: Option<PathBuf>,
+    /// Where `ncu.txt` (the raw report) and `profile.md` (the table) go.
+    #[arg(long, default_value = "target/ferrocuda/profile")]
+    out: PathBuf,
+}
+
+/// Runs every profiled kernel once: the textbook ladder (seed 002's setup: 16 Mi `i32`, block
+/// 512), the divergence kernels, and the stencils (R = 3, 16 Mi `f32`).
+pub fn cases(gpu: &Gpu) -> Result<()> {
+    let n = 1 << 24;
+    let host: Vec<i32> = book_input(n, 1);
+    let input = gpu.upload(&host, "profile input")?;
+    for v in ReduceVariant::ALL.into_iter().filter(|v| v.is_textbook()) {
+        let mut run = ReduceRun::<i32>::new(gpu, v, ReduceOp::Sum, &input, 512)?;
+        run.run()?;
+    }
+    ferrocuda::lab::divergence(gpu, 1 << 20, 128, 64, 1)?;
+    let x: Vec<f32> = book_input(n, 2);
+    let x = gpu.upload(&x, "profile stencil input")?;
+    let mut y = gpu.alloc::<f32>(n, "profile stencil output")?;
+    let taps = Taps::<f32>::Sum { radius: 3 };
+    for v in StencilVariant::ALL {
+        if !v.supports_type(ferrocuda::runtime::element::ElemType::F32)
+            || v.error(&taps, v.default_block()).is_some()
+        {
+            continue;
+        }
+        let mut run =
+            StencilRun::new(gpu, v, &taps, Boundary::Zero, &x, &mut y, v.default_block())?;
+        run.run()?;
+    }
+    Ok(())
+}
+
+/// The report's table: one row per profiled kernel (the first launch of each), with the notes'
+/// figures beside the reduction ladder's rows.
+pub fn table(launches: &[Profiled]) -> String {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "| kernel | launch | time us | achieved occupancy % | gld efficiency % | gld throughput GB/s | inst per warp | branch efficiency % | notes: occupancy % | notes: gld efficiency % | notes: inst per warp |"
+    );
+    let _ = writeln!(t, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let f = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+    for l in launches {
+        if !seen.insert(l.kernel.clone()) {
+            continue;
+        }
+        let notes = profile::notes_row(&l.kernel);
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            l.kernel,
+            l.shape,
+            f(l.get("gpu__time_duration.sum").map(|s| s * 1e6), 2),
+            f(
+                l.get("sm__warps_active.avg.pct_of_peak_sustained_active"),
+                1
+            ),
+            f(
+                l.get("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"),
+                1
+            ),
+            f(
+                l.get("l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum.per_second")
+                    .map(|b| b / 1e9),
+                0
+            ),
+            f(l.inst_per_warp(), 1),
+            f(l.branch_efficiency(), 1),
+            f(notes.map(|r| 100.0 * r.achieved_occupancy), 1),
+            f(notes.map(|r| r.gld_efficiency), 2),
+            f(notes.map(|r| r.inst_per_warp), 1),
+        );
+    }
+    t
+}
+
+/// Runs `profile-cases` under `ncu`, writes the raw report and the table, prints the table.
+pub fn profile(device: u32, a: &ProfileArgs) -> Result<()> {
+    let ncu = match &a.ncu {
+        Some(p) => p.clone(),
+        None => ferrocuda_cli::toolkit::find_tool("ncu")
+            .map(|t| t.path)
+            .context(
+                "ncu (Nsight Compute) not found; it comes with the CUDA toolkit; pass --ncu PATH",
+            )?,
+    };
+    let me = std::env::current_exe().context("locating this executable")?;
+    let out = std::process::Command::new(&ncu)
+        .args(["--metrics", &profile::metrics_argument()])
+        .arg(&me)
+        .args(["--device", &device.to_string(), "profile-cases"])
+        .output()
+        .with_context(|| format!("running {}", ncu.display()))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    std::fs::write(a.out.join("ncu.txt"), &text)?;
+    let launches = profile::parse_report(&text);
+    if !out.status.success() || launches.is_empty() {
+        let tail: Vec<&str> = text.lines().rev().take(8).collect();
+        bail!(
+            "ncu did not profile the cases ({}); its last lines:\n{}",
+            out.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+    let table = table(&launches);
+    std::fs::write(a.out.join("profile.md"), &table)?;
+    print!("{table}");
+    println!("raw report: {}", a.out.join("ncu.txt").display());
+    Ok(())
+}
