@@ -152,10 +152,13 @@ impl<T: Element, A: Element> PlanState<T, A> {
         let out = self.result.device_ptr();
         let outcome = self.enqueue(gpu, stream, input, out).and_then(|()| {
             self.result
-                .wait(stream, || self.launch_description(input.len()))
+                .wait(&self.done, || self.launch_description(input.len()))
         });
         if outcome.is_err() {
             self.ticket_clean = false;
+            // A kernel enqueued before the failure may still write the slot: let it finish
+            // before the next run writes its poison there.
+            let _ = stream.synchronize();
         }
         outcome
     }
@@ -165,6 +168,14 @@ impl<T: Element, A: Element> PlanState<T, A> {
             kernel: self.symbol.to_string(),
             config: LaunchConfig::linear(self.grid(n), self.block, 0),
         }
+    }
+}
+
+impl<T: Element, A: Element> Drop for PlanState<T, A> {
+    fn drop(&mut self) {
+        // A run returns once its value arrived; its kernel may still be retiring (resetting
+        // the ticket). Let it finish before the buffers are freed.
+        self.done.synchronize();
     }
 }
 
@@ -213,36 +224,36 @@ impl<A: Element> MappedSlot<A> {
         unsafe { std::ptr::read_volatile(self.host) }
     }
 
-    /// The result, once the kernel enqueued on `stream` wrote it over the poison written
-    /// before the launch: spins on the slot itself, which the last block's store reaches about
-    /// a microsecond before the kernel's completion reaches the stream (measured: docs/results/
-    /// runs/tuning-notes.md). Every [`STREAM_CHECK`] the stream is asked too, so that a kernel
-    /// that failed is reported, and a result that happens to equal the poison is read once the
-    /// stream finished.
-    pub(super) fn wait(&self, stream: &Stream, launch: impl Fn() -> KernelLaunch) -> Result<A> {
+    /// The result, once the kernel wrote it over the poison written before the launch: spins
+    /// on the slot itself, which the last block's store reaches before the kernel's completion
+    /// reaches the stream (measured: docs/results/runs/tuning-notes.md). Every
+    /// [`EVENT_CHECK`] it also asks `done`, the event recorded right after the launch (not the
+    /// stream, which other work may keep busy), so that a kernel that failed is reported, and a
+    /// result that happens to equal the poison is read once the kernel finished.
+    pub(super) fn wait(&self, done: &RunDone, launch: impl Fn() -> KernelLaunch) -> Result<A> {
         let poison = A::poison();
-        let mut next_check = std::time::Instant::now() + STREAM_CHECK;
+        let mut next_check = std::time::Instant::now() + EVENT_CHECK;
         loop {
             let value = self.read();
             if !value.same_bits(poison) {
                 return Ok(value);
             }
             if std::time::Instant::now() >= next_check {
-                // SAFETY: a live stream handle.
-                match unsafe { cust::sys::cuStreamQuery(stream.as_inner()) } {
+                // SAFETY: a live event handle.
+                match unsafe { cust::sys::cuEventQuery(done.0) } {
                     cust::sys::CUresult::CUDA_SUCCESS => return Ok(self.read()),
                     cust::sys::CUresult::CUDA_ERROR_NOT_READY => {}
-                    status => check_raw_launch("cuStreamQuery", Some(&launch()), status)?,
+                    status => check_raw_launch("cuEventQuery", Some(&launch()), status)?,
                 }
-                next_check += STREAM_CHECK;
+                next_check += EVENT_CHECK;
             }
             std::hint::spin_loop();
         }
     }
 }
 
-/// How often [`MappedSlot::wait`] asks the stream whether the kernel finished or failed.
-const STREAM_CHECK: std::time::Duration = std::time::Duration::from_micros(50);
+/// How often [`MappedSlot::wait`] asks whether the kernel finished or failed.
+const EVENT_CHECK: std::time::Duration = std::time::Duration::from_micros(50);
 
 impl<A> Drop for MappedSlot<A> {
     fn drop(&mut self) {
@@ -253,13 +264,13 @@ impl<A> Drop for MappedSlot<A> {
 
 /// A timing-free event marking the end of a plan's last run (cust's `Event` has no way to make
 /// another stream wait on it without giving the event up).
-struct RunDone(cust::sys::CUevent);
+pub(super) struct RunDone(cust::sys::CUevent);
 
 // SAFETY: an event handle may be used from any thread with its context current.
 unsafe impl Send for RunDone {}
 
 impl RunDone {
-    fn new() -> Result<Self> {
+    pub(super) fn new() -> Result<Self> {
         let mut event = std::ptr::null_mut();
         // SAFETY: a writable handle; flag 2 is CU_EVENT_DISABLE_TIMING.
         let status = unsafe { cust::sys::cuEventCreate(&mut event, 2) };
@@ -267,11 +278,17 @@ impl RunDone {
         Ok(Self(event))
     }
 
-    fn record(&self, stream: &Stream) -> Result<()> {
+    pub(super) fn record(&self, stream: &Stream) -> Result<()> {
         // SAFETY: live handles.
         check_raw("cuEventRecord", unsafe {
             cust::sys::cuEventRecord(self.0, stream.as_inner())
         })
+    }
+
+    /// Blocks the host until the last record completed (errors ignored: used on the way out).
+    pub(super) fn synchronize(&self) {
+        // SAFETY: a live event handle.
+        let _ = unsafe { cust::sys::cuEventSynchronize(self.0) };
     }
 
     /// Makes `stream` wait for the last record.

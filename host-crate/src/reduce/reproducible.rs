@@ -11,7 +11,7 @@ use cust::memory::{DeviceBuffer, DevicePointer, DeviceSlice};
 use ferrocuda_kernels::config::{REDUCE_REPRO_BLOCK, reduce_repro_chunk};
 use ferrocuda_kernels::entry::Entry;
 
-use super::plan::MappedSlot;
+use super::plan::{MappedSlot, RunDone};
 use crate::cpu::reproducible::Reproducible;
 use crate::runtime::config::LaunchConfig;
 use crate::runtime::error::{Error, KernelLaunch, Result};
@@ -33,6 +33,9 @@ struct ReproState<T: Reproducible> {
     max_grid: u32,
     levels: [DeviceBuffer<T>; 2],
     result: MappedSlot<T>,
+    /// Recorded after each call's last launch: what the wait asks, and what growing the
+    /// levels or dropping the state waits for.
+    done: RunDone,
 }
 
 impl<T: Reproducible> ReproState<T> {
@@ -47,12 +50,15 @@ impl<T: Reproducible> ReproState<T> {
                 gpu.alloc(1, "reproducible sum: chunk sums")?,
             ],
             result: MappedSlot::new()?,
+            done: RunDone::new()?,
         })
     }
 
     /// Grows `levels[i]` to hold `len` elements (never shrinks: the workspace is reused).
     fn reserve(&mut self, gpu: &Gpu, i: usize, len: usize) -> Result<()> {
         if self.levels[i].len() < len {
+            // An earlier call's kernels may still use the old buffer.
+            self.done.synchronize();
             self.levels[i] = gpu.alloc(len, "reproducible sum: chunk sums")?;
         }
         Ok(())
@@ -95,6 +101,7 @@ impl<T: Reproducible> ReproState<T> {
                 )?
             };
             if chunks == 1 {
+                self.done.record(gpu.stream())?;
                 return Ok(LastLevel {
                     symbol: kernel.symbol(),
                     grid,
@@ -111,8 +118,21 @@ impl<T: Reproducible> ReproState<T> {
         }
         // Poison first: the wait watches the slot change from it.
         self.result.write(T::poison());
-        let last = self.enqueue(gpu, input, self.result.device_ptr())?;
-        self.result.wait(gpu.stream(), || last.launch())
+        let outcome = self
+            .enqueue(gpu, input, self.result.device_ptr())
+            .and_then(|last| self.result.wait(&self.done, || last.launch()));
+        if outcome.is_err() {
+            // A level enqueued before the failure may still write the slot.
+            let _ = gpu.stream().synchronize();
+        }
+        outcome
+    }
+}
+
+impl<T: Reproducible> Drop for ReproState<T> {
+    fn drop(&mut self) {
+        // The last call's kernels may still be retiring; let them finish before the buffers go.
+        self.done.synchronize();
     }
 }
 

@@ -525,31 +525,8 @@ impl<Args> Kernel<'_, Args> {
                     .into(),
             });
         }
-        self.gpu.make_current()?;
-        self.gpu.check_stream(stream)?;
-        let [gx, gy, gz] = config.grid;
-        let [bx, by, bz] = config.block;
-        let status = args.with_addresses(|addresses| {
-            // SAFETY: the argument types are the kernel's parameter types (`LaunchArgs`); the
-            // pointers' validity is forwarded to the caller; the configuration was validated;
-            // the driver only reads the argument array.
-            unsafe {
-                cust::sys::cuLaunchKernel(
-                    self.raw,
-                    gx,
-                    gy,
-                    gz,
-                    bx,
-                    by,
-                    bz,
-                    config.dynamic_shared_bytes,
-                    stream.as_inner(),
-                    addresses.as_ptr() as *mut *mut c_void,
-                    std::ptr::null_mut(),
-                )
-            }
-        });
-        check_raw_launch("cuLaunchKernel", Some(&self.describe(config)), status)
+        // SAFETY: forwarded to the caller.
+        unsafe { self.enqueue(stream, config, args, false) }
     }
 
     /// A cooperative launch (`cuLaunchCooperativeKernel`) on the GPU's stream, for a kernel
@@ -560,7 +537,9 @@ impl<Args> Kernel<'_, Args> {
     /// to its stream, so they never run at the same time.
     ///
     /// # Safety
-    /// As [`launch`](Self::launch); every thread of the grid reaches each `grid.sync()`.
+    /// As [`launch`](Self::launch); every thread of the grid reaches each `grid.sync()`; the
+    /// barrier `args` receives goes into this launch's arguments and nowhere else (kept and
+    /// passed to another launch, it would share a counter with it).
     pub unsafe fn launch_cooperative<A: LaunchArgs<Args>>(
         &self,
         config: LaunchConfig,
@@ -590,31 +569,66 @@ impl<Args> Kernel<'_, Args> {
         // other kernel uses it meanwhile; the grid is co-resident (checked above, and the
         // driver's cooperative launch refuses it otherwise).
         let args = args(unsafe { GridBarrier::from_raw(barrier) });
+        // SAFETY: forwarded to the caller; the grid was checked above.
+        unsafe { self.enqueue(self.gpu.stream(), config, args, true) }
+    }
+
+    /// Enqueues a validated launch on `stream` with `cuLaunchKernel`, or with
+    /// `cuLaunchCooperativeKernel` when `cooperative`.
+    ///
+    /// # Safety
+    /// As [`launch`](Self::launch); `config` was validated.
+    unsafe fn enqueue<A: LaunchArgs<Args>>(
+        &self,
+        stream: &Stream,
+        config: LaunchConfig,
+        args: A,
+        cooperative: bool,
+    ) -> Result<()> {
         self.gpu.make_current()?;
+        self.gpu.check_stream(stream)?;
         let [gx, gy, gz] = config.grid;
         let [bx, by, bz] = config.block;
-        let status = args.with_addresses(|addresses| {
-            // SAFETY: as in `launch_on`.
+        let (call, status) = args.with_addresses(|addresses| {
+            let params = addresses.as_ptr() as *mut *mut c_void;
+            let shared = config.dynamic_shared_bytes;
+            // SAFETY: the argument types are the kernel's parameter types (`LaunchArgs`); the
+            // pointers' validity is forwarded to the caller; the configuration was validated;
+            // the driver only reads the argument array.
             unsafe {
-                cust::sys::cuLaunchCooperativeKernel(
-                    self.raw,
-                    gx,
-                    gy,
-                    gz,
-                    bx,
-                    by,
-                    bz,
-                    config.dynamic_shared_bytes,
-                    self.gpu.stream().as_inner(),
-                    addresses.as_ptr() as *mut *mut c_void,
-                )
+                if cooperative {
+                    let status = cust::sys::cuLaunchCooperativeKernel(
+                        self.raw,
+                        gx,
+                        gy,
+                        gz,
+                        bx,
+                        by,
+                        bz,
+                        shared,
+                        stream.as_inner(),
+                        params,
+                    );
+                    ("cuLaunchCooperativeKernel", status)
+                } else {
+                    let status = cust::sys::cuLaunchKernel(
+                        self.raw,
+                        gx,
+                        gy,
+                        gz,
+                        bx,
+                        by,
+                        bz,
+                        shared,
+                        stream.as_inner(),
+                        params,
+                        std::ptr::null_mut(),
+                    );
+                    ("cuLaunchKernel", status)
+                }
             }
         });
-        check_raw_launch(
-            "cuLaunchCooperativeKernel",
-            Some(&self.describe(config)),
-            status,
-        )
+        check_raw_launch(call, Some(&self.describe(config)), status)
     }
 
     /// [`launch`](Self::launch), then waits for the kernel and reports an execution error

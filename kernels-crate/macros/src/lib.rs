@@ -434,16 +434,18 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
 ///
 /// | conversion | argument |
 /// |---|---|
-/// | `%d %i %c` (also with `h`, `hh`) | `i32` |
-/// | `%u %x %X %o` (also with `h`, `hh`) | `u32` |
+/// | `%d %i %c` (also with `h`) | `i32` |
+/// | `%u %x %X %o` (also with `h`) | `u32` |
 /// | `%ld %lld %li %lli` | `i64` |
-/// | `%lu %llu %lx %llx %lX %llX %lo %llo %zu %zx` | `u64` |
-/// | `%f %F %e %E %g %G %a %A` | anything `Into<f64>` (`f32` is promoted, as C does) |
-/// | `%p` | a raw pointer |
-/// | `%s` | `*const u8` to a NUL-terminated string in device memory |
+/// | `%lu %llu %lx %llx %lX %llX %lo %llo` | `u64` |
+/// | `%f %e %E %g %G %a %A` | anything `Into<f64>` (`f32` is promoted, as C does) |
+/// | `%p` | a raw pointer (its value is printed, nothing is read) |
+/// | `%s` | `&core::ffi::CStr` (a `c"..."` literal: NUL-terminated, in global memory) |
 ///
-/// Flags, a fixed width and a fixed precision are allowed; `*` (a width or precision taken from
-/// an argument) is not. The arguments are packed as `vprintf` reads them: a `#[repr(C)]` struct,
+/// These are the conversions and sizes CUDA's programming guide lists for device `printf`
+/// (`hh`, `z` and `F` are not among them: the device does not size their arguments). Flags, a
+/// fixed width and a fixed precision are allowed; `*` (a width or precision taken from an
+/// argument) is not; at most 32 arguments, as CUDA prints. The arguments are packed as `vprintf` reads them: a `#[repr(C)]` struct,
 /// each field aligned to its own size.
 ///
 /// ```ignore
@@ -465,6 +467,8 @@ enum PrintfArg {
     Ty(proc_macro2::TokenStream),
     Float,
     Pointer,
+    /// `%s`: a `&CStr`, passed as its pointer.
+    Str,
 }
 
 /// Parses the conversions of a C format string.
@@ -502,7 +506,7 @@ fn printf_conversions(format: &str) -> Result<Vec<PrintfArg>, String> {
         }
         let mut length = String::new();
         while let Some(&l) = chars.peek() {
-            if "hlz".contains(l) {
+            if "hl".contains(l) {
                 length.push(l);
                 chars.next();
             } else {
@@ -518,13 +522,13 @@ fn printf_conversions(format: &str) -> Result<Vec<PrintfArg>, String> {
         spec.push(conversion);
         let ty = |t: &str| PrintfArg::Ty(t.parse().expect("a type"));
         let arg = match (length.as_str(), conversion) {
-            ("" | "h" | "hh", 'd' | 'i' | 'c') => ty("i32"),
-            ("" | "h" | "hh", 'u' | 'x' | 'X' | 'o') => ty("u32"),
+            ("" | "h", 'd' | 'i' | 'c') => ty("i32"),
+            ("" | "h", 'u' | 'x' | 'X' | 'o') => ty("u32"),
             ("l" | "ll", 'd' | 'i') => ty("i64"),
-            ("l" | "ll" | "z", 'u' | 'x' | 'X' | 'o') => ty("u64"),
-            ("", 'f' | 'F' | 'e' | 'E' | 'g' | 'G' | 'a' | 'A') => PrintfArg::Float,
+            ("l" | "ll", 'u' | 'x' | 'X' | 'o') => ty("u64"),
+            ("", 'f' | 'e' | 'E' | 'g' | 'G' | 'a' | 'A') => PrintfArg::Float,
             ("", 'p') => PrintfArg::Pointer,
-            ("", 's') => ty("*const u8"),
+            ("", 's') => PrintfArg::Str,
             _ => return Err(format!("unsupported conversion `{spec}`")),
         };
         args.push(arg);
@@ -561,6 +565,14 @@ fn expand_printf(input: TokenStream, newline: bool) -> TokenStream {
                 .into();
         }
     };
+    if args.len() > 32 {
+        return syn::Error::new_spanned(
+            &format,
+            format!("{} arguments; device printf takes at most 32", args.len()),
+        )
+        .to_compile_error()
+        .into();
+    }
     if conversions.len() != args.len() {
         return syn::Error::new_spanned(
             &format,
@@ -593,6 +605,14 @@ fn expand_printf(input: TokenStream, newline: bool) -> TokenStream {
                     let #name: f64 = ::core::convert::Into::<f64>::into(#arg);));
                 fields.push(quote::quote!(f64));
             }
+            PrintfArg::Str => {
+                lets.push(quote::quote_spanned!(syn::spanned::Spanned::span(arg)=>
+                    let #name: *const u8 = {
+                        let s: &::core::ffi::CStr = #arg;
+                        s.as_ptr().cast::<u8>()
+                    };));
+                fields.push(quote::quote!(*const u8));
+            }
             PrintfArg::Pointer => {
                 lets.push(quote::quote_spanned!(syn::spanned::Spanned::span(arg)=>
                     let #name: *const u8 = (#arg) as *const u8;));
@@ -615,4 +635,52 @@ fn expand_printf(input: TokenStream, newline: bool) -> TokenStream {
         }
     })
     .into()
+}
+
+#[cfg(test)]
+mod printf_tests {
+    use super::{PrintfArg, printf_conversions};
+
+    fn kinds(format: &str) -> Result<Vec<String>, String> {
+        printf_conversions(format).map(|args| {
+            args.iter()
+                .map(|a| match a {
+                    PrintfArg::Ty(t) => t.to_string(),
+                    PrintfArg::Float => "f64".into(),
+                    PrintfArg::Pointer => "ptr".into(),
+                    PrintfArg::Str => "cstr".into(),
+                })
+                .collect()
+        })
+    }
+
+    #[test]
+    fn each_documented_conversion_fixes_its_argument_type() {
+        assert_eq!(
+            kinds("%d %5u %-08x %lld %llu %.3f %e %p %s %hd %c 100%%").unwrap(),
+            [
+                "i32", "u32", "u32", "i64", "u64", "f64", "f64", "ptr", "cstr", "i32", "i32"
+            ]
+        );
+        assert_eq!(
+            kinds("no conversions, 50%% off").unwrap(),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn undocumented_sizes_star_widths_and_a_dangling_percent_are_refused() {
+        for bad in [
+            "%zu",
+            "%hhd",
+            "%F",
+            "%*d",
+            "%.*f",
+            "%q",
+            "ends with %",
+            "%Lf",
+        ] {
+            assert!(kinds(bad).is_err(), "{bad} was accepted");
+        }
+    }
 }

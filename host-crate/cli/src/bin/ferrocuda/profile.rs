@@ -107,7 +107,14 @@ pub fn profile(device: u32, a: &ProfileArgs) -> Result<()> {
     };
     let me = std::env::current_exe().context("locating this executable")?;
     let out = std::process::Command::new(&ncu)
-        .args(["--metrics", &profile::metrics_argument()])
+        // Base units (seconds as nanoseconds, bytes/second, percent, counts): no prefixes to
+        // guess at.
+        .args([
+            "--print-units",
+            "base",
+            "--metrics",
+            &profile::metrics_argument(),
+        ])
         .arg(&me)
         .args(["--device", &device.to_string(), "profile-cases"])
         .output()
