@@ -322,14 +322,12 @@ pub fn stream_overlap(gpu: &Gpu, n: usize, kernels: usize, reps: usize) -> Resul
     let event = || Event::new(EventFlags::DEFAULT).call("cuEventCreate");
     let (start, stop) = (event()?, event()?);
 
-    // `cuStreamWaitEvent` on a fresh untimed event recorded on `from` (cust's `wait_event`
-    // takes the event by value).
+    // `cuStreamWaitEvent` through one untimed event, recorded on `from` each time (the wait
+    // is enqueued with the record it sees, so reusing the event is safe).
+    let gate = crate::runtime::event::Marker::new()?;
     let wait = |stream: &Stream, from: &Stream| -> Result<()> {
-        let gate = Event::new(EventFlags::DISABLE_TIMING).call("cuEventCreate")?;
-        gate.record(from).call("cuEventRecord")?;
-        stream
-            .wait_event(gate, cust::stream::StreamWaitEventFlags::DEFAULT)
-            .call("cuStreamWaitEvent")
+        gate.record(from)?;
+        gate.wait_on(stream)
     };
     // One timed round: `copy` and/or `kernel`, on one stream or two.
     let mut round =

@@ -263,8 +263,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
                 let lanes = 16 / size_of::<T>();
                 let tile = block as usize * STENCIL_FAST_VECTORS_PER_THREAD * lanes;
                 let tiles = (n + 2 * lanes).div_ceil(tile);
-                let resident =
-                    function.max_active_blocks_per_sm(block, shared)? * gpu.props().sm_count;
+                let resident = function.resident_blocks(block, shared)?;
                 let grid = tiles.min(resident.max(1) as usize) as u32;
                 LaunchConfig::linear(grid, block, shared)
             }

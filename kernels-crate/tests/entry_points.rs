@@ -103,6 +103,16 @@ fn every_instance_is_listed_once_with_its_parameters() {
         e.params,
         ["*const f32", "usize", "*mut f32", "GridBarrier", "*mut f32"]
     );
+    // Taking the grid barrier is what makes a kernel cooperative, and only that.
+    for e in &all {
+        assert_eq!(
+            e.cooperative,
+            e.params.contains(&"GridBarrier"),
+            "{}",
+            e.symbol
+        );
+    }
+    assert!(e.cooperative);
     // naive, shared and fast on 3 types, weighted and fast weighted on 2, 6 radii each.
     assert_eq!(count("::stencil"), (3 + 3 + 3 + 2 + 2) * 6);
     let e = entry_point("reduce_fast_sum_i32_to_i64").unwrap();

@@ -4,10 +4,10 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, ensure};
-use ferrocuda::cpu::reproducible::{Reproducible, sum_reproducible as cpu_sum};
+// `same`: bit equality, with any NaN equal to any NaN (the payload is the device's).
+use ferrocuda::cpu::reproducible::{Reproducible, same_sum as same, sum_reproducible as cpu_sum};
 use ferrocuda::cust::memory::DeviceSlice;
 use ferrocuda::reduce;
-use ferrocuda::runtime::element::Element;
 use ferrocuda::{Error, Gpu};
 use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite};
 
@@ -54,11 +54,6 @@ const SIZES: [usize; 14] = [
     (8192 * 8192) + 5,
     (1 << 22) + 4096 * 3 + 1,
 ];
-
-/// Bit equality, with any NaN equal to any NaN (the payload is the device's).
-fn same<T: Element>(a: T, b: T) -> bool {
-    a.same_bits(b) || (a.to_f64().is_nan() && b.to_f64().is_nan())
-}
 
 /// The GPU's reproducible sum of `host` against the CPU order.
 fn check<T: Reproducible>(gpu: &Gpu, host: &[T], what: &str) -> TestResult {

@@ -1,5 +1,6 @@
 //! Finding the CUDA toolkit's programs (`nvcc` for the benchmark's baselines,
-//! `compute-sanitizer` for `ferrocuda sanitize`) on the machine that runs ferrocuda.
+//! `compute-sanitizer` for `ferrocuda sanitize`, `ncu` for `ferrocuda profile`) on the machine
+//! that runs ferrocuda, and reading what they printed.
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -32,4 +33,19 @@ pub fn find_tool(name: &str) -> Option<Tool> {
             path,
         })
     })
+}
+
+/// What a tool run under `ferrocuda` printed, stdout then stderr, as one text.
+pub fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The last `n` lines of `text`, in order: what an error quotes of a tool that stopped.
+pub fn last_lines(text: &str, n: usize) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].to_vec()
 }

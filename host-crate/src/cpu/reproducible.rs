@@ -32,6 +32,12 @@ pub fn sum_reproducible<T: Reproducible>(x: &[T]) -> T {
     sums[0]
 }
 
+/// Whether two results of the reproducible sum agree: the same bits, or both a NaN (a NaN's
+/// payload is the device's).
+pub fn same_sum<T: Element>(a: T, b: T) -> bool {
+    a.same_bits(b) || (a.to_f64().is_nan() && b.to_f64().is_nan())
+}
+
 /// One pass: the sum of each chunk of `x` (what one round of launches writes).
 pub fn chunk_sums<T: Reproducible>(x: &[T]) -> Vec<T> {
     x.chunks(reduce_repro_chunk(size_of::<T>()))

@@ -205,7 +205,7 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                 let kernel = gpu.kernel(e)?;
                 let lanes = 16 / size_of::<T>();
                 let wanted = blocks_for(block as usize * lanes * REDUCE_FAST_ITEMS)?;
-                let resident = kernel.max_active_blocks_per_sm(block, 0)? * gpu.props().sm_count;
+                let resident = kernel.resident_blocks(block, 0)?;
                 let config = kernel.config(fast_grid.unwrap_or(wanted.min(resident.max(1))), block);
                 Plan::Fast {
                     kernel,
@@ -218,7 +218,7 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                 let kernel = gpu.kernel(e)?;
                 // Every block resident at once: at most the resident count, and no more blocks
                 // than there are threads' worth of elements.
-                let resident = kernel.max_active_blocks_per_sm(block, 0)? * gpu.props().sm_count;
+                let resident = kernel.resident_blocks(block, 0)?;
                 let grid = blocks_for(block as usize)?.min(resident.max(1));
                 let config = kernel.config(grid, block);
                 Plan::GridSync {

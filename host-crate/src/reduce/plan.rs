@@ -32,6 +32,7 @@ use crate::cpu::reduce::ReduceOp;
 use crate::runtime::config::LaunchConfig;
 use crate::runtime::element::Element;
 use crate::runtime::error::{Error, KernelLaunch, Result, check_raw, check_raw_launch};
+use crate::runtime::event::Marker;
 use crate::runtime::gpu::{Gpu, WorkspaceKey};
 use crate::runtime::kernel::Kernel;
 
@@ -51,7 +52,7 @@ pub(crate) struct PlanState<T: Element, A: Element> {
     /// The result of [`ReducePlan::run`]: page-locked host memory the kernel writes directly.
     result: MappedSlot<A>,
     /// Recorded after each run; a run on another stream waits for it.
-    done: RunDone,
+    done: Marker,
     /// The stream of the last run (its handle, compared only).
     last_stream: Option<usize>,
     /// False from a launch until it was enqueued and, for a waited run, finished: after a
@@ -64,7 +65,7 @@ impl<T: Element, A: Element> PlanState<T, A> {
     fn new(gpu: &Gpu, op: ReduceOp) -> Result<Self> {
         let kernel = fast_kernel::<T, A>(gpu, op)?;
         let block = ReduceVariant::Fast.default_block();
-        let resident = kernel.max_active_blocks_per_sm(block, 0)? * gpu.props().sm_count;
+        let resident = kernel.resident_blocks(block, 0)?;
         let max_grid = resident.max(1);
         gpu.make_current()?;
         Ok(Self {
@@ -75,7 +76,7 @@ impl<T: Element, A: Element> PlanState<T, A> {
             partials: gpu.alloc(max_grid as usize, "reduction plan: per-block partials")?,
             ticket: gpu.upload(&[0u32], "reduction plan: ticket")?,
             result: MappedSlot::new()?,
-            done: RunDone::new()?,
+            done: Marker::new()?,
             last_stream: None,
             ticket_clean: true,
             _input: std::marker::PhantomData,
@@ -149,16 +150,12 @@ impl<T: Element, A: Element> PlanState<T, A> {
         // A run that did not write would return this, not an earlier run's result; and the
         // wait below watches for the slot to change from it.
         self.result.write(A::poison());
-        let out = self.result.device_ptr();
-        let outcome = self.enqueue(gpu, stream, input, out).and_then(|()| {
-            self.result
-                .wait(&self.done, || self.launch_description(input.len()))
+        let enqueued = self.enqueue(gpu, stream, input, self.result.device_ptr());
+        let outcome = self.result.collect(enqueued, &self.done, stream, |()| {
+            self.launch_description(input.len())
         });
         if outcome.is_err() {
             self.ticket_clean = false;
-            // A kernel enqueued before the failure may still write the slot: let it finish
-            // before the next run writes its poison there.
-            let _ = stream.synchronize();
         }
         outcome
     }
@@ -224,13 +221,30 @@ impl<A: Element> MappedSlot<A> {
         unsafe { std::ptr::read_volatile(self.host) }
     }
 
-    /// The result, once the kernel wrote it over the poison written before the launch: spins
-    /// on the slot itself, which the last block's store reaches before the kernel's completion
-    /// reaches the stream (measured: docs/results/runs/tuning-notes.md). Every
-    /// [`EVENT_CHECK`] it also asks `done`, the event recorded right after the launch (not the
-    /// stream, which other work may keep busy), so that a kernel that failed is reported, and a
-    /// result that happens to equal the poison is read once the kernel finished.
-    pub(super) fn wait(&self, done: &RunDone, launch: impl Fn() -> KernelLaunch) -> Result<A> {
+    /// The result of what `enqueued` launched, once the kernel wrote it over the poison
+    /// written before the launch: spins on the slot itself, which the last block's store
+    /// reaches before the kernel's completion reaches the stream (measured:
+    /// docs/results/runs/tuning-notes.md). Every [`EVENT_CHECK`] it also asks `done`, the event
+    /// recorded right after the launch (not the stream, which other work may keep busy), so
+    /// that a kernel that failed is reported (with `launch`), and a result that happens to
+    /// equal the poison is read once the kernel finished. On any failure it waits for
+    /// `stream`: a kernel enqueued before it may still write the slot, and must not do so
+    /// after the next call's poison.
+    pub(super) fn collect<L>(
+        &self,
+        enqueued: Result<L>,
+        done: &Marker,
+        stream: &Stream,
+        launch: impl Fn(&L) -> KernelLaunch,
+    ) -> Result<A> {
+        let outcome = enqueued.and_then(|last| self.spin(done, || launch(&last)));
+        if outcome.is_err() {
+            let _ = stream.synchronize();
+        }
+        outcome
+    }
+
+    fn spin(&self, done: &Marker, launch: impl Fn() -> KernelLaunch) -> Result<A> {
         let poison = A::poison();
         let mut next_check = std::time::Instant::now() + EVENT_CHECK;
         loop {
@@ -239,8 +253,7 @@ impl<A: Element> MappedSlot<A> {
                 return Ok(value);
             }
             if std::time::Instant::now() >= next_check {
-                // SAFETY: a live event handle.
-                match unsafe { cust::sys::cuEventQuery(done.0) } {
+                match done.query() {
                     cust::sys::CUresult::CUDA_SUCCESS => return Ok(self.read()),
                     cust::sys::CUresult::CUDA_ERROR_NOT_READY => {}
                     status => check_raw_launch("cuEventQuery", Some(&launch()), status)?,
@@ -252,58 +265,13 @@ impl<A: Element> MappedSlot<A> {
     }
 }
 
-/// How often [`MappedSlot::wait`] asks whether the kernel finished or failed.
+/// How often [`MappedSlot::collect`] asks whether the kernel finished or failed.
 const EVENT_CHECK: std::time::Duration = std::time::Duration::from_micros(50);
 
 impl<A> Drop for MappedSlot<A> {
     fn drop(&mut self) {
         // SAFETY: allocated by cuMemHostAlloc, freed once.
         let _ = unsafe { cust::sys::cuMemFreeHost(self.host.cast()) };
-    }
-}
-
-/// A timing-free event marking the end of a plan's last run (cust's `Event` has no way to make
-/// another stream wait on it without giving the event up).
-pub(super) struct RunDone(cust::sys::CUevent);
-
-// SAFETY: an event handle may be used from any thread with its context current.
-unsafe impl Send for RunDone {}
-
-impl RunDone {
-    pub(super) fn new() -> Result<Self> {
-        let mut event = std::ptr::null_mut();
-        // SAFETY: a writable handle; flag 2 is CU_EVENT_DISABLE_TIMING.
-        let status = unsafe { cust::sys::cuEventCreate(&mut event, 2) };
-        check_raw("cuEventCreate", status)?;
-        Ok(Self(event))
-    }
-
-    pub(super) fn record(&self, stream: &Stream) -> Result<()> {
-        // SAFETY: live handles.
-        check_raw("cuEventRecord", unsafe {
-            cust::sys::cuEventRecord(self.0, stream.as_inner())
-        })
-    }
-
-    /// Blocks the host until the last record completed (errors ignored: used on the way out).
-    pub(super) fn synchronize(&self) {
-        // SAFETY: a live event handle.
-        let _ = unsafe { cust::sys::cuEventSynchronize(self.0) };
-    }
-
-    /// Makes `stream` wait for the last record.
-    fn wait_on(&self, stream: &Stream) -> Result<()> {
-        // SAFETY: live handles.
-        check_raw("cuStreamWaitEvent", unsafe {
-            cust::sys::cuStreamWaitEvent(stream.as_inner(), self.0, 0)
-        })
-    }
-}
-
-impl Drop for RunDone {
-    fn drop(&mut self) {
-        // SAFETY: created by cuEventCreate, destroyed once.
-        let _ = unsafe { cust::sys::cuEventDestroy_v2(self.0) };
     }
 }
 

@@ -11,10 +11,11 @@ use cust::memory::{DeviceBuffer, DevicePointer, DeviceSlice};
 use ferrocuda_kernels::config::{REDUCE_REPRO_BLOCK, reduce_repro_chunk};
 use ferrocuda_kernels::entry::Entry;
 
-use super::plan::{MappedSlot, RunDone};
+use super::plan::MappedSlot;
 use crate::cpu::reproducible::Reproducible;
 use crate::runtime::config::LaunchConfig;
 use crate::runtime::error::{Error, KernelLaunch, Result};
+use crate::runtime::event::Marker;
 use crate::runtime::gpu::{Gpu, WorkspaceKey};
 
 /// The kernel's parameter list: `x, n, out`.
@@ -35,14 +36,13 @@ struct ReproState<T: Reproducible> {
     result: MappedSlot<T>,
     /// Recorded after each call's last launch: what the wait asks, and what growing the
     /// levels or dropping the state waits for.
-    done: RunDone,
+    done: Marker,
 }
 
 impl<T: Reproducible> ReproState<T> {
     fn new(gpu: &Gpu) -> Result<Self> {
         let kernel = gpu.kernel(entry::<T>()?)?;
-        let resident =
-            kernel.max_active_blocks_per_sm(REDUCE_REPRO_BLOCK, 0)? * gpu.props().sm_count;
+        let resident = kernel.resident_blocks(REDUCE_REPRO_BLOCK, 0)?;
         Ok(Self {
             max_grid: resident.max(1),
             levels: [
@@ -50,7 +50,7 @@ impl<T: Reproducible> ReproState<T> {
                 gpu.alloc(1, "reproducible sum: chunk sums")?,
             ],
             result: MappedSlot::new()?,
-            done: RunDone::new()?,
+            done: Marker::new()?,
         })
     }
 
@@ -118,14 +118,9 @@ impl<T: Reproducible> ReproState<T> {
         }
         // Poison first: the wait watches the slot change from it.
         self.result.write(T::poison());
-        let outcome = self
-            .enqueue(gpu, input, self.result.device_ptr())
-            .and_then(|last| self.result.wait(&self.done, || last.launch()));
-        if outcome.is_err() {
-            // A level enqueued before the failure may still write the slot.
-            let _ = gpu.stream().synchronize();
-        }
-        outcome
+        let enqueued = self.enqueue(gpu, input, self.result.device_ptr());
+        self.result
+            .collect(enqueued, &self.done, gpu.stream(), LastLevel::launch)
     }
 }
 

@@ -373,6 +373,16 @@ impl<'g> KernelFunction<'g> {
         }
     }
 
+    /// Blocks of `block_threads` threads that can be resident on the whole GPU at once:
+    /// [`max_active_blocks_per_sm`](Self::max_active_blocks_per_sm) times the SM count (the
+    /// largest grid a cooperative launch takes, and the grid the fast paths size to).
+    pub fn resident_blocks(&self, block_threads: u32, dynamic_shared_bytes: u32) -> Result<u32> {
+        Ok(
+            self.max_active_blocks_per_sm(block_threads, dynamic_shared_bytes)?
+                * self.gpu.props().sm_count,
+        )
+    }
+
     /// `cuOccupancyMaxPotentialBlockSize`: (minimum grid for full occupancy, block size).
     pub fn suggested_block_size(&self, dynamic_shared_bytes: u32) -> Result<(u32, u32)> {
         let (mut grid, mut block) = (0, 0);
@@ -417,13 +427,10 @@ impl<'g> KernelFunction<'g> {
         Ok((grid.max(0) as u32, block.max(0) as u32))
     }
 
-    /// Whether the kernel synchronises its whole grid: it takes a [`GridBarrier`] parameter,
-    /// so it must run under [`Kernel::launch_cooperative`].
+    /// Whether the kernel synchronises its whole grid: it takes a [`GridBarrier`] parameter
+    /// (recorded by `#[kernel]`), so it must run under [`Kernel::launch_cooperative`].
     pub fn is_cooperative(&self) -> bool {
-        self.entry
-            .params
-            .iter()
-            .any(|p| p.trim_end().ends_with("GridBarrier"))
+        self.entry.cooperative
     }
 
     fn describe(&self, config: LaunchConfig) -> KernelLaunch {

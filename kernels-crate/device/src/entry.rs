@@ -78,6 +78,9 @@ mod host {
         pub instance: &'static [(&'static str, &'static str)],
         /// The parameter types, as written after substitution (`["*mut f32", "usize"]`).
         pub params: &'static [&'static str],
+        /// Whether it takes a `GridBarrier` (`grid.sync()`): it runs under a cooperative
+        /// launch only.
+        pub cooperative: bool,
         /// Dynamic shared memory, bytes, at a block of that many threads (if it uses any).
         pub dynamic_shared_bytes: Option<fn(u32) -> usize>,
     }

@@ -349,6 +349,10 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
             .map(|v| v.to_string().replace(' ', ""))
             .collect();
         let param_names: Vec<String> = params.iter().map(|p| p.ident.to_string()).collect();
+        // A kernel that takes the grid barrier needs a cooperative launch.
+        let cooperative = type_names
+            .iter()
+            .any(|t| t.rsplit("::").next() == Some("GridBarrier"));
         registry.push(quote! {
             #[#krate::__private::linkme::distributed_slice(#krate::ENTRY_POINTS)]
             #[linkme(crate = #krate::__private::linkme)]
@@ -360,6 +364,7 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
                 symbol: #symbol,
                 instance: &[#((#param_names, #value_strings)),*],
                 params: &[#(#type_names),*],
+                cooperative: #cooperative,
                 dynamic_shared_bytes: #shared_fn,
             };
         });
@@ -471,6 +476,18 @@ enum PrintfArg {
     Str,
 }
 
+/// The characters at the front of `chars` that `keep` accepts, taken off it.
+fn take_run(
+    chars: &mut std::iter::Peekable<std::str::Chars>,
+    keep: impl Fn(char) -> bool,
+) -> String {
+    let mut taken = String::new();
+    while let Some(c) = chars.next_if(|&c| keep(c)) {
+        taken.push(c);
+    }
+    taken
+}
+
 /// Parses the conversions of a C format string.
 fn printf_conversions(format: &str) -> Result<Vec<PrintfArg>, String> {
     let mut args = Vec::new();
@@ -479,40 +496,19 @@ fn printf_conversions(format: &str) -> Result<Vec<PrintfArg>, String> {
         if c != '%' {
             continue;
         }
-        if chars.peek() == Some(&'%') {
-            chars.next();
+        if chars.next_if_eq(&'%').is_some() {
             continue;
         }
-        let mut spec = String::from("%");
-        while let Some(&f) = chars.peek() {
-            if "-+ #0".contains(f) {
-                spec.push(f);
-                chars.next();
-            } else {
-                break;
-            }
+        // Flags, then a fixed width and precision, then the size: each a run of characters.
+        let flags = take_run(&mut chars, |c| "-+ #0".contains(c));
+        let width = take_run(&mut chars, |c| c.is_ascii_digit() || c == '.');
+        let mut spec = format!("%{flags}{width}");
+        if chars.peek() == Some(&'*') {
+            return Err(format!(
+                "`{spec}*`: a width or precision from an argument is not supported; write it in the format"
+            ));
         }
-        while let Some(&d) = chars.peek() {
-            if d.is_ascii_digit() || d == '.' {
-                spec.push(d);
-                chars.next();
-            } else if d == '*' {
-                return Err(format!(
-                    "`{spec}*`: a width or precision from an argument is not supported; write it in the format"
-                ));
-            } else {
-                break;
-            }
-        }
-        let mut length = String::new();
-        while let Some(&l) = chars.peek() {
-            if "hl".contains(l) {
-                length.push(l);
-                chars.next();
-            } else {
-                break;
-            }
-        }
+        let length = take_run(&mut chars, |c| "hl".contains(c));
         let Some(conversion) = chars.next() else {
             return Err(format!(
                 "`{spec}{length}` ends the format without a conversion"

@@ -119,20 +119,15 @@ pub fn profile(device: u32, a: &ProfileArgs) -> Result<()> {
         .args(["--device", &device.to_string(), "profile-cases"])
         .output()
         .with_context(|| format!("running {}", ncu.display()))?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = ferrocuda_cli::toolkit::output_text(&out);
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     std::fs::write(a.out.join("ncu.txt"), &text)?;
     let launches = profile::parse_report(&text);
     if !out.status.success() || launches.is_empty() {
-        let tail: Vec<&str> = text.lines().rev().take(8).collect();
         bail!(
             "ncu did not profile the cases ({}); its last lines:\n{}",
             out.status,
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            ferrocuda_cli::toolkit::last_lines(&text, 8).join("\n")
         );
     }
     let table = table(&launches);

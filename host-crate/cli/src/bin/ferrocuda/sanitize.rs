@@ -88,11 +88,7 @@ fn run_tool(
     let out = c
         .output()
         .with_context(|| format!("running {} --tool {tool}", sanitizer.display()))?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = ferrocuda_cli::toolkit::output_text(&out);
     let kernels: Vec<String> = text
         .lines()
         .filter_map(|l| l.strip_prefix("kernel "))
@@ -108,12 +104,11 @@ fn run_tool(
             .any(|l| l.starts_with("kernel ") && l.ends_with(" FAIL"));
     if !results_ok {
         // Say why, not only that: the case run's own error is in its last lines.
-        let tail: Vec<&str> = text.lines().rev().take(6).collect();
         eprintln!(
             "{tool}: the case run did not finish cleanly ({}); its last lines:",
             out.status
         );
-        for line in tail.into_iter().rev() {
+        for line in ferrocuda_cli::toolkit::last_lines(&text, 6) {
             eprintln!("  {line}");
         }
     }
