@@ -73,7 +73,7 @@ fn racecheck_hazards_count_once_each() {
 /// divergence kernels): every launch, its shape, its metrics in base units, and the derived
 /// branch efficiency.
 mod profile_report {
-    use ferrocuda_cli::profile::{notes_row, parse_report};
+    use ferrocuda_cli::profile::{METRICS, NOT_CASES, NOTES, notes_row, parse_report, table};
 
     const REPORT: &str = include_str!("../../docs/results/runs/divergence-ncu.txt");
 
@@ -131,5 +131,65 @@ mod profile_report {
             "complete_unroll"
         );
         assert!(notes_row("stencil_1d_fast_r3_f32").is_none());
+    }
+
+    /// The committed `ferrocuda profile` run (H100, `docs/results/runs/issue16/profile-h100`).
+    const FULL_REPORT: &str = include_str!("../../docs/results/runs/issue16/profile-h100/ncu.txt");
+
+    #[test]
+    fn the_committed_profile_run_has_every_rung_with_every_metric() {
+        let launches = parse_report(FULL_REPORT);
+        assert_eq!(launches.len(), 29, "every launch of profile-cases");
+        for rung in NOTES {
+            let l = launches
+                .iter()
+                .find(|l| notes_row(&l.kernel).map(|r| r.variant) == Some(rung.variant))
+                .unwrap_or_else(|| panic!("no launch of {}", rung.variant));
+            for (metric, _) in METRICS {
+                assert!(l.get(metric).is_some(), "{}: no {metric}", l.kernel);
+            }
+            assert!(l.inst_per_warp().is_some() && l.branch_efficiency().is_some());
+        }
+        // The notes' finding, read from our run: neighbored's loads use a quarter of each
+        // sector, interleaved's almost all of it.
+        let efficiency = |k: &str| {
+            launches
+                .iter()
+                .find(|l| l.kernel == k)
+                .and_then(|l| {
+                    l.get("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct")
+                })
+                .unwrap()
+        };
+        assert!((efficiency("reduce_neighbored_i32") - 25.0).abs() < 0.1);
+        assert!((efficiency("reduce_interleaved_i32") - 96.2).abs() < 0.1);
+    }
+
+    #[test]
+    fn the_table_has_one_row_per_case_and_marks_kernels_without_loads() {
+        let t = table(&parse_report(FULL_REPORT));
+        let rows: Vec<&str> = t.lines().skip(2).collect();
+        assert_eq!(
+            rows.len(),
+            9 + 4 + 4,
+            "9 rungs, 4 divergence kernels, 4 stencils"
+        );
+        for k in NOT_CASES {
+            assert!(!t.contains(k), "{k} is not a case");
+        }
+        let math = rows
+            .iter()
+            .find(|r| r.starts_with("| math_kernel1 "))
+            .unwrap();
+        let cells: Vec<&str> = math.split('|').map(str::trim).collect();
+        assert_eq!((cells[5], cells[6]), ("-", "-"), "no global load: {math}");
+        let rung = rows
+            .iter()
+            .find(|r| r.starts_with("| reduce_interleaved_i32 "))
+            .unwrap();
+        assert!(
+            rung.ends_with("| 91.6 | 96.15 | 117.8 |"),
+            "the notes' figures: {rung}"
+        );
     }
 }

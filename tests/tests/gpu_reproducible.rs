@@ -55,8 +55,8 @@ const SIZES: [usize; 14] = [
     (1 << 22) + 4096 * 3 + 1,
 ];
 
-/// The GPU's reproducible sum of `host` against the CPU order.
-fn check<T: Reproducible>(gpu: &Gpu, host: &[T], what: &str) -> TestResult {
+/// The GPU's reproducible sum of `host` against the CPU order; returns the sum.
+fn check<T: Reproducible>(gpu: &Gpu, host: &[T], what: &str) -> anyhow::Result<T> {
     let x = gpu.upload(host, "reproducible input")?;
     let got = reduce::sum_reproducible(gpu, &x).with_context(|| what.to_string())?;
     let want = cpu_sum(host);
@@ -71,7 +71,7 @@ fn check<T: Reproducible>(gpu: &Gpu, host: &[T], what: &str) -> TestResult {
     // Twice on the same input: the same bits (the workspace is reused).
     let again = reduce::sum_reproducible(gpu, &x)?;
     ensure!(same(got, again), "{what}: a second run differs");
-    Ok(())
+    Ok(got)
 }
 
 fn every_size(gpu: &Gpu) -> TestResult {
@@ -153,7 +153,13 @@ fn to_device(gpu: &Gpu) -> TestResult {
 /// 2^30 `f32` (4 GiB), three levels; then the bits of a fixed set of inputs, printed for the
 /// comparison across GPUs.
 fn large_and_printed(gpu: &Gpu) -> TestResult {
-    check(gpu, &random_vec::<f32>(1 << 30, 30), "random f32 2^30")?;
+    let large = check(gpu, &random_vec::<f32>(1 << 30, 30), "random f32 2^30")?;
+    println!(
+        "reproducible-bits: seed 30 n {} f32 {:#010x} ({})",
+        1 << 30,
+        large.to_bits(),
+        gpu.props().name
+    );
     for (seed, n) in [
         (1u64, 1000usize),
         (2, (1 << 20) + 3),

@@ -1,5 +1,5 @@
-//! `cargo xtask bench` and `cargo xtask sanitize`: build and check everything, then run `ferrocuda
-//! bench` (or `ferrocuda sanitize`) on the GPU.
+//! `cargo xtask bench`, `cargo xtask sanitize` and `cargo xtask profile`: build and check
+//! everything, then run `ferrocuda bench` (or `sanitize`, or `profile`) on the GPU.
 //!
 //! Everything up to running is done on any machine, so a machine without a GPU still learns
 //! whether the benchmark would build; the run itself needs a device and says so in one line.

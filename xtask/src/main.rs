@@ -59,6 +59,11 @@ Tasks:
       As bench, then run `ferrocuda sanitize`: every library kernel under compute-sanitizer
       (memcheck, racecheck, synccheck, initcheck) and the broken-on-purpose kernels (needs a
       GPU and compute-sanitizer).
+  profile [-- PROFILE_ARGS...]
+      As bench, then run `ferrocuda profile`: the notes' metrics (achieved occupancy, load
+      efficiency, load throughput, instructions per warp, branch efficiency) from Nsight
+      Compute for the reduction ladder, the divergence kernels and the stencils (needs a GPU
+      and ncu).
   gpu-bundle [--out DIR]
       Put the release ferrocuda binary, every test executable, the PTX and a run.sh into DIR
       (default .gpu), for a GPU machine without a Rust toolchain.
@@ -75,6 +80,7 @@ enum Task {
     Test { cargo_args: Vec<String> },
     Bench { bench_args: Vec<String> },
     Sanitize { args: Vec<String> },
+    Profile { args: Vec<String> },
     GpuBundle { out: PathBuf },
 }
 
@@ -119,6 +125,7 @@ fn run() -> Result<()> {
         Task::Test { cargo_args } => test::run(&root, &cargo_args),
         Task::Bench { bench_args } => bench::run(&root, "bench", &bench_args),
         Task::Sanitize { args } => bench::run(&root, "sanitize", &args),
+        Task::Profile { args } => bench::run(&root, "profile", &args),
         Task::GpuBundle { out } => gpu_bundle::run(&root, &out),
     }
 }
@@ -171,6 +178,9 @@ fn parse(args: Vec<String>) -> Result<Option<Task>> {
             bench_args: words.rest_after_dashes(&name)?,
         },
         "sanitize" => Task::Sanitize {
+            args: words.rest_after_dashes(&name)?,
+        },
+        "profile" => Task::Profile {
             args: words.rest_after_dashes(&name)?,
         },
         "gpu-bundle" => {

@@ -473,3 +473,37 @@ fn report_rerenders_a_run_from_its_results_json() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `profile --report` prints the table of a saved `ncu` report with no GPU and no `ncu`; a
+/// missing or empty report is a clean failure.
+#[test]
+fn profile_prints_the_table_of_a_saved_report() {
+    let dir = std::env::temp_dir().join(format!("ferrocuda-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let report = dir.join("ncu.txt");
+    std::fs::write(
+        &report,
+        include_str!("../../../docs/results/runs/issue16/profile-h100/ncu.txt"),
+    )
+    .unwrap();
+    let o = ferrocuda(&["profile", "--report", report.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains(
+            "| reduce_neighbored_i32 | (32768, 1, 1)x(512, 1, 1) | 150.34 | 91.7 | 25.0 |"
+        ),
+        "{table}"
+    );
+    let empty = dir.join("empty.txt");
+    std::fs::write(&empty, "==PROF== nothing\n").unwrap();
+    assert_clean_failure(
+        &ferrocuda(&["profile", "--report", empty.to_str().unwrap()]),
+        &["holds no ncu launch"],
+    );
+    assert_clean_failure(
+        &ferrocuda(&["profile", "--report", "/nonexistent/ncu.txt"]),
+        &["/nonexistent/ncu.txt"],
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -34,6 +34,10 @@ pub const METRICS: [(&str, &str); 8] = [
     ),
 ];
 
+/// Kernels that run in the profiled program but are not among its cases: the blocking kernel
+/// that [`timing`](ferrocuda::runtime::timing) launches before a timed run.
+pub const NOT_CASES: [&str; 1] = ["timing_spin"];
+
 /// The `--metrics` argument of `ncu`.
 pub fn metrics_argument() -> String {
     METRICS.map(|(m, _)| m).join(",")
@@ -224,4 +228,49 @@ pub fn notes_row(symbol: &str) -> Option<&'static NotesRow> {
         .iter()
         .filter(|r| stem.starts_with(r.variant))
         .max_by_key(|r| r.variant.len())
+}
+
+/// The report's table: one row per profiled kernel (its first launch; [`NOT_CASES`] left out),
+/// with the notes' figures beside the reduction ladder's rows. A kernel with no global load
+/// shows `-` for load efficiency and throughput (`ncu` reports 0 there).
+pub fn table(launches: &[Profiled]) -> String {
+    use std::fmt::Write as _;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "| kernel | launch | time us | achieved occupancy % | gld efficiency % | gld throughput GB/s | inst per warp | branch efficiency % | notes: occupancy % | notes: gld efficiency % | notes: inst per warp |"
+    );
+    let _ = writeln!(t, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let f = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+    for l in launches {
+        if NOT_CASES.contains(&l.kernel.as_str()) || !seen.insert(l.kernel.clone()) {
+            continue;
+        }
+        let notes = notes_row(&l.kernel);
+        let load_throughput = l
+            .get("l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum.per_second")
+            .filter(|&b| b > 0.0);
+        let load_efficiency = load_throughput
+            .and(l.get("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"));
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            l.kernel,
+            l.shape,
+            f(l.get("gpu__time_duration.sum").map(|s| s * 1e6), 2),
+            f(
+                l.get("sm__warps_active.avg.pct_of_peak_sustained_active"),
+                1
+            ),
+            f(load_efficiency, 1),
+            f(load_throughput.map(|b| b / 1e9), 0),
+            f(l.inst_per_warp(), 1),
+            f(l.branch_efficiency(), 1),
+            f(notes.map(|r| 100.0 * r.achieved_occupancy), 1),
+            f(notes.map(|r| r.gld_efficiency), 2),
+            f(notes.map(|r| r.inst_per_warp), 1),
+        );
+    }
+    t
 }

@@ -1,5 +1,4 @@
 //! `ferrocuda profile` and its hidden case runner `profile-cases`.
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context as _, Result, bail};
@@ -8,7 +7,7 @@ use ferrocuda::Gpu;
 use ferrocuda::cpu::book_input;
 use ferrocuda::reduce::{ReduceOp, ReduceRun, ReduceVariant};
 use ferrocuda::stencil::{Boundary, StencilRun, StencilVariant, Taps};
-use ferrocuda_cli::profile::{self, Profiled};
+use ferrocuda_cli::profile;
 
 /// `ferrocuda profile`.
 #[derive(Args)]
@@ -20,6 +19,10 @@ pub struct ProfileArgs {
     /// Where `ncu.txt` (the raw report) and `profile.md` (the table) go.
     #[arg(long, default_value = "target/ferrocuda/profile")]
     out: PathBuf,
+    /// Print the table of an `ncu` report saved earlier (an `ncu.txt` of this command) instead
+    /// of profiling: needs no GPU.
+    #[arg(long)]
+    report: Option<PathBuf>,
 }
 
 /// Runs every profiled kernel once: the textbook ladder (seed 002's setup: 16 Mi `i32`, block
@@ -50,53 +53,19 @@ pub fn cases(gpu: &Gpu) -> Result<()> {
     Ok(())
 }
 
-/// The report's table: one row per profiled kernel (the first launch of each), with the notes'
-/// figures beside the reduction ladder's rows.
-pub fn table(launches: &[Profiled]) -> String {
-    let mut seen = std::collections::BTreeSet::new();
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "| kernel | launch | time us | achieved occupancy % | gld efficiency % | gld throughput GB/s | inst per warp | branch efficiency % | notes: occupancy % | notes: gld efficiency % | notes: inst per warp |"
-    );
-    let _ = writeln!(t, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let f = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
-    for l in launches {
-        if !seen.insert(l.kernel.clone()) {
-            continue;
-        }
-        let notes = profile::notes_row(&l.kernel);
-        let _ = writeln!(
-            t,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            l.kernel,
-            l.shape,
-            f(l.get("gpu__time_duration.sum").map(|s| s * 1e6), 2),
-            f(
-                l.get("sm__warps_active.avg.pct_of_peak_sustained_active"),
-                1
-            ),
-            f(
-                l.get("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"),
-                1
-            ),
-            f(
-                l.get("l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum.per_second")
-                    .map(|b| b / 1e9),
-                0
-            ),
-            f(l.inst_per_warp(), 1),
-            f(l.branch_efficiency(), 1),
-            f(notes.map(|r| 100.0 * r.achieved_occupancy), 1),
-            f(notes.map(|r| r.gld_efficiency), 2),
-            f(notes.map(|r| r.inst_per_warp), 1),
-        );
-    }
-    t
-}
-
-/// Runs `profile-cases` under `ncu`, writes the raw report and the table, prints the table.
+/// Runs `profile-cases` under `ncu`, writes the raw report and the table, prints the table
+/// (or, with `--report`, prints the table of a saved report).
 pub fn profile(device: u32, a: &ProfileArgs) -> Result<()> {
+    if let Some(path) = &a.report {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the ncu report {}", path.display()))?;
+        let launches = profile::parse_report(&text);
+        if launches.is_empty() {
+            bail!("{} holds no ncu launch", path.display());
+        }
+        print!("{}", profile::table(&launches));
+        return Ok(());
+    }
     let ncu = match &a.ncu {
         Some(p) => p.clone(),
         None => ferrocuda_cli::toolkit::find_tool("ncu")
@@ -130,7 +99,7 @@ pub fn profile(device: u32, a: &ProfileArgs) -> Result<()> {
             ferrocuda_cli::toolkit::last_lines(&text, 8).join("\n")
         );
     }
-    let table = table(&launches);
+    let table = profile::table(&launches);
     std::fs::write(a.out.join("profile.md"), &table)?;
     print!("{table}");
     println!("raw report: {}", a.out.join("ncu.txt").display());
