@@ -159,3 +159,33 @@ fn utc_date_is_an_iso_date() {
     assert_eq!(d.len(), 10);
     assert!(d.starts_with("20") && &d[4..5] == "-" && &d[7..8] == "-");
 }
+
+/// What `ferrocuda bench` counts before allocating anything (the check that refuses a run
+/// whose buffers cannot all fit): each group's inputs and outputs in rotation, plus the
+/// textbook reductions' scratch copies for one round.
+#[test]
+fn a_groups_device_memory_is_its_rotated_inputs_and_outputs() {
+    use ferrocuda::runtime::element::ElemType;
+    use ferrocuda_cli::bench::{BenchConfig, group_bytes, rotation_for};
+    let l2 = 60 << 20; // an H200's
+    let gib = 1u128 << 30;
+    let mut cfg = BenchConfig::default_run();
+    // 1 GiB of f32: one input and one output, and one scratch copy.
+    assert_eq!(
+        group_bytes(l2, &cfg, ElemType::F32, 1 << 28),
+        (2 * gib, gib)
+    );
+    // 64 MiB: four inputs (256 MiB > 4 x L2), two outputs.
+    assert_eq!(rotation_for(l2, 64 << 20), 4);
+    assert_eq!(
+        group_bytes(l2, &cfg, ElemType::F32, 1 << 24),
+        (6 * (64 << 20), 4 * (64 << 20))
+    );
+    // 16 GiB of f32 with the fast path alone: no scratch copy.
+    cfg.reduce_variants = vec![ferrocuda::reduce::ReduceVariant::Fast];
+    cfg.stencil_variants.clear();
+    assert_eq!(
+        group_bytes(l2, &cfg, ElemType::F32, (1 << 32) + 3),
+        (2 * ((1u128 << 34) + 12), 0)
+    );
+}

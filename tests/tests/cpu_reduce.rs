@@ -340,3 +340,63 @@ mod reproducible_order {
         );
     }
 }
+
+/// The inputs are generated and the references computed on all the host's cores (each thread
+/// one stretch of at least 2^16 elements): the same values as one sequential pass of the
+/// generator, integer references exact over the stretches, the same chunk sums.
+#[test]
+fn parallel_inputs_and_references_equal_one_sequential_pass() {
+    use ferrocuda::cpu::reproducible::chunk_sums;
+    use ferrocuda::cpu::{book_input, random_vec};
+    use ferrocuda::runtime::element::Element;
+    let n = 5 * (1 << 16) + 3;
+    let mut rng = SplitMix64::new(7);
+    let bits: Vec<u64> = (0..n).map(|_| rng.next_u64()).collect();
+    let want: Vec<f32> = bits.iter().map(|&b| f32::from_random_bits(b)).collect();
+    let got: Vec<f32> = random_vec(n, 7);
+    assert!(
+        got.iter()
+            .zip(&want)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+    );
+    let want: Vec<i32> = bits.iter().map(|&b| i32::book_sample(b)).collect();
+    assert_eq!(book_input::<i32>(n, 7), want);
+
+    let x: Vec<i64> = random_vec(n, 8);
+    let sequential = |op: ReduceOp| match op {
+        ReduceOp::Sum => x.iter().fold(0i64, |a, &v| a.wrapping_add(v)),
+        ReduceOp::Min => *x.iter().min().unwrap(),
+        ReduceOp::Max => *x.iter().max().unwrap(),
+    };
+    for op in ReduceOp::ALL {
+        assert_eq!(
+            ReduceReference::of(op, &x, |v| v).exact,
+            Some(sequential(op)),
+            "{op:?}"
+        );
+    }
+    assert_eq!(
+        ReduceReference::of(ReduceOp::Sum, &[] as &[i64], |v| v).exact,
+        Some(0)
+    );
+    assert_eq!(
+        ReduceReference::of(ReduceOp::Min, &[] as &[i64], |v| v).exact,
+        None
+    );
+
+    let f: Vec<f32> = random_vec(n, 9);
+    let chunk = ferrocuda::kernels::config::reduce_repro_chunk(4);
+    let one_by_one: Vec<u32> = f
+        .chunks(chunk)
+        .map(|c| chunk_sums(c)[0].to_bits())
+        .collect();
+    let all: Vec<u32> = chunk_sums(&f).iter().map(|v| v.to_bits()).collect();
+    assert_eq!(all, one_by_one);
+    let r = ReduceReference::of(ReduceOp::Sum, &f, |v| v);
+    let exact = compensated_sum(f.iter().map(|&v| f64::from(v)));
+    assert!(
+        (r.sum - exact).abs() <= 1e-12 * r.abs_sum,
+        "{} vs {exact}",
+        r.sum
+    );
+}

@@ -16,18 +16,38 @@ pub struct ReduceReference<A> {
 
 impl<A: Element> ReduceReference<A> {
     /// The reference for `op` over `x`, accumulating into `A` (the same type, or `i64` for the
-    /// widening sum of `i32`).
-    pub fn of<T: Element>(op: ReduceOp, x: &[T], widen: impl Fn(T) -> A) -> Self {
-        let exact = match op {
-            ReduceOp::Sum if A::TYPE.is_float() => None,
-            ReduceOp::Sum => Some(x.iter().fold(A::default(), |a, &v| a.add(widen(v)))),
-            ReduceOp::Min => x.iter().map(|&v| widen(v)).reduce(A::min_of),
-            ReduceOp::Max => x.iter().map(|&v| widen(v)).reduce(A::max_of),
+    /// widening sum of `i32`). Runs on all the host's cores: each thread reduces one stretch,
+    /// and the stretches' results are combined (the compensated sums compensated again).
+    pub fn of<T: Element>(op: ReduceOp, x: &[T], widen: impl Fn(T) -> A + Sync) -> Self {
+        let parts = super::par_map_chunks(x, 1, |part| {
+            let exact = match op {
+                ReduceOp::Sum if A::TYPE.is_float() => None,
+                ReduceOp::Sum => Some(part.iter().fold(A::default(), |a, &v| a.add(widen(v)))),
+                ReduceOp::Min => part.iter().map(|&v| widen(v)).reduce(A::min_of),
+                ReduceOp::Max => part.iter().map(|&v| widen(v)).reduce(A::max_of),
+            };
+            (
+                exact,
+                compensated_sum(part.iter().map(|v| v.to_f64())),
+                compensated_sum(part.iter().map(|v| v.to_f64().abs())),
+            )
+        });
+        let combine = match op {
+            ReduceOp::Sum => A::add,
+            ReduceOp::Min => A::min_of,
+            ReduceOp::Max => A::max_of,
         };
         Self {
-            exact,
-            sum: compensated_sum(x.iter().map(|v| v.to_f64())),
-            abs_sum: compensated_sum(x.iter().map(|v| v.to_f64().abs())),
+            exact: parts
+                .iter()
+                .filter_map(|p| p.0)
+                .reduce(combine)
+                .or(match op {
+                    ReduceOp::Sum if !A::TYPE.is_float() => Some(A::default()),
+                    _ => None,
+                }),
+            sum: compensated_sum(parts.iter().map(|p| p.1)),
+            abs_sum: compensated_sum(parts.iter().map(|p| p.2)),
         }
     }
 

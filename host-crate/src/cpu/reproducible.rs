@@ -38,11 +38,14 @@ pub fn same_sum<T: Element>(a: T, b: T) -> bool {
     a.same_bits(b) || (a.to_f64().is_nan() && b.to_f64().is_nan())
 }
 
-/// One pass: the sum of each chunk of `x` (what one round of launches writes).
+/// One pass: the sum of each chunk of `x` (what one round of launches writes). The chunks are
+/// shared out over the host's cores; each chunk's sum is the same wherever it is computed.
 pub fn chunk_sums<T: Reproducible>(x: &[T]) -> Vec<T> {
-    x.chunks(reduce_repro_chunk(size_of::<T>()))
-        .map(chunk_sum)
-        .collect()
+    let chunk = reduce_repro_chunk(size_of::<T>());
+    super::par_map_chunks(x, chunk, |part| {
+        part.chunks(chunk).map(chunk_sum).collect::<Vec<_>>()
+    })
+    .concat()
 }
 
 /// `a[i] += a[i + m/2]` down to `a[0]` (`m` a power of two).

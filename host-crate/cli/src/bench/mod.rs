@@ -11,7 +11,8 @@
 //! median, min and max over all rounds. The first round of each size and type runs as its
 //! buffers are set up, the later rounds take every row of the whole run in turn, so a row's
 //! min..max covers the GPU's drift over the run. (All sizes' buffers stay allocated until
-//! the last round: about 8 GiB for the default run on an H200.)
+//! the last round: about 8 GiB for the default run on an H200; a run whose buffers cannot all
+//! fit is refused before anything is allocated, with what each size takes.)
 //! The result of the first run and of the last timed run are both checked against the CPU.
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -40,9 +41,12 @@ pub use report::{
 
 /// How many buffers of `bytes` it takes to exceed four L2 caches (1 to 64).
 pub fn rotation(gpu: &Gpu, bytes: usize) -> usize {
-    (4 * gpu.props().l2_bytes as usize)
-        .div_ceil(bytes.max(1))
-        .clamp(1, 64)
+    rotation_for(gpu.props().l2_bytes as usize, bytes)
+}
+
+/// [`rotation`] for an L2 cache of `l2_bytes`.
+pub fn rotation_for(l2_bytes: usize, bytes: usize) -> usize {
+    (4 * l2_bytes).div_ceil(bytes.max(1)).clamp(1, 64)
 }
 
 fn blocks_for(cfg: &BenchConfig, default: u32, ok: impl Fn(u32) -> bool) -> Vec<u32> {
@@ -517,8 +521,65 @@ impl Progress {
     }
 }
 
+/// The device memory one (size, type) group holds from its first round to the end of the run
+/// (its inputs and outputs in rotation), and what its rows allocate for one round on top of
+/// that (the textbook reductions' scratch copies, one per input).
+pub fn group_bytes(l2_bytes: usize, cfg: &BenchConfig, ty: ElemType, n: usize) -> (u128, u128) {
+    let bytes = n * ty.size();
+    let rotation = |b| rotation_for(l2_bytes, b);
+    let kept = (rotation(bytes) + rotation(2 * bytes)) as u128 * bytes as u128;
+    let textbook = jobs(cfg, ty)
+        .iter()
+        .any(|j| matches!(j, Job::Reduce(v, _) if v.is_textbook()));
+    let round = if textbook {
+        rotation(bytes) as u128 * bytes as u128
+    } else {
+        0
+    };
+    (kept, round)
+}
+
+/// Refuses a run whose buffers cannot all be on the device at once (every group's stay
+/// allocated until the last round), before anything is allocated: the error names what each
+/// size takes, so the caller can split the run.
+fn check_fits(gpu: &Gpu, cfg: &BenchConfig) -> Result<()> {
+    let (free, total) = gpu.memory_info()?;
+    let mut kept = 0u128;
+    let mut round = 0u128;
+    let mut parts = Vec::new();
+    for &n in &cfg.sizes {
+        for &ty in &cfg.types {
+            let (k, r) = group_bytes(gpu.props().l2_bytes as usize, cfg, ty, n);
+            kept += k;
+            round = round.max(r);
+            parts.push(format!("{ty} n={n}: {:.2} GiB", k as f64 / GIB));
+        }
+    }
+    // The L2 flush buffer: two L2 caches.
+    let need = kept + round + 2 * u128::from(gpu.props().l2_bytes);
+    if need > free as u128 {
+        return Err(Error::OutOfMemory {
+            what: format!(
+                "bench: every size's buffers stay allocated until the last round, {:.2} GiB in \
+                 all ({}; plus {:.2} GiB for one round's scratch copies); run fewer or smaller \
+                 sizes per `ferrocuda bench`",
+                need as f64 / GIB,
+                parts.join(", "),
+                round as f64 / GIB
+            ),
+            bytes: need,
+            free,
+            total,
+        });
+    }
+    Ok(())
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
 /// Runs the benchmark.
 pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
+    check_fits(gpu, cfg)?;
     let p = gpu.props();
     let steps: usize = cfg.types.iter().map(|&ty| jobs(cfg, ty).len() - 1).sum();
     let mut progress = Progress::new(steps * cfg.sizes.len() * cfg.rounds.max(1));
