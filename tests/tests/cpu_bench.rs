@@ -188,4 +188,9 @@ fn a_groups_device_memory_is_its_rotated_inputs_and_outputs() {
         group_bytes(l2, &cfg, ElemType::F32, (1 << 32) + 3),
         (2 * ((1u128 << 34) + 12), 0)
     );
+    // Absurd sizes count in full (no wrap-around that would let them through).
+    assert_eq!(
+        group_bytes(l2, &cfg, ElemType::F64, usize::MAX),
+        (2 * 8 * usize::MAX as u128, 0)
+    );
 }

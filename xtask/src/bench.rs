@@ -18,7 +18,9 @@ pub fn run(root: &Path, subcommand: &str, bench_args: &[String]) -> Result<()> {
     ptx_check::check_built(root, &cuda.ptxas()?)?;
     let ferrocuda = cargo::build_ferrocuda(root)?;
 
-    if let Err(reason) = cuda::gpu(cuda.driver.as_deref()) {
+    // `profile --report FILE` re-renders a saved report: no device needed.
+    let needs_gpu = !(subcommand == "profile" && bench_args.iter().any(|a| a == "--report"));
+    if needs_gpu && let Err(reason) = cuda::gpu(cuda.driver.as_deref()) {
         bail!(
             "a CUDA device is required for `ferrocuda {subcommand}` ({reason}); PTX built and checked for {}",
             archs.join(", ")

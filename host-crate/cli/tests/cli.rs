@@ -499,11 +499,15 @@ fn profile_prints_the_table_of_a_saved_report() {
     std::fs::write(&empty, "==PROF== nothing\n").unwrap();
     assert_clean_failure(
         &ferrocuda(&["profile", "--report", empty.to_str().unwrap()]),
-        &["holds no ncu launch"],
+        &["holds no ncu launch of a profiled case"],
     );
     assert_clean_failure(
         &ferrocuda(&["profile", "--report", "/nonexistent/ncu.txt"]),
         &["/nonexistent/ncu.txt"],
+    );
+    assert_clean_failure(
+        &ferrocuda(&["profile", "--report", empty.to_str().unwrap(), "--out", "x"]),
+        &["--out"],
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -4,6 +4,13 @@
 /// The sum of `x` in `f64` with Neumaier compensation: within `2 * f64::EPSILON * sum(|x|)` of
 /// the exact sum, the reference float reductions are checked against.
 pub fn compensated_sum(x: impl IntoIterator<Item = f64>) -> f64 {
+    let (sum, c) = compensated_parts(x);
+    sum + c
+}
+
+/// [`compensated_sum`] before its last step: the running sum and the accumulated compensation
+/// apart, so that sums of parts can be combined without rounding each part first.
+pub fn compensated_parts(x: impl IntoIterator<Item = f64>) -> (f64, f64) {
     let (mut sum, mut c) = (0.0f64, 0.0f64);
     for v in x {
         let t = sum + v;
@@ -14,7 +21,7 @@ pub fn compensated_sum(x: impl IntoIterator<Item = f64>) -> f64 {
         };
         sum = t;
     }
-    sum + c
+    (sum, c)
 }
 
 /// Whether a GPU result agrees with the CPU, and by how much it differs.

@@ -1,5 +1,5 @@
 //! The reduction as the CPU computes it: what each operation means and what a GPU result must be.
-use super::check::{Check, compensated_sum};
+use super::check::{Check, compensated_parts, compensated_sum};
 use crate::runtime::element::Element;
 
 /// What a reduction of some input must produce, computed on the CPU.
@@ -16,10 +16,12 @@ pub struct ReduceReference<A> {
 
 impl<A: Element> ReduceReference<A> {
     /// The reference for `op` over `x`, accumulating into `A` (the same type, or `i64` for the
-    /// widening sum of `i32`). Runs on all the host's cores: each thread reduces one stretch,
-    /// and the stretches' results are combined (the compensated sums compensated again).
+    /// widening sum of `i32`). Runs on all the host's cores ([`Split`](super::parallel::Split)):
+    /// each thread reduces one stretch. Integer sums, `min` and `max` combine exactly; the
+    /// float sums combine each stretch's running sum and compensation in one more compensated
+    /// sum, so they can differ from a one-pass sum in the last bits.
     pub fn of<T: Element>(op: ReduceOp, x: &[T], widen: impl Fn(T) -> A + Sync) -> Self {
-        let parts = super::par_map_chunks(x, 1, |part| {
+        let parts = super::parallel::Split::host().map(x, 1, |part| {
             let exact = match op {
                 ReduceOp::Sum if A::TYPE.is_float() => None,
                 ReduceOp::Sum => Some(part.iter().fold(A::default(), |a, &v| a.add(widen(v)))),
@@ -28,8 +30,8 @@ impl<A: Element> ReduceReference<A> {
             };
             (
                 exact,
-                compensated_sum(part.iter().map(|v| v.to_f64())),
-                compensated_sum(part.iter().map(|v| v.to_f64().abs())),
+                compensated_parts(part.iter().map(|v| v.to_f64())),
+                compensated_parts(part.iter().map(|v| v.to_f64().abs())),
             )
         });
         let combine = match op {
@@ -46,8 +48,8 @@ impl<A: Element> ReduceReference<A> {
                     ReduceOp::Sum if !A::TYPE.is_float() => Some(A::default()),
                     _ => None,
                 }),
-            sum: compensated_sum(parts.iter().map(|p| p.1)),
-            abs_sum: compensated_sum(parts.iter().map(|p| p.2)),
+            sum: compensated_sum(parts.iter().flat_map(|p| [p.1.0, p.1.1])),
+            abs_sum: compensated_sum(parts.iter().flat_map(|p| [p.2.0, p.2.1])),
         }
     }
 

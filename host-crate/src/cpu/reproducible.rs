@@ -42,10 +42,11 @@ pub fn same_sum<T: Element>(a: T, b: T) -> bool {
 /// shared out over the host's cores; each chunk's sum is the same wherever it is computed.
 pub fn chunk_sums<T: Reproducible>(x: &[T]) -> Vec<T> {
     let chunk = reduce_repro_chunk(size_of::<T>());
-    super::par_map_chunks(x, chunk, |part| {
-        part.chunks(chunk).map(chunk_sum).collect::<Vec<_>>()
-    })
-    .concat()
+    super::parallel::Split::host()
+        .map(x, chunk, |part| {
+            part.chunks(chunk).map(chunk_sum).collect::<Vec<_>>()
+        })
+        .concat()
 }
 
 /// `a[i] += a[i + m/2]` down to `a[0]` (`m` a power of two).

@@ -127,11 +127,15 @@ impl<'g, T: Element> Group<'g, T> {
     fn new(gpu: &'g Gpu, cfg: &BenchConfig, n: usize) -> Result<Self> {
         let host: Vec<T> = book_input(n, n as u64);
         let reference = ReduceReference::of(ReduceOp::Sum, &host, |v| v);
-        let inputs = (0..rotation(gpu, n * size_of::<T>()))
+        let (inputs, outputs) = buffer_counts(
+            gpu.props().l2_bytes as usize,
+            n as u128 * size_of::<T>() as u128,
+        );
+        let inputs = (0..inputs)
             .map(|_| gpu.upload(&host, "bench input"))
             .collect::<Result<_>>()?;
         // The stencil and the copy read one buffer and write another.
-        let outputs = (0..rotation(gpu, 2 * n * size_of::<T>()))
+        let outputs = (0..outputs)
             .map(|_| gpu.alloc(n, "bench output"))
             .collect::<Result<_>>()?;
         Ok(Self {
@@ -521,58 +525,82 @@ impl Progress {
     }
 }
 
+/// How many input and output buffers of `bytes` each a group keeps ([`rotation_for`]; the
+/// outputs, written as the inputs are read, count twice the bytes).
+fn buffer_counts(l2_bytes: usize, bytes: u128) -> (usize, usize) {
+    let rotation = |b: u128| rotation_for(l2_bytes, usize::try_from(b).unwrap_or(usize::MAX));
+    (rotation(bytes), rotation(2 * bytes))
+}
+
 /// The device memory one (size, type) group holds from its first round to the end of the run
 /// (its inputs and outputs in rotation), and what its rows allocate for one round on top of
-/// that (the textbook reductions' scratch copies, one per input).
+/// that (the textbook reductions' scratch copies, one per input). Small buffers (partials,
+/// results, workspaces) are left out.
 pub fn group_bytes(l2_bytes: usize, cfg: &BenchConfig, ty: ElemType, n: usize) -> (u128, u128) {
-    let bytes = n * ty.size();
-    let rotation = |b| rotation_for(l2_bytes, b);
-    let kept = (rotation(bytes) + rotation(2 * bytes)) as u128 * bytes as u128;
+    let bytes = n as u128 * ty.size() as u128;
+    let (inputs, outputs) = buffer_counts(l2_bytes, bytes);
     let textbook = jobs(cfg, ty)
         .iter()
         .any(|j| matches!(j, Job::Reduce(v, _) if v.is_textbook()));
-    let round = if textbook {
-        rotation(bytes) as u128 * bytes as u128
-    } else {
-        0
-    };
-    (kept, round)
+    let round = if textbook { inputs as u128 * bytes } else { 0 };
+    ((inputs + outputs) as u128 * bytes, round)
+}
+
+/// `2^k`, `2^k+d` for a small `d`, or the number.
+fn count_label(n: usize) -> String {
+    match n.checked_ilog2() {
+        Some(k) if n == 1 << k => format!("2^{k}"),
+        Some(k) if n - (1 << k) <= 4096 => format!("2^{k}+{}", n - (1 << k)),
+        _ => n.to_string(),
+    }
 }
 
 /// Refuses a run whose buffers cannot all be on the device at once (every group's stay
-/// allocated until the last round), before anything is allocated: the error names what each
+/// allocated until the last round), before anything is allocated: the error says what each
 /// size takes, so the caller can split the run.
 fn check_fits(gpu: &Gpu, cfg: &BenchConfig) -> Result<()> {
     let (free, total) = gpu.memory_info()?;
-    let mut kept = 0u128;
-    let mut round = 0u128;
+    let l2 = gpu.props().l2_bytes as usize;
+    let flush = 2 * l2 as u128;
+    let (mut kept, mut round, mut largest) = (0u128, 0u128, 0u128);
     let mut parts = Vec::new();
     for &n in &cfg.sizes {
         for &ty in &cfg.types {
-            let (k, r) = group_bytes(gpu.props().l2_bytes as usize, cfg, ty, n);
+            let (k, r) = group_bytes(l2, cfg, ty, n);
             kept += k;
             round = round.max(r);
-            parts.push(format!("{ty} n={n}: {:.2} GiB", k as f64 / GIB));
+            largest = largest.max(k + r);
+            parts.push(format!(
+                "{ty} {}: {:.2} GiB",
+                count_label(n),
+                k as f64 / GIB
+            ));
         }
     }
-    // The L2 flush buffer: two L2 caches.
-    let need = kept + round + 2 * u128::from(gpu.props().l2_bytes);
-    if need > free as u128 {
-        return Err(Error::OutOfMemory {
-            what: format!(
-                "bench: every size's buffers stay allocated until the last round, {:.2} GiB in \
-                 all ({}; plus {:.2} GiB for one round's scratch copies); run fewer or smaller \
-                 sizes per `ferrocuda bench`",
-                need as f64 / GIB,
-                parts.join(", "),
-                round as f64 / GIB
-            ),
-            bytes: need,
-            free,
-            total,
-        });
+    let need = kept + round + flush;
+    if need <= free as u128 {
+        return Ok(());
     }
-    Ok(())
+    let hint = if largest + flush > free as u128 {
+        "one size alone does not fit: drop it, or leave out the textbook reductions \
+         (--variants), whose scratch copies double the input"
+    } else {
+        "run fewer sizes per `ferrocuda bench`"
+    };
+    Err(Error::InvalidArgument {
+        what: format!(
+            "bench: this run needs {:.2} GiB of device memory at once and {:.2} of {:.2} GiB \
+             are free. Every size's inputs and outputs stay allocated until the last round \
+             ({}), plus {:.2} GiB of scratch copies for one round and {:.2} GiB to flush L2; \
+             {hint}",
+            need as f64 / GIB,
+            free as f64 / GIB,
+            total as f64 / GIB,
+            parts.join(", "),
+            round as f64 / GIB,
+            flush as f64 / GIB,
+        ),
+    })
 }
 
 const GIB: f64 = (1u64 << 30) as f64;

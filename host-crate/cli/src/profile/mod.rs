@@ -248,11 +248,12 @@ pub fn table(launches: &[Profiled]) -> String {
             continue;
         }
         let notes = notes_row(&l.kernel);
-        let load_throughput = l
-            .get("l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum.per_second")
-            .filter(|&b| b > 0.0);
-        let load_efficiency = load_throughput
-            .and(l.get("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct"));
+        let load_throughput = l.get("l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum.per_second");
+        let no_loads = load_throughput == Some(0.0);
+        let load_throughput = load_throughput.filter(|_| !no_loads);
+        let load_efficiency = l
+            .get("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct")
+            .filter(|_| !no_loads);
         let _ = writeln!(
             t,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",

@@ -21,7 +21,7 @@ pub struct ProfileArgs {
     out: PathBuf,
     /// Print the table of an `ncu` report saved earlier (an `ncu.txt` of this command) instead
     /// of profiling: needs no GPU.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["ncu", "out"])]
     report: Option<PathBuf>,
 }
 
@@ -60,8 +60,11 @@ pub fn profile(device: u32, a: &ProfileArgs) -> Result<()> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading the ncu report {}", path.display()))?;
         let launches = profile::parse_report(&text);
-        if launches.is_empty() {
-            bail!("{} holds no ncu launch", path.display());
+        if !launches
+            .iter()
+            .any(|l| !profile::NOT_CASES.contains(&l.kernel.as_str()))
+        {
+            bail!("{} holds no ncu launch of a profiled case", path.display());
         }
         print!("{}", profile::table(&launches));
         return Ok(());
