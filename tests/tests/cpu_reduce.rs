@@ -348,8 +348,8 @@ mod reproducible_order {
 #[test]
 fn parallel_inputs_and_references_equal_one_sequential_pass() {
     use ferrocuda::cpu::parallel::Split;
-    use ferrocuda::cpu::random_vec;
     use ferrocuda::cpu::reproducible::chunk_sums;
+    use ferrocuda::cpu::{generate, random_vec};
     use ferrocuda::runtime::element::Element;
     let n = 5 * (1 << 16) + 3;
     let mut rng = SplitMix64::new(7);
@@ -364,7 +364,7 @@ fn parallel_inputs_and_references_equal_one_sequential_pass() {
         let (last, full) = parts.split_last().unwrap();
         assert!(!last.is_empty() && full.iter().all(|p| p.len() % chunk == 0));
         part_counts.push(parts.len());
-        let got = split.generate(n, 7, f32::from_random_bits);
+        let got = generate(split, n, 7, f32::from_random_bits);
         assert!(
             got.iter()
                 .zip(&bits)

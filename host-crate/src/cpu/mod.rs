@@ -16,6 +16,7 @@ pub mod stencil;
 pub mod warp;
 
 pub use check::{Check, compensated_sum};
+pub use parallel::Split;
 pub use reduce::{ReduceOp, ReduceReference};
 pub use stencil::{
     Boundary, StencilPoint, Taps, check_stencil, radius_error, stencil, stencil_at, stencil_point,
@@ -23,7 +24,7 @@ pub use stencil::{
 };
 
 /// SplitMix64's increment: the state after `i` steps is `seed + i * GAMMA`.
-pub(crate) const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
 
 /// A small deterministic generator (SplitMix64) for inputs: the same seed gives the same data
 /// on every machine, so a failing case can be replayed from its printed seed.
@@ -53,13 +54,33 @@ impl SplitMix64 {
 
 /// `n` values like the book's ([`Element::book_sample`]) from `seed`: the input of
 /// `ferrocuda reduce`, `stencil` and `bench`. Generated on all the host's cores, with the values
-/// of one sequential pass ([`Split::generate`](parallel::Split::generate)).
+/// of one sequential pass ([`generate`]).
 pub fn book_input<T: Element>(n: usize, seed: u64) -> Vec<T> {
-    parallel::Split::host().generate(n, seed, T::book_sample)
+    generate(Split::host(), n, seed, T::book_sample)
 }
 
 /// `n` values spread over `T`'s range ([`Element::from_random_bits`]) from `seed`, generated
 /// like [`book_input`].
 pub fn random_vec<T: Element>(n: usize, seed: u64) -> Vec<T> {
-    parallel::Split::host().generate(n, seed, T::from_random_bits)
+    generate(Split::host(), n, seed, T::from_random_bits)
+}
+
+/// `sample` of the first `n` outputs of [`SplitMix64::new(seed)`](SplitMix64), the parts of
+/// `split` on their own threads. The generator's state after `i` steps is `seed + i * GAMMA`,
+/// so each part starts where the one before it ends: the values of one sequential pass, for any
+/// split.
+pub fn generate<T: Copy + Default + Send>(
+    split: Split,
+    n: usize,
+    seed: u64,
+    sample: fn(u64) -> T,
+) -> Vec<T> {
+    let mut out = vec![T::default(); n];
+    split.for_each_mut(&mut out, |start, part| {
+        let mut rng = SplitMix64::new(seed.wrapping_add((start as u64).wrapping_mul(GAMMA)));
+        for v in part {
+            *v = sample(rng.next_u64());
+        }
+    });
+    out
 }

@@ -79,25 +79,4 @@ impl Split {
             }
         });
     }
-
-    /// `sample` of the first `n` outputs of [`SplitMix64::new(seed)`](super::SplitMix64). The
-    /// generator's state after `i` steps is `seed + i * GAMMA`, so each part starts where the
-    /// one before it ends: the values of one sequential pass, for any number of threads.
-    pub fn generate<T: Copy + Default + Send>(
-        self,
-        n: usize,
-        seed: u64,
-        sample: fn(u64) -> T,
-    ) -> Vec<T> {
-        let mut out = vec![T::default(); n];
-        self.for_each_mut(&mut out, |start, part| {
-            let mut rng = super::SplitMix64::new(
-                seed.wrapping_add((start as u64).wrapping_mul(super::GAMMA)),
-            );
-            for v in part {
-                *v = sample(rng.next_u64());
-            }
-        });
-        out
-    }
 }
