@@ -241,3 +241,41 @@ fn taps_radius_and_coefficients() {
     );
     assert!(stencil::radius_error(3).is_none() && stencil::radius_error(0).is_some());
 }
+
+/// `stencil_point` reads a window inside the array directly and goes through
+/// `stencil_source` only near the ends: both give the value and scale of the plain definition
+/// (every term through `stencil_source`), for every radius, boundary and position.
+#[test]
+fn stencil_point_equals_the_definition_inside_and_at_the_ends() {
+    use ferrocuda::cpu::{
+        Boundary, Taps, compensated_sum, random_vec, stencil_point, stencil_source,
+    };
+    use ferrocuda::kernels::config::STENCIL_RADII;
+    for n in [1usize, 2, 7, 40, 100] {
+        let x: Vec<f64> = random_vec(n, n as u64);
+        for radius in STENCIL_RADII {
+            let weights: Vec<f64> = (0..=2 * radius).map(|k| 0.5 + f64::from(k)).collect();
+            for taps in [Taps::Sum { radius }, Taps::Weighted(weights.clone())] {
+                for boundary in Boundary::ALL {
+                    for i in 0..n {
+                        let terms: Vec<f64> = (0..=2 * i64::from(radius))
+                            .map(|k| {
+                                stencil_source(i as i64 + k - i64::from(radius), n, boundary)
+                                    .map_or(0.0, |s| taps.coefficient(k as usize) * x[s])
+                            })
+                            .collect();
+                        let p = stencil_point(&x, &taps, boundary, i);
+                        assert_eq!(
+                            p.value.to_bits(),
+                            compensated_sum(terms.iter().copied()).to_bits()
+                        );
+                        assert_eq!(
+                            p.scale.to_bits(),
+                            terms.iter().map(|t| t.abs()).sum::<f64>().to_bits()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

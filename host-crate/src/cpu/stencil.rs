@@ -1,6 +1,7 @@
 //! The 1D stencil as the CPU computes it: the boundary rule, the taps, and every output.
 use ferrocuda_kernels::config::{
-    STENCIL_BOUNDARY_CLAMP, STENCIL_BOUNDARY_PERIODIC, STENCIL_BOUNDARY_ZERO, STENCIL_RADII,
+    STENCIL_BOUNDARY_CLAMP, STENCIL_BOUNDARY_PERIODIC, STENCIL_BOUNDARY_ZERO, STENCIL_MAX_TAPS,
+    STENCIL_RADII,
 };
 
 use super::check::{Check, compensated_sum};
@@ -38,13 +39,24 @@ pub fn stencil_point<T: Element>(
     i: usize,
 ) -> StencilPoint {
     let r = taps.radius() as i64;
-    let terms = (0..=2 * r).map(|k| {
-        stencil_source(i as i64 + k - r, x.len(), boundary)
-            .map_or(0.0, |s| taps.coefficient(k as usize) * x[s].to_f64())
-    });
+    // The terms once, into a buffer as long as the widest window.
+    let mut terms = [0.0f64; STENCIL_MAX_TAPS];
+    let terms = &mut terms[..=2 * r as usize];
+    let first = i as i64 - r;
+    if first >= 0 && first + 2 * r < x.len() as i64 {
+        // The whole window inside the array: every boundary rule reads the element itself.
+        for (k, t) in terms.iter_mut().enumerate() {
+            *t = taps.coefficient(k) * x[first as usize + k].to_f64();
+        }
+    } else {
+        for (k, t) in terms.iter_mut().enumerate() {
+            *t = stencil_source(first + k as i64, x.len(), boundary)
+                .map_or(0.0, |s| taps.coefficient(k) * x[s].to_f64());
+        }
+    }
     StencilPoint {
-        value: compensated_sum(terms.clone()),
-        scale: terms.map(f64::abs).sum(),
+        value: compensated_sum(terms.iter().copied()),
+        scale: terms.iter().map(|t| t.abs()).sum(),
     }
 }
 
