@@ -166,7 +166,7 @@ fn utc_date_is_an_iso_date() {
 #[test]
 fn a_groups_device_memory_is_its_rotated_inputs_and_outputs() {
     use ferrocuda::runtime::element::ElemType;
-    use ferrocuda_cli::bench::{BenchConfig, group_bytes, rotation_for};
+    use ferrocuda_cli::bench::{BenchConfig, group_bytes, rotation};
     let l2 = 60 << 20; // an H200's
     let gib = 1u128 << 30;
     let mut cfg = BenchConfig::default_run();
@@ -176,7 +176,7 @@ fn a_groups_device_memory_is_its_rotated_inputs_and_outputs() {
         (2 * gib, gib)
     );
     // 64 MiB: four inputs (256 MiB > 4 x L2), two outputs.
-    assert_eq!(rotation_for(l2, 64 << 20), 4);
+    assert_eq!(rotation(l2, 64 << 20), 4);
     assert_eq!(
         group_bytes(l2, &cfg, ElemType::F32, 1 << 24),
         (6 * (64 << 20), 4 * (64 << 20))

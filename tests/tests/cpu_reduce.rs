@@ -426,3 +426,15 @@ fn parallel_inputs_and_references_equal_one_sequential_pass() {
     );
     assert!((r.abs_sum - abs).abs() <= 4.0 * f64::EPSILON * abs);
 }
+
+/// The levels of the reproducible order, as the bench labels them (`chunks 32768+4+1`).
+#[test]
+fn the_reproducible_order_has_one_level_per_launch() {
+    use ferrocuda::cpu::reproducible::chunks_per_level;
+    assert_eq!(chunks_per_level::<f32>(0), Vec::<usize>::new());
+    assert_eq!(chunks_per_level::<f32>(1), vec![1]);
+    assert_eq!(chunks_per_level::<f32>(8192), vec![1]);
+    assert_eq!(chunks_per_level::<f32>(1 << 20), vec![128, 1]);
+    assert_eq!(chunks_per_level::<f32>(1 << 28), vec![32768, 4, 1]);
+    assert_eq!(chunks_per_level::<f64>(1 << 28), vec![65536, 16, 1]);
+}

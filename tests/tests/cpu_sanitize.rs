@@ -167,7 +167,7 @@ mod profile_report {
 
     #[test]
     fn the_table_has_one_row_per_case_and_marks_kernels_without_loads() {
-        let t = table(&parse_report(FULL_REPORT));
+        let t = table(&parse_report(FULL_REPORT)).expect("the report holds cases");
         let rows: Vec<&str> = t.lines().skip(2).collect();
         assert_eq!(
             rows.len(),

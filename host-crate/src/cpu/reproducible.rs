@@ -32,6 +32,19 @@ pub fn sum_reproducible<T: Reproducible>(x: &[T]) -> T {
     sums[0]
 }
 
+/// How many chunks each level of the order has for `n` elements of `T` (one launch per level;
+/// the last level has one chunk): `[]` for an empty input.
+pub fn chunks_per_level<T: Reproducible>(n: usize) -> Vec<usize> {
+    let chunk = reduce_repro_chunk(size_of::<T>());
+    let mut levels = Vec::new();
+    let mut len = n;
+    while len > 0 && levels.last() != Some(&1) {
+        len = len.div_ceil(chunk);
+        levels.push(len);
+    }
+    levels
+}
+
 /// Whether two results of the reproducible sum agree: the same bits, or both a NaN (a NaN's
 /// payload is the device's).
 pub fn same_sum<T: Element>(a: T, b: T) -> bool {

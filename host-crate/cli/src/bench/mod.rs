@@ -39,13 +39,8 @@ pub use report::{
     Agreement, Baseline, BenchConfig, Comparison, Report, Row, compare, markdown, utc_date,
 };
 
-/// How many buffers of `bytes` it takes to exceed four L2 caches (1 to 64).
-pub fn rotation(gpu: &Gpu, bytes: usize) -> usize {
-    rotation_for(gpu.props().l2_bytes as usize, bytes)
-}
-
-/// [`rotation`] for an L2 cache of `l2_bytes`.
-pub fn rotation_for(l2_bytes: usize, bytes: usize) -> usize {
+/// How many buffers of `bytes` it takes to exceed four L2 caches of `l2_bytes` (1 to 64).
+pub fn rotation(l2_bytes: usize, bytes: usize) -> usize {
     (4 * l2_bytes).div_ceil(bytes.max(1)).clamp(1, 64)
 }
 
@@ -121,6 +116,8 @@ type MeasureReproducible<T> =
 struct ReproducibleSum<T: Element> {
     measure: MeasureReproducible<T>,
     want: T,
+    /// The chunks of each level of the order for this size.
+    levels: Vec<usize>,
 }
 
 impl<'g, T: Element> Group<'g, T> {
@@ -158,6 +155,7 @@ impl<'g, T: Element> Group<'g, T> {
         self.reproducible = Some(ReproducibleSum {
             measure: reproducible::measure::<T>,
             want: cpu_reproducible::sum_reproducible(&self.host),
+            levels: cpu_reproducible::chunks_per_level::<T>(self.host.len()),
         });
         self
     }
@@ -193,18 +191,13 @@ impl<'g, T: Element> Group<'g, T> {
             })?;
         let m = (sum.measure)(self.gpu, &self.inputs, sum.want, self.reps)?;
         let n = self.host.len();
-        let chunk = ferrocuda::kernels::config::reduce_repro_chunk(size_of::<T>());
-        // The chunks of each level (each level's grid is at most the resident block count).
-        let mut levels = vec![n.div_ceil(chunk)];
-        while levels[levels.len() - 1] > 1 {
-            levels.push(levels[levels.len() - 1].div_ceil(chunk));
-        }
         Ok(Round {
             samples: m.samples,
             checks: if check { vec![m.check] } else { Vec::new() },
+            // The chunks of each level (each level's grid is at most the resident block count).
             grid: format!(
                 "chunks {}",
-                levels
+                sum.levels
                     .iter()
                     .map(|c| c.to_string())
                     .collect::<Vec<_>>()
@@ -525,11 +518,11 @@ impl Progress {
     }
 }
 
-/// How many input and output buffers of `bytes` each a group keeps ([`rotation_for`]; the
+/// How many input and output buffers of `bytes` each a group keeps ([`rotation`]; the
 /// outputs, written as the inputs are read, count twice the bytes).
 fn buffer_counts(l2_bytes: usize, bytes: u128) -> (usize, usize) {
-    let rotation = |b: u128| rotation_for(l2_bytes, usize::try_from(b).unwrap_or(usize::MAX));
-    (rotation(bytes), rotation(2 * bytes))
+    let count = |b: u128| rotation(l2_bytes, usize::try_from(b).unwrap_or(usize::MAX));
+    (count(bytes), count(2 * bytes))
 }
 
 /// The device memory one (size, type) group holds from its first round to the end of the run

@@ -232,8 +232,15 @@ pub fn notes_row(symbol: &str) -> Option<&'static NotesRow> {
 
 /// The report's table: one row per profiled kernel (its first launch; [`NOT_CASES`] left out),
 /// with the notes' figures beside the reduction ladder's rows. A kernel with no global load
-/// shows `-` for load efficiency and throughput (`ncu` reports 0 there).
-pub fn table(launches: &[Profiled]) -> String {
+/// shows `-` for load efficiency and throughput (`ncu` reports 0 there). `None` when the
+/// report holds no launch of a case.
+pub fn table(launches: &[Profiled]) -> Option<String> {
+    if !launches
+        .iter()
+        .any(|l| !NOT_CASES.contains(&l.kernel.as_str()))
+    {
+        return None;
+    }
     use std::fmt::Write as _;
     let mut seen = std::collections::BTreeSet::new();
     let mut t = String::new();
@@ -273,5 +280,5 @@ pub fn table(launches: &[Profiled]) -> String {
             f(notes.map(|r| r.inst_per_warp), 1),
         );
     }
-    t
+    Some(t)
 }

@@ -59,14 +59,10 @@ pub fn profile(device: u32, a: &ProfileArgs) -> Result<()> {
     if let Some(path) = &a.report {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading the ncu report {}", path.display()))?;
-        let launches = profile::parse_report(&text);
-        if !launches
-            .iter()
-            .any(|l| !profile::NOT_CASES.contains(&l.kernel.as_str()))
-        {
+        let Some(table) = profile::table(&profile::parse_report(&text)) else {
             bail!("{} holds no ncu launch of a profiled case", path.display());
-        }
-        print!("{}", profile::table(&launches));
+        };
+        print!("{table}");
         return Ok(());
     }
     let ncu = match &a.ncu {
@@ -94,15 +90,14 @@ pub fn profile(device: u32, a: &ProfileArgs) -> Result<()> {
     let text = ferrocuda_cli::toolkit::output_text(&out);
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     std::fs::write(a.out.join("ncu.txt"), &text)?;
-    let launches = profile::parse_report(&text);
-    if !out.status.success() || launches.is_empty() {
+    let table = profile::table(&profile::parse_report(&text)).filter(|_| out.status.success());
+    let Some(table) = table else {
         bail!(
             "ncu did not profile the cases ({}); its last lines:\n{}",
             out.status,
             ferrocuda_cli::toolkit::last_lines(&text, 8).join("\n")
         );
-    }
-    let table = profile::table(&launches);
+    };
     std::fs::write(a.out.join("profile.md"), &table)?;
     print!("{table}");
     println!("raw report: {}", a.out.join("ncu.txt").display());
