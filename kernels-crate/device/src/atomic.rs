@@ -2,7 +2,9 @@
 //!
 //! Each function returns the old value. The orderings are relaxed: an atomic is indivisible but
 //! orders nothing else; pair it with a [`fence`](crate::device::sync) where other memory must be
-//! seen (the atomic-finish reductions publish their partial with `threadfence` first).
+//! seen (the atomic-finish reductions publish their partial with `threadfence` first). The one
+//! exception, [`atomic_add_acq_rel`], is a release and an acquire in one instruction: the
+//! counter of a "last block" election, without the two fences around it.
 //!
 //! Float `atomic_add` makes a sum depend on the order in which blocks arrive: the result is
 //! not reproducible bit for bit. The library's deterministic paths never use it.
@@ -138,4 +140,34 @@ pub unsafe fn atomic_max<T: AtomicOrd>(address: *mut T, val: T) -> T {
 pub unsafe fn atomic_cas<T: AtomicOrd>(address: *mut T, compare: T, val: T) -> T {
     // SAFETY: forwarded to the caller.
     unsafe { T::atomic_cas(address, compare, val) }
+}
+
+/// `cuda::atomic_ref<unsigned, cuda::thread_scope_device>(*address).fetch_add(val,
+/// cuda::memory_order_acq_rel)`: `atomicAdd` that is also a release and an acquire at GPU scope
+/// (`atom.acq_rel.gpu.add.u32`); returns the old value.
+///
+/// Release: this thread's memory operations before it are seen, by any thread whose acquire
+/// reads this value or a later one, before their own later operations. Acquire: the same for
+/// the releases this one reads. It replaces `threadfence(); atomicAdd(...)` on one side and
+/// the reader's `threadfence()` on the other, and measured 0.25-0.5 us faster per launch than
+/// that pair for the fast reduction's ticket (H200, `docs/results/runs/tuning-notes.md`).
+/// Threads of the same block that did not make the call see what it acquired after a
+/// `syncthreads` (the barrier orders them after it).
+///
+/// # Safety
+/// As [`atomic_add`]; sm_70 or newer (every architecture the crate builds).
+#[doc(alias = "fetch_add")]
+#[inline(always)]
+pub unsafe fn atomic_add_acq_rel(address: *mut u32, val: u32) -> u32 {
+    let old: u32;
+    // SAFETY: forwarded to the caller; a generic address of global or shared memory.
+    unsafe {
+        core::arch::asm!(
+            "atom.acq_rel.gpu.add.u32 {old}, [{address}], {val};",
+            old = out(reg32) old,
+            address = in(reg64) address,
+            val = in(reg32) val,
+        );
+    }
+    old
 }
