@@ -40,14 +40,9 @@ impl<A: Element> ReduceReference<A> {
             ReduceOp::Max => A::max_of,
         };
         Self {
-            exact: parts
-                .iter()
-                .filter_map(|p| p.0)
-                .reduce(combine)
-                .or(match op {
-                    ReduceOp::Sum if !A::TYPE.is_float() => Some(A::default()),
-                    _ => None,
-                }),
+            // `map` gives at least one part (an empty input is one empty part, whose integer
+            // sum is 0), so an empty input needs no case of its own.
+            exact: parts.iter().filter_map(|p| p.0).reduce(combine),
             sum: compensated_sum(parts.iter().flat_map(|p| [p.1.0, p.1.1])),
             abs_sum: compensated_sum(parts.iter().flat_map(|p| [p.2.0, p.2.1])),
         }

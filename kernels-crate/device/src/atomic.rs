@@ -154,6 +154,10 @@ pub unsafe fn atomic_cas<T: AtomicOrd>(address: *mut T, compare: T, val: T) -> T
 /// Threads of the same block that did not make the call see what it acquired after a
 /// `syncthreads` (the barrier orders them after it).
 ///
+/// Written in asm rather than with `AtomicU32::fetch_add(_, AcqRel)` like the relaxed atomics
+/// above, so that the semantics and the scope in the PTX are the ones measured and reasoned
+/// about (`.acq_rel.gpu`), not whatever LLVM's lowering of the ordering picks.
+///
 /// # Safety
 /// As [`atomic_add`]; sm_70 or newer (every architecture the crate builds).
 #[doc(alias = "fetch_add")]
