@@ -97,17 +97,8 @@ fn main() -> ExitCode {
     run_gpu_suite(trials)
 }
 
-/// Poison for outputs: a pattern no kernel writes by chance.
-const POISON_BYTE: u8 = 0xA5;
-
 fn poisoned<T: Element>(gpu: &Gpu, n: usize, what: &str) -> anyhow::Result<DeviceBuffer<T>> {
-    Ok(gpu.upload(&vec![poison_value::<T>(); n], what)?)
-}
-
-fn poison_value<T: Element>() -> T {
-    let bytes = vec![POISON_BYTE; size_of::<T>()];
-    // SAFETY: every bit pattern is a valid value of the integer and float element types.
-    unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
+    Ok(gpu.upload(&vec![T::poison(); n], what)?)
 }
 
 fn shuffle_trials<T: Element>(trials: &mut Vec<Trial>) {
@@ -174,7 +165,7 @@ fn shuffle_matches_emulator<T: Element>(gpu: &Gpu, mode: ShflMode) -> TestResult
                             Some(w) => got[lane].same_bits(w),
                             // Lanes outside the mask must not write; lanes reading a lane outside
                             // the mask get an undefined value, which is not checked.
-                            None if mask & (1 << lane) == 0 => got[lane].same_bits(poison_value()),
+                            None if mask & (1 << lane) == 0 => got[lane].same_bits(T::poison()),
                             None => true,
                         };
                         ensure!(
@@ -223,7 +214,7 @@ fn vote_matches_emulator(gpu: &Gpu) -> TestResult {
                     let g = &got[4 * lane..4 * lane + 4];
                     if mask & (1 << lane) == 0 {
                         ensure!(
-                            g.iter().all(|&w| w == poison_value::<u32>()),
+                            g.iter().all(|&w| w == u32::poison()),
                             "lane {lane} outside mask {mask:#x} wrote {g:?}"
                         );
                         continue;

@@ -9,6 +9,7 @@ pub fn saxpy(a: f32, x: &[f32], y: &[f32]) -> Vec<f32> {
 use crate::runtime::element::{Element, signed_unit};
 
 pub mod check;
+pub mod exact;
 pub mod parallel;
 pub mod reduce;
 pub mod reproducible;
@@ -23,8 +24,7 @@ pub use stencil::{
     stencil_source, stencil_tolerance,
 };
 
-/// SplitMix64's increment: the state after `i` steps is `seed + i * GAMMA`.
-const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+use exact::{ExactLayout, GAMMA, mix};
 
 /// A small deterministic generator (SplitMix64) for inputs: the same seed gives the same data
 /// on every machine, so a failing case can be replayed from its printed seed.
@@ -40,10 +40,7 @@ impl SplitMix64 {
     /// Next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(GAMMA);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        mix(self.0)
     }
 
     /// Uniform in `[-1, 1)`.
@@ -52,11 +49,40 @@ impl SplitMix64 {
     }
 }
 
-/// `n` values like the book's ([`Element::book_sample`]) from `seed`: the input of
-/// `ferrocuda reduce`, `stencil` and `bench`. Generated on all the host's cores, with the values
+/// The input of `ferrocuda reduce`, `stencil` and `bench`: integers like the book's
+/// `rand() & 0xFF`; floats [exactly summable](exact), so that every
+/// float sum of it is checked bit for bit. Generated on all the host's cores, with the values
 /// of one sequential pass ([`generate`]).
 pub fn book_input<T: Element>(n: usize, seed: u64) -> Vec<T> {
-    generate(Split::host(), n, seed, T::book_sample)
+    if T::TYPE.is_float() {
+        exact_floats(n, seed)
+    } else {
+        generate(Split::host(), n, seed, |bits| {
+            T::from_random_bits(bits & 0xFF)
+        })
+    }
+}
+
+/// The input of the reduction tests: integers over their whole range (so that sums wrap),
+/// floats [exactly summable](exact) (so that every float sum is checked bit for bit).
+pub fn exact_sum_input<T: Element>(n: usize, seed: u64) -> Vec<T> {
+    if T::TYPE.is_float() {
+        exact_floats(n, seed)
+    } else {
+        random_vec(n, seed)
+    }
+}
+
+/// The [exactly summable](exact) float input of `n` elements of `T` from `seed`.
+fn exact_floats<T: Element>(n: usize, seed: u64) -> Vec<T> {
+    let layout = ExactLayout::of(n, T::DIGITS);
+    let mut out = vec![T::default(); n];
+    Split::host().for_each_mut(&mut out, |start, part| {
+        for (i, v) in part.iter_mut().enumerate() {
+            *v = T::from_f64(layout.value(seed, (start + i) as u64) as f64);
+        }
+    });
+    out
 }
 
 /// `n` values spread over `T`'s range ([`Element::from_random_bits`]) from `seed`, generated

@@ -6,7 +6,9 @@ use crate::runtime::element::Element;
 #[derive(Clone, Debug)]
 pub struct ReduceReference<A> {
     /// The exact expected value where the result is exact: integer sums (wrapping), `min`,
-    /// `max`. `None` for float sums, checked against `sum` instead.
+    /// `max`, and float sums of integer values whose `sum(|x|)` is at most `2^DIGITS` (every
+    /// partial sum in any order is then exact: see [`exact`](super::exact)). `None` for other
+    /// float sums, checked against `sum` with a rounding bound instead.
     pub exact: Option<A>,
     /// The sum in `f64` (compensated).
     pub sum: f64,
@@ -22,6 +24,11 @@ impl<A: Element> ReduceReference<A> {
     /// sum, so they can differ from a one-pass sum in the last bits.
     pub fn of<T: Element>(op: ReduceOp, x: &[T], widen: impl Fn(T) -> A + Sync) -> Self {
         let parts = super::parallel::Split::host().map(x, 1, |part| {
+            let integral = A::TYPE.is_float()
+                && part.iter().all(|v| {
+                    let v = v.to_f64();
+                    v.is_finite() && v.fract() == 0.0
+                });
             let exact = match op {
                 ReduceOp::Sum if A::TYPE.is_float() => None,
                 ReduceOp::Sum => Some(part.iter().fold(A::default(), |a, &v| a.add(widen(v)))),
@@ -32,6 +39,7 @@ impl<A: Element> ReduceReference<A> {
                 exact,
                 compensated_parts(part.iter().map(|v| v.to_f64())),
                 compensated_parts(part.iter().map(|v| v.to_f64().abs())),
+                integral,
             )
         });
         let combine = match op {
@@ -39,24 +47,39 @@ impl<A: Element> ReduceReference<A> {
             ReduceOp::Min => A::min_of,
             ReduceOp::Max => A::max_of,
         };
+        let sum = compensated_sum(parts.iter().flat_map(|p| [p.1.0, p.1.1]));
+        let abs_sum = compensated_sum(parts.iter().flat_map(|p| [p.2.0, p.2.1]));
+        let exact_float_sum = op == ReduceOp::Sum
+            && parts.iter().all(|p| p.3)
+            && abs_sum <= (1u64 << A::DIGITS) as f64;
         Self {
             // `map` gives at least one part (an empty input is one empty part, whose integer
             // sum is 0), so an empty input needs no case of its own.
-            exact: parts.iter().filter_map(|p| p.0).reduce(combine),
-            sum: compensated_sum(parts.iter().flat_map(|p| [p.1.0, p.1.1])),
-            abs_sum: compensated_sum(parts.iter().flat_map(|p| [p.2.0, p.2.1])),
+            exact: if exact_float_sum {
+                // An integer of at most 2^DIGITS: `sum` holds it exactly, and so does `A`.
+                Some(A::from_f64(sum))
+            } else {
+                parts.iter().filter_map(|p| p.0).reduce(combine)
+            },
+            sum,
+            abs_sum,
         }
     }
 
-    /// Checks `got`: bit-equal to `exact` when there is one; otherwise a float sum within
+    /// Checks `got`: equal to `exact` when there is one (bit for bit; for floats `-0 == +0`, and
+    /// NaN, the poison included, equals nothing); otherwise a finite float sum within
     /// `(depth + 2) * eps * sum(|x|)` of the compensated `f64` sum, where `depth` bounds the
-    /// roundings on any element's path to the result (see `ReduceRun::rounding_depth`).
+    /// roundings on any element's path to the result (see [`rounding_depth`](crate::reduce::rounding_depth)).
     pub fn check(&self, got: A, depth: f64) -> Check {
         match self.exact {
-            Some(want) if got.same_bits(want) => Check {
-                passed: true,
-                detail: "exact".into(),
-            },
+            Some(want)
+                if got.same_bits(want) || (A::TYPE.is_float() && got.to_f64() == want.to_f64()) =>
+            {
+                Check {
+                    passed: true,
+                    detail: "exact".into(),
+                }
+            }
             Some(want) => Check {
                 passed: false,
                 detail: format!("got {got}, want {want}"),

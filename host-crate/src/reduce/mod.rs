@@ -36,7 +36,6 @@ enum Plan<'g, T: Element, A: Element> {
     InPlace {
         kernel: Kernel<'g, (*mut T, *mut A, usize)>,
         config: LaunchConfig,
-        unroll: usize,
         scratch: DeviceBuffer<T>,
         partials: DeviceBuffer<A>,
     },
@@ -79,6 +78,7 @@ enum Plan<'g, T: Element, A: Element> {
 /// kernels (what the benchmark times), [`finish`](Self::finish) reads the result.
 pub struct ReduceRun<'g, 'a, T: Element, A: Element = T> {
     gpu: &'g Gpu,
+    variant: ReduceVariant,
     n: usize,
     input: DevicePointer<T>,
     plan: Plan<'g, T, A>,
@@ -159,7 +159,6 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                 Plan::InPlace {
                     kernel,
                     config,
-                    unroll: variant.unroll(),
                     scratch: gpu.alloc(n, "scratch copy of the input")?,
                     partials: poisoned(config.grid[0] as usize, "per-block partials")?,
                 }
@@ -230,6 +229,7 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
         };
         let run = Self {
             gpu,
+            variant,
             n,
             input: input.as_device_ptr(),
             plan,
@@ -282,45 +282,10 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
         (self.n * size_of::<T>()) as u64
     }
 
-    /// An a-priori bound on how many roundings any input element goes through on its way to
-    /// the result (the depth of the summation tree): a float sum is within
-    /// `depth * eps * sum(|x|)` of the exact one.
+    /// [`rounding_depth`] of this launch.
     pub fn rounding_depth(&self) -> f64 {
-        let log2 = |x: f64| x.max(1.0).log2().ceil();
-        let n = self.n as f64;
-        let shape = |c: &LaunchConfig| (c.grid[0] as f64, c.block[0] as f64);
-        let d = match &self.plan {
-            // The host adds the partials in order.
-            Plan::InPlace { config, unroll, .. } => {
-                let (grid, block) = shape(config);
-                *unroll as f64 + log2(block) + grid
-            }
-            Plan::AtomicFinish { config, .. } => {
-                let (grid, block) = shape(config);
-                log2(block) + grid
-            }
-            Plan::CgVector { config, .. } => {
-                let (grid, block) = shape(config);
-                4.0 + log2(block) + grid
-            }
-            Plan::GridStride { configs, .. } | Plan::GridStrideStatic { configs, .. } => {
-                let (grid, block) = shape(&configs[0]);
-                (n / (grid * block)).ceil() + log2(block) + (grid / 1024.0).ceil() + 10.0
-            }
-            Plan::GridSync { config, .. } => {
-                let (grid, block) = shape(config);
-                (n / (grid * block)).ceil() + 2.0 * log2(block) + (grid / block).ceil()
-            }
-            Plan::Fast { config, .. } => {
-                let (grid, block) = shape(config);
-                (n / (grid * block)).ceil()
-                    + 4.0
-                    + 10.0
-                    + grid.min(1024.0).log2().ceil()
-                    + (grid / block).ceil()
-            }
-        };
-        d + 1.0
+        let first = self.steps()[0].1;
+        rounding_depth(self.variant, A::TYPE, self.n, first.grid[0], first.block[0])
     }
 
     /// Resets what the kernels consume: the scratch copy (in-place variants) and the result
@@ -449,6 +414,43 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
         self.launch()?;
         self.finish()
     }
+}
+
+/// An a-priori bound, in units of the accumulator's epsilon, on the roundings any input element
+/// goes through on its way to the result when `variant` sums `n` elements into `acc` with a
+/// first launch of `grid` blocks of `block` threads: a float sum is within
+/// `depth * eps * sum(|x|)` of the exact one. Counted from the actual order: each thread's
+/// sequential additions, then the tree of its block, then how the blocks' partials combine
+/// (the host's `f64` sum of the textbook family counts as `grid` roundings of `f64`, plus one
+/// rounding to `f32`; an atomic add per block, as `grid` roundings in an unknown order).
+pub fn rounding_depth(
+    variant: ReduceVariant,
+    acc: ElemType,
+    n: usize,
+    grid: u32,
+    block: u32,
+) -> f64 {
+    let log2 = |x: f64| x.max(1.0).log2().ceil();
+    let (n, grid, block) = (n as f64, f64::from(grid), f64::from(block));
+    let per_thread = (n / (grid * block)).ceil();
+    let d = match variant {
+        _ if variant.is_textbook() => {
+            let host = if acc == ElemType::F32 {
+                grid * f64::EPSILON / f64::from(f32::EPSILON) + 1.0
+            } else {
+                grid
+            };
+            variant.unroll() as f64 + log2(block) + host
+        }
+        V::CgVector4 => 4.0 + log2(block) + grid,
+        _ if variant.is_atomic_finish() => log2(block) + grid,
+        V::Reduce1Parallelism | V::Reduce2Static => {
+            per_thread + log2(block) + (grid / 1024.0).ceil() + 10.0
+        }
+        V::GridSync => per_thread + 2.0 * log2(block) + (grid / block).ceil(),
+        _ => per_thread + 4.0 + 10.0 + log2(grid.min(1024.0)) + (grid / block).ceil(),
+    };
+    d + 1.0
 }
 
 /// The launches of the notes' grid-stride reduction: `REDUCE_STATIC_GRID` blocks of `block`

@@ -98,17 +98,26 @@ pub trait Element:
     fn from_f64(v: f64) -> Self;
     /// Machine epsilon of the type (0 for integers: their sums are exact).
     const EPSILON: f64;
+    /// Significand bits of a float type (24, 53): integers up to `2^DIGITS` are exact in it.
+    /// The integer types' width.
+    const DIGITS: u32;
     /// Bitwise equality (floats: by bit pattern).
     fn same_bits(self, other: Self) -> bool;
-    /// A value no kernel produces by chance (every byte `0xA5`), written to outputs before a
-    /// kernel runs so that an output it failed to write is caught.
-    fn poison() -> Self;
+    /// The byte [`poison`](Self::poison) repeats: `0xA5` for integers; `0xFF` for floats, a NaN
+    /// (`0xFFFFFFFF`) that no correct result equals (a float result is finite, or the GPU's
+    /// canonical NaN `0x7FFFFFFF`) and that every float check rejects.
+    const POISON_BYTE: u8;
+    /// A value no kernel produces by chance ([`POISON_BYTE`](Self::POISON_BYTE) in every byte),
+    /// written to outputs before a kernel runs so that an output it failed to write is caught.
+    fn poison() -> Self {
+        let bytes = [Self::POISON_BYTE; 8];
+        // SAFETY: every `Element` is an integer or float of at most 8 bytes, valid for every bit
+        // pattern.
+        unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<Self>()) }
+    }
     /// A value from 64 random bits spread over the type's range: every bit pattern for
     /// integers, uniform in `[-1, 1)` for floats (the tests' inputs).
     fn from_random_bits(bits: u64) -> Self;
-    /// A value from 64 random bits like the book's inputs: integers `rand() & 0xFF`, floats
-    /// uniform in `[-1, 1)` (the input of `ferrocuda reduce`, `stencil` and `bench`).
-    fn book_sample(bits: u64) -> Self;
 }
 
 /// `bits` as a float uniform in `[-1, 1)` (53 random bits).
@@ -121,15 +130,15 @@ macro_rules! element_int {
         impl Element for $t {
             const TYPE: ElemType = ElemType::$e;
             const EPSILON: f64 = 0.0;
+            const DIGITS: u32 = <$t>::BITS;
             fn add(self, other: Self) -> Self { self.wrapping_add(other) }
             fn min_of(self, other: Self) -> Self { Ord::min(self, other) }
             fn max_of(self, other: Self) -> Self { Ord::max(self, other) }
             fn to_f64(self) -> f64 { self as f64 }
             fn from_f64(v: f64) -> Self { v as $t }
             fn same_bits(self, other: Self) -> bool { self == other }
-            fn poison() -> Self { <$t>::from_ne_bytes([0xA5; size_of::<$t>()]) }
+            const POISON_BYTE: u8 = 0xA5;
             fn from_random_bits(bits: u64) -> Self { bits as $t }
-            fn book_sample(bits: u64) -> Self { (bits & 0xFF) as $t }
         }
     )*};
 }
@@ -140,15 +149,15 @@ macro_rules! element_float {
         impl Element for $t {
             const TYPE: ElemType = ElemType::$e;
             const EPSILON: f64 = <$t>::EPSILON as f64;
+            const DIGITS: u32 = <$t>::MANTISSA_DIGITS;
             fn add(self, other: Self) -> Self { self + other }
             fn min_of(self, other: Self) -> Self { <$t>::min(self, other) }
             fn max_of(self, other: Self) -> Self { <$t>::max(self, other) }
             fn to_f64(self) -> f64 { self as f64 }
             fn from_f64(v: f64) -> Self { v as $t }
             fn same_bits(self, other: Self) -> bool { self.to_bits() == other.to_bits() }
-            fn poison() -> Self { <$t>::from_ne_bytes([0xA5; size_of::<$t>()]) }
+            const POISON_BYTE: u8 = 0xFF;
             fn from_random_bits(bits: u64) -> Self { signed_unit(bits) as $t }
-            fn book_sample(bits: u64) -> Self { signed_unit(bits) as $t }
         }
     )*};
 }

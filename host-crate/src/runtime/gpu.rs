@@ -493,10 +493,10 @@ impl Gpu {
         })
     }
 
-    /// Fills `slice` with poison (every byte `0xA5`, [`Element::poison`]), so that an output a
+    /// Fills `slice` with poison ([`Element::poison`]: a NaN for floats), so that an output a
     /// kernel fails to write is caught. Asynchronous on the stream.
     pub fn poison_async<T: Element>(&self, slice: &mut DeviceSlice<T>) -> Result<()> {
-        self.memset_d8_async(slice, 0xA5)
+        self.memset_d8_async(slice, T::POISON_BYTE)
     }
 
     /// Waits for all work on the stream.
