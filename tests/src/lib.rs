@@ -89,4 +89,88 @@ pub fn run_gpu_suite(trials: Vec<Trial>) -> ExitCode {
     conclusion.exit_code()
 }
 
-pub use ferrocuda::cpu::random_vec;
+pub use ferrocuda::cpu::{exact_sum_input, random_vec};
+
+/// The reduction suite's configurations, shared by the GPU suite (`gpu_reduce`) and the CPU
+/// test that proves its oracle rejects wrong answers for each of them (`cpu_reduce`).
+pub mod reduce_suite {
+    use ferrocuda::cpu::SplitMix64;
+    use ferrocuda::reduce::{ReduceVariant, complete_unroll_blocks};
+    use ferrocuda::runtime::element::Element;
+
+    /// Block sizes tried with every variant that accepts them (`complete_unroll` runs its own).
+    pub const BLOCKS: [u32; 5] = [64, 128, 256, 512, 1024];
+
+    /// The largest input of the sweep.
+    pub const LARGEST: usize = 1 << 24;
+
+    /// Elements in each input pool: the largest input plus room to start it at 4096 offsets.
+    pub const POOL_LEN: usize = LARGEST + 4096;
+
+    /// The sizes tried with `block`: tiny, around a warp, around the block, just past the
+    /// unrolled block, and large enough to fill the GPU.
+    pub fn sizes(block: u32) -> [usize; 12] {
+        let b = block as usize;
+        [
+            1,
+            2,
+            31,
+            32,
+            33,
+            1000,
+            b - 1,
+            b,
+            b + 1,
+            8 * b + 5,
+            (1 << 20) + 3,
+            LARGEST,
+        ]
+    }
+
+    /// The block sizes the sweep runs `variant` with.
+    pub fn blocks(variant: ReduceVariant) -> Vec<u32> {
+        match variant {
+            ReduceVariant::CompleteUnroll => complete_unroll_blocks(),
+            _ => BLOCKS.to_vec(),
+        }
+        .into_iter()
+        .filter(|&b| variant.block_error(b).is_none())
+        .collect()
+    }
+
+    /// The sizes of the constant and alternating-sign float inputs (bounded, not exact, checks).
+    pub const PATTERN_SIZES: [usize; 2] = [LARGEST, (1 << 20) + 3];
+
+    /// `0.1` everywhere (not exactly summable: checked against a rounding bound).
+    pub fn constant_pool<T: Element>() -> Vec<T> {
+        vec![T::from_f64(0.1); POOL_LEN]
+    }
+
+    /// `+v, -v` or `-v, +v` in each aligned pair, `v` an integer from 1 to `m`, where `m` keeps
+    /// `sum(|x|)` of any `LARGEST` elements within `2^EXACT_INT_BITS` (`m = 1` for `f32`): an
+    /// exactly summable input whose partial sums rise and cancel.
+    pub fn alternating_pool<T: Element>() -> Vec<T> {
+        let m = ((1u64 << T::EXACT_INT_BITS.min(62)) / LARGEST as u64).clamp(1, 255);
+        let mut rng = SplitMix64::new(seed(&format!("alternating {} pool", T::TYPE)));
+        (0..POOL_LEN / 2)
+            .flat_map(|_| {
+                let bits = rng.next_u64();
+                let v = (1 + (bits >> 1) % m) as f64;
+                let v = if bits & 1 == 0 { v } else { -v };
+                [T::from_f64(v), T::from_f64(-v)]
+            })
+            .collect()
+    }
+
+    /// A seed from a name (FNV-1a): every trial draws its own inputs, the same on every run.
+    pub fn seed(name: &str) -> u64 {
+        name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+    }
+
+    /// The seed of the exactly summable pool of element type `ty`.
+    pub fn exact_pool_seed(ty: &str) -> u64 {
+        seed(&format!("{ty} exact pool"))
+    }
+}

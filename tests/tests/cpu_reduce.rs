@@ -3,7 +3,7 @@
 //! reference check with its stated float bound, and the compensated sum behind it.
 use ferrocuda::cpu::{ReduceReference, SplitMix64, compensated_sum};
 use ferrocuda::reduce::{ReduceOp, ReduceVariant as V, complete_unroll_blocks};
-use ferrocuda::runtime::element::ElemType;
+use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda_cli::args::parse_count;
 
 #[test]
@@ -199,15 +199,41 @@ fn reference_check_is_exact_for_integer_sums_min_and_max() {
 }
 
 #[test]
+fn float_sums_of_integers_within_2_to_the_digits_are_checked_for_equality() {
+    let ones = ReduceReference::of(ReduceOp::Sum, &[1.0f32; 1000], |v| v);
+    assert_eq!(ones.exact, Some(1000.0));
+    assert!(ones.check(1000.0, 1e9).passed);
+    for wrong in [999.0, 1001.0, 0.0, 2000.0, f32::poison()] {
+        assert!(!ones.check(wrong, 1e9).passed, "{wrong} accepted");
+    }
+    let zeros = ReduceReference::of(ReduceOp::Sum, &[0.0f32, -0.0], |v| v);
+    assert!(zeros.check(0.0, 0.0).passed && zeros.check(-0.0, 0.0).passed);
+    // sum|x| = 2^24 is still exact in f32; one more and some order may round.
+    let at_limit = vec![1.0f32; 1 << 24];
+    assert!(
+        ReduceReference::of(ReduceOp::Sum, &at_limit, |v| v)
+            .exact
+            .is_some()
+    );
+    let past = [&at_limit[..], &[1.0]].concat();
+    assert_eq!(ReduceReference::of(ReduceOp::Sum, &past, |v| v).exact, None);
+    let big = ReduceReference::of(ReduceOp::Sum, &[1.0e30f64, -1.0e30], |v| v);
+    assert_eq!(big.exact, None, "integers, but beyond 2^53");
+}
+
+#[test]
 fn reference_check_accepts_float_sums_within_the_stated_bound_only() {
-    let r = ReduceReference::of(ReduceOp::Sum, &[1.0f32; 1000], |v| v);
-    assert_eq!(r.exact, None);
-    assert_eq!((r.sum, r.abs_sum), (1000.0, 1000.0));
+    let r = ReduceReference::of(ReduceOp::Sum, &[0.5f32; 1000], |v| v);
+    assert_eq!(
+        r.exact, None,
+        "halves are not integers: a bound, not equality"
+    );
+    assert_eq!((r.sum, r.abs_sum), (500.0, 500.0));
     let depth = 10.0;
-    // (depth + 2) * eps * sum|x|: about 23 f32 ulps of 1000.
+    // (depth + 2) * eps * sum|x|: about 23 f32 ulps of 500.
     let bound = (depth + 2.0) * f64::from(f32::EPSILON) * r.abs_sum;
-    let off_by = |k: f64| (1000.0 + k * bound) as f32;
-    assert!(r.check(1000.0, depth).passed);
+    let off_by = |k: f64| (500.0 + k * bound) as f32;
+    assert!(r.check(500.0, depth).passed);
     assert!(r.check(off_by(0.9), depth).passed);
     assert!(r.check(off_by(-0.9), depth).passed);
     assert!(!r.check(off_by(1.1), depth).passed);
@@ -220,12 +246,13 @@ fn reference_check_accepts_float_sums_within_the_stated_bound_only() {
     assert!(r.check(off_by(1.1), depth).detail.contains(">"));
     assert!(!r.check(f32::NAN, 1e30).passed);
     assert!(!r.check(f32::INFINITY, 1e30).passed);
+    assert!(!r.check(f32::poison(), 1e30).passed, "the poison is a NaN");
 
     // The bound scales with sum|x|, not with the (here cancelled) sum.
-    let r = ReduceReference::of(ReduceOp::Sum, &[1.0e8f64, 1.0, -1.0e8], |v| v);
-    assert_eq!((r.sum, r.abs_sum), (1.0, 2.0e8 + 1.0));
-    assert!(r.check(1.0 + 1e-8, 1.0).passed);
-    assert!(!r.check(1.0 + 1e-6, 1.0).passed);
+    let r = ReduceReference::of(ReduceOp::Sum, &[1.0e8f64, 0.5, -1.0e8], |v| v);
+    assert_eq!((r.sum, r.abs_sum), (0.5, 2.0e8 + 0.5));
+    assert!(r.check(0.5 + 1e-8, 1.0).passed);
+    assert!(!r.check(0.5 + 1e-6, 1.0).passed);
 
     let empty = ReduceReference::of(ReduceOp::Sum, &[] as &[f64], |v| v);
     assert!(empty.check(0.0, 1.0).passed);

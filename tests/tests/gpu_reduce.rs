@@ -1,5 +1,5 @@
-//! GPU tests of the reductions (issue 3): every variant of the notes and the library's fast
-//! path, against the CPU references of `ferrocuda::cpu`.
+//! GPU tests of the reductions: every variant of the notes and the library's fast path,
+//! against the CPU references of `ferrocuda::cpu`.
 //!
 //! - Every [`ReduceVariant`] x every element type it supports x the sizes 1, 2, 31, 32, 33,
 //!   1000, block - 1, block, block + 1, 8 * block + 5, 2^20 + 3 and 2^24 x the block sizes 64,
@@ -10,24 +10,28 @@
 //!   bit-for-bit reproducibility, and the errors for what a variant does not support.
 //!
 //! The oracle is [`ReduceReference::check`]. Integer sums (wrapping, as the kernels compute
-//! them), `min` and `max` must equal the CPU's bit for bit. A float sum must lie within
-//! `(depth + 2) * eps * sum(|x|) + f32::MIN_POSITIVE` of the compensated `f64` sum of the same
-//! elements, where `eps` is the machine epsilon of the result type and `depth` is
-//! `ReduceRun::rounding_depth()`, an a-priori bound on how many roundings any element goes
-//! through on its way to the result (the depth of the variant's summation tree for that launch).
+//! them), `min` and `max` must equal the CPU's bit for bit. So must every float sum of the
+//! sweep: its floats are exactly summable (`ferrocuda::cpu::exact`: non-negative integers whose
+//! total stays within `2^EXACT_INT_BITS`, a non-zero value in every aligned group of four), so every
+//! order of addition gives the exact sum, and a block missing or counted twice, a zero or a
+//! doubled sum all differ from it. Only the constant `0.1` input and the reproducibility tests'
+//! uniform `[-1, 1)` input are checked against a rounding bound, `(depth + 2) * eps * sum(|x|)`
+//! with `depth` from [`ferrocuda::reduce::rounding_depth`], counted from the variant's actual
+//! order; the atomic-finish variants, whose bound is too loose to catch a missing block, get no
+//! such input. `cpu_reduce`'s oracle-rejection test proves, for every configuration here, that
+//! the check rejects the four wrong answers.
 //!
-//! The outputs the kernels must write (per-block partials and the result) start poisoned:
-//! `ReduceRun::new` fills them with `Element::poison()` (every byte `0xA5`), so a result the
-//! kernels never wrote fails the check instead of passing as a lucky zero. Every case below
-//! uses a fresh `ReduceRun`.
+//! The outputs the kernels must write (per-block partials and the result) start poisoned with
+//! `Element::poison()` (a NaN for floats, every byte `0xA5` for integers), so a result the
+//! kernels never wrote fails. Every case below uses a fresh `ReduceRun`.
 //!
-//! Inputs: one buffer of 2^24 + 4096 random elements per element type (full-range integers, so
-//! `i32` sums wrap; floats uniform in `[-1, 1)`) is uploaded once per test thread. Every case
-//! reads a sub-slice of it at a random offset, so it sees fresh data, and the offsets cycle
-//! through every residue modulo 4 elements, so inputs start at every position relative to a
-//! 16-byte boundary (what the vector-load variants must handle with a scalar head). The CPU
-//! reference is computed from the matching host sub-slice. A failure names the variant, type,
-//! size, block, offset, and the result against the expected value.
+//! Inputs: one exactly summable buffer of 2^24 + 4096 elements per element type (full-range
+//! integers, so `i32` sums wrap) is uploaded once per test thread. Every case reads a sub-slice
+//! of it at a random offset, so it sees fresh data, and the offsets cycle through every residue
+//! modulo 4 elements, so inputs start at every position relative to a 16-byte boundary (what
+//! the vector-load variants must handle with a scalar head). The CPU reference is computed from
+//! the matching host sub-slice. A failure names the variant, type, size, block, offset, and the
+//! result against the expected value.
 use std::any::Any;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -37,10 +41,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use anyhow::{Context, bail, ensure};
 use cust::memory::{DeviceBuffer, DeviceSlice};
 use ferrocuda::cpu::{ReduceReference, SplitMix64};
-use ferrocuda::reduce::{self, ReduceOp, ReduceRun, ReduceVariant, complete_unroll_blocks};
+use ferrocuda::reduce::{self, ReduceOp, ReduceRun, ReduceVariant};
 use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::{Error, Gpu, with_elem_type};
-use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite};
+use ferrocuda_tests::reduce_suite::{
+    LARGEST, PATTERN_SIZES, POOL_LEN, alternating_pool, blocks, constant_pool, exact_pool_seed,
+    seed, sizes,
+};
+use ferrocuda_tests::{TestResult, exact_sum_input, gpu_test, random_vec, run_gpu_suite};
 use libtest_mimic::Trial;
 
 fn main() -> ExitCode {
@@ -134,57 +142,6 @@ fn main() -> ExitCode {
     run_gpu_suite(trials)
 }
 
-/// `f32` and `f64`, for the inputs only floats get.
-trait Float: Element {
-    fn nearest_to(v: f64) -> Self;
-}
-impl Float for f32 {
-    fn nearest_to(v: f64) -> Self {
-        v as f32
-    }
-}
-impl Float for f64 {
-    fn nearest_to(v: f64) -> Self {
-        v
-    }
-}
-
-/// Block sizes tried with every variant that accepts them (`complete_unroll` runs its own).
-const BLOCKS: [u32; 5] = [64, 128, 256, 512, 1024];
-
-/// The largest input of the sweep.
-const LARGEST: usize = 1 << 24;
-
-/// Elements in each input pool: the largest input plus room to start it at 4096 offsets.
-const POOL_LEN: usize = LARGEST + 4096;
-
-/// The sizes tried with `block`: tiny, around a warp, around the block, just past the unrolled
-/// block, and large enough to fill the GPU.
-fn sizes(block: u32) -> [usize; 12] {
-    let b = block as usize;
-    [
-        1,
-        2,
-        31,
-        32,
-        33,
-        1000,
-        b - 1,
-        b,
-        b + 1,
-        8 * b + 5,
-        (1 << 20) + 3,
-        LARGEST,
-    ]
-}
-
-/// A seed from a name (FNV-1a): every trial draws its own inputs, the same on every run.
-fn seed(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// A random start for `n` pool elements, congruent to `case` modulo 4: over a sweep, inputs
 /// start at every position relative to a 16-byte boundary (the pool itself is 256-byte
 /// aligned, as `cuMemAlloc` returns it).
@@ -197,11 +154,15 @@ fn random_offset(rng: &mut SplitMix64, n: usize, case: usize) -> usize {
 /// What a pool holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Pattern {
-    /// Full-range integers, floats uniform in `[-1, 1)`.
+    /// Full-range integers; floats exactly summable (`cpu::exact`): every float sum of it has
+    /// an exact reference.
+    Exact,
+    /// Full-range integers, floats uniform in `[-1, 1)`: for the tests of bit-for-bit
+    /// reproducibility, which an exactly summable input would pass whatever the order.
     Random,
-    /// `0.1` everywhere.
+    /// `0.1` everywhere: a float sum checked against its rounding bound.
     Constant,
-    /// `+x0, -x0, +x1, -x1, ...` with each `x` uniform in `[0, 1)`.
+    /// Integers in pairs `+v, -v` (`reduce_suite::alternating_pool`): exact, with cancellation.
     Alternating,
 }
 
@@ -257,25 +218,24 @@ fn pool<T: Element>(
     Ok(pool)
 }
 
+fn exact_pool<T: Element>(gpu: &Gpu) -> anyhow::Result<&'static Pool<T>> {
+    pool(gpu, Pattern::Exact, || {
+        exact_sum_input(POOL_LEN, exact_pool_seed(T::TYPE.name()))
+    })
+}
+
 fn random_pool<T: Element>(gpu: &Gpu) -> anyhow::Result<&'static Pool<T>> {
     pool(gpu, Pattern::Random, || {
         random_vec(POOL_LEN, seed(&format!("{} pool", T::TYPE)))
     })
 }
 
-fn float_pool<T: Float>(gpu: &Gpu, pattern: Pattern) -> anyhow::Result<&'static Pool<T>> {
+fn float_pool<T: Element>(gpu: &Gpu, pattern: Pattern) -> anyhow::Result<&'static Pool<T>> {
     match pattern {
+        Pattern::Exact => exact_pool(gpu),
         Pattern::Random => random_pool(gpu),
-        Pattern::Constant => pool(gpu, pattern, || vec![T::nearest_to(0.1); POOL_LEN]),
-        Pattern::Alternating => pool(gpu, pattern, || {
-            let mut rng = SplitMix64::new(seed(&format!("alternating {} pool", T::TYPE)));
-            (0..POOL_LEN / 2)
-                .flat_map(|_| {
-                    let x = (rng.next_f64_signed() + 1.0) / 2.0;
-                    [T::nearest_to(x), T::nearest_to(-x)]
-                })
-                .collect()
-        }),
+        Pattern::Constant => pool(gpu, pattern, constant_pool),
+        Pattern::Alternating => pool(gpu, pattern, alternating_pool),
     }
 }
 
@@ -360,7 +320,7 @@ impl<T: Element, A: Element> Case<T, A> {
             Via::Library(name, _) => format!("`reduce::{name}`"),
         };
         let input = match self.pool.pattern {
-            Pattern::Random => String::new(),
+            Pattern::Exact => String::new(),
             pattern => format!(", {pattern:?} input"),
         };
         format!(
@@ -498,17 +458,10 @@ fn matches_cpu_on_every_size_and_block<T: Element, A: Element>(
     gpu: &Gpu,
     r: &Reduction<T, A>,
 ) -> TestResult {
-    let pool = random_pool::<T>(gpu)?;
+    let pool = exact_pool::<T>(gpu)?;
     let mut rng = SplitMix64::new(seed(&r.label()));
-    let blocks = match r.variant {
-        ReduceVariant::CompleteUnroll => complete_unroll_blocks(),
-        _ => BLOCKS.to_vec(),
-    };
     let mut cases = Vec::new();
-    for block in blocks {
-        if r.variant.block_error(block).is_some() {
-            continue;
-        }
+    for block in blocks(r.variant) {
         for n in sizes(block) {
             let offset = random_offset(&mut rng, n, cases.len());
             let via = Via::Run(block);
@@ -626,10 +579,10 @@ fn empty_min_max_are_invalid<T: Element>(gpu: &Gpu) -> TestResult {
     Ok(())
 }
 
-fn float_patterns_trial<T: Float>(variant: ReduceVariant) -> Trial {
+fn float_patterns_trial<T: Element>(variant: ReduceVariant) -> Trial {
     gpu_test(
         &format!(
-            "reduce_{}_{}_is_within_bound_on_constant_and_alternating_sign_inputs",
+            "reduce_{}_{}_is_right_on_constant_and_alternating_sign_inputs",
             variant.name(),
             T::TYPE
         ),
@@ -637,7 +590,7 @@ fn float_patterns_trial<T: Float>(variant: ReduceVariant) -> Trial {
     )
 }
 
-fn within_bound_on_constant_and_alternating<T: Float>(
+fn within_bound_on_constant_and_alternating<T: Element>(
     gpu: &Gpu,
     variant: ReduceVariant,
 ) -> TestResult {
@@ -645,14 +598,25 @@ fn within_bound_on_constant_and_alternating<T: Float>(
     let via = Via::Run(variant.default_block());
     let mut rng = SplitMix64::new(seed(&format!("patterns {}", r.label())));
     let mut cases = Vec::new();
-    for pattern in [Pattern::Constant, Pattern::Alternating] {
+    for pattern in float_patterns(variant) {
         let pool = float_pool::<T>(gpu, pattern)?;
-        for n in [LARGEST, (1 << 20) + 3] {
+        for n in PATTERN_SIZES {
             let offset = random_offset(&mut rng, n, cases.len());
             cases.push(Case::new(pool, n, offset, via));
         }
     }
     all_pass(gpu, &r, &cases)
+}
+
+/// The patterns `variant` is checked on. An atomic finish adds the blocks' partials in an
+/// unknown order, whose a-priori bound is too loose to catch a block missing: it gets only
+/// exactly summable inputs.
+fn float_patterns(variant: ReduceVariant) -> Vec<Pattern> {
+    if variant.is_atomic_finish() {
+        vec![Pattern::Alternating]
+    } else {
+        vec![Pattern::Constant, Pattern::Alternating]
+    }
 }
 
 fn library_function_is_reproducible<T: Element>(gpu: &Gpu, op: ReduceOp) -> TestResult {

@@ -75,7 +75,7 @@ pub fn exact_sum_input<T: Element>(n: usize, seed: u64) -> Vec<T> {
 
 /// The [exactly summable](exact) float input of `n` elements of `T` from `seed`.
 fn exact_floats<T: Element>(n: usize, seed: u64) -> Vec<T> {
-    let layout = ExactLayout::of(n, T::DIGITS);
+    let layout = ExactLayout::of(n, T::EXACT_INT_BITS);
     let mut out = vec![T::default(); n];
     Split::host().for_each_mut(&mut out, |start, part| {
         for (i, v) in part.iter_mut().enumerate() {

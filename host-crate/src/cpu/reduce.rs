@@ -6,7 +6,7 @@ use crate::runtime::element::Element;
 #[derive(Clone, Debug)]
 pub struct ReduceReference<A> {
     /// The exact expected value where the result is exact: integer sums (wrapping), `min`,
-    /// `max`, and float sums of integer values whose `sum(|x|)` is at most `2^DIGITS` (every
+    /// `max`, and float sums of integer values whose `sum(|x|)` is at most `2^EXACT_INT_BITS` (every
     /// partial sum in any order is then exact: see [`exact`](super::exact)). `None` for other
     /// float sums, checked against `sum` with a rounding bound instead.
     pub exact: Option<A>,
@@ -14,6 +14,9 @@ pub struct ReduceReference<A> {
     pub sum: f64,
     /// `sum(|x|)`, the scale of a float sum's rounding error.
     pub abs_sum: f64,
+    /// `exact` is a float sum: compared by value, so that `-0` and `+0` (the sum of zeros in
+    /// different orders) both pass. `min` and `max` keep the same bits.
+    float_sum: bool,
 }
 
 impl<A: Element> ReduceReference<A> {
@@ -51,29 +54,30 @@ impl<A: Element> ReduceReference<A> {
         let abs_sum = compensated_sum(parts.iter().flat_map(|p| [p.2.0, p.2.1]));
         let exact_float_sum = op == ReduceOp::Sum
             && parts.iter().all(|p| p.3)
-            && abs_sum <= (1u64 << A::DIGITS) as f64;
+            && abs_sum <= (1u64 << A::EXACT_INT_BITS) as f64;
         Self {
             // `map` gives at least one part (an empty input is one empty part, whose integer
             // sum is 0), so an empty input needs no case of its own.
             exact: if exact_float_sum {
-                // An integer of at most 2^DIGITS: `sum` holds it exactly, and so does `A`.
+                // An integer of at most 2^EXACT_INT_BITS: `sum` holds it exactly, and so does `A`.
                 Some(A::from_f64(sum))
             } else {
                 parts.iter().filter_map(|p| p.0).reduce(combine)
             },
             sum,
             abs_sum,
+            float_sum: exact_float_sum,
         }
     }
 
-    /// Checks `got`: equal to `exact` when there is one (bit for bit; for floats `-0 == +0`, and
-    /// NaN, the poison included, equals nothing); otherwise a finite float sum within
+    /// Checks `got`: equal to `exact` when there is one (bit for bit; for float sums `-0 == +0`,
+    /// and NaN, the poison included, equals nothing); otherwise a finite float sum within
     /// `(depth + 2) * eps * sum(|x|)` of the compensated `f64` sum, where `depth` bounds the
     /// roundings on any element's path to the result (see [`rounding_depth`](crate::reduce::rounding_depth)).
     pub fn check(&self, got: A, depth: f64) -> Check {
         match self.exact {
             Some(want)
-                if got.same_bits(want) || (A::TYPE.is_float() && got.to_f64() == want.to_f64()) =>
+                if got.same_bits(want) || (self.float_sum && got.to_f64() == want.to_f64()) =>
             {
                 Check {
                     passed: true,

@@ -98,9 +98,9 @@ pub trait Element:
     fn from_f64(v: f64) -> Self;
     /// Machine epsilon of the type (0 for integers: their sums are exact).
     const EPSILON: f64;
-    /// Significand bits of a float type (24, 53): integers up to `2^DIGITS` are exact in it.
-    /// The integer types' width.
-    const DIGITS: u32;
+    /// Integers up to `2^EXACT_INT_BITS` are exact in the type: the significand bits of a float
+    /// type (24, 53; not `f32::DIGITS`, its decimal digits), the width of an integer type.
+    const EXACT_INT_BITS: u32;
     /// Bitwise equality (floats: by bit pattern).
     fn same_bits(self, other: Self) -> bool;
     /// The byte [`poison`](Self::poison) repeats: `0xA5` for integers; `0xFF` for floats, a NaN
@@ -130,7 +130,7 @@ macro_rules! element_int {
         impl Element for $t {
             const TYPE: ElemType = ElemType::$e;
             const EPSILON: f64 = 0.0;
-            const DIGITS: u32 = <$t>::BITS;
+            const EXACT_INT_BITS: u32 = <$t>::BITS;
             fn add(self, other: Self) -> Self { self.wrapping_add(other) }
             fn min_of(self, other: Self) -> Self { Ord::min(self, other) }
             fn max_of(self, other: Self) -> Self { Ord::max(self, other) }
@@ -149,7 +149,7 @@ macro_rules! element_float {
         impl Element for $t {
             const TYPE: ElemType = ElemType::$e;
             const EPSILON: f64 = <$t>::EPSILON as f64;
-            const DIGITS: u32 = <$t>::MANTISSA_DIGITS;
+            const EXACT_INT_BITS: u32 = <$t>::MANTISSA_DIGITS;
             fn add(self, other: Self) -> Self { self + other }
             fn min_of(self, other: Self) -> Self { <$t>::min(self, other) }
             fn max_of(self, other: Self) -> Self { <$t>::max(self, other) }
