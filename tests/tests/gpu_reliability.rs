@@ -8,7 +8,7 @@ use ferrocuda::cpu::{ReduceReference, check_stencil};
 use ferrocuda::reduce::{self, ReduceOp, ReduceRun, ReduceVariant};
 use ferrocuda::stencil::{self, Boundary, StencilVariant, Taps};
 use ferrocuda::{Gpu, cpu::SplitMix64};
-use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite};
+use ferrocuda_tests::{TestResult, exact_sum_input, gpu_test, random_vec, run_gpu_suite};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
@@ -51,13 +51,16 @@ fn two_threads(gpu: &Gpu) -> TestResult {
         let workers: Vec<_> = (0..2u64)
             .map(|t| {
                 s.spawn(move || -> TestResult {
-                    for round in 0..20u64 {
+                    // Same type and operator on both threads: the same cached workspace.
+                    for round in 0..100u64 {
                         let n = 1000 + (t * 7919 + round * 104_729) as usize % 300_000;
                         let x: Vec<i64> = random_vec(n, t * 1000 + round);
                         let d = gpu.upload(&x, "thread input")?;
                         let want = x.iter().fold(0i64, |a, &b| a.wrapping_add(b));
                         let got = reduce::sum(gpu, &d)?;
                         ensure!(got == want, "thread {t} round {round}: sum {got} != {want}");
+                        let m = *x.iter().max().expect("n >= 1000");
+                        ensure!(reduce::max(gpu, &d)? == m, "thread {t} round {round}: max");
                         let y: Vec<i32> = random_vec::<i32>(n, round)
                             .iter()
                             .map(|v| v % 1000)
@@ -115,7 +118,7 @@ fn property_fast_reduce(gpu: &Gpu) -> TestResult {
         let op = ReduceOp::ALL[op];
         let block = warps * 32;
         if float == 1 {
-            let x: Vec<f32> = random_vec(n + offset, seed);
+            let x: Vec<f32> = exact_sum_input(n + offset, seed);
             let d = gpu.upload(&x, "property input")?;
             let slice = d.index(offset..);
             let mut run = ReduceRun::<f32>::new(gpu, ReduceVariant::Fast, op, &slice, block)?;
