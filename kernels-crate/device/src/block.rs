@@ -28,13 +28,18 @@ pub unsafe fn warp_reduce<T: Element>(mut v: T, combine: impl Fn(T, T) -> T) -> 
 }
 
 /// The block's combine of every thread's `v`, in every lane of warp 0 (thread 0 included);
-/// other threads get an unspecified value. Starts and ends with every thread past a barrier,
-/// so `scratch` can be reused right after.
+/// other threads get an unspecified value.
+///
+/// Warp 0 reads `scratch` after the last barrier of the call, so when the call returns in
+/// another warp, warp 0 may still be reading it. Another call of `block_reduce` on the same
+/// `scratch` may follow at once (each call passes a barrier before it writes `scratch`); any
+/// other write to `scratch` must come after a [`syncthreads`].
 ///
 /// # Safety
 /// Every thread of the block calls it (it has barriers); the block is a multiple of 32
 /// threads, at most 1024; `scratch` points to 32 elements of shared memory that nothing else
-/// touches during the call; `identity` is the identity of `combine`.
+/// touches during the call, nor after it until every thread has passed a barrier (except a
+/// following `block_reduce`); `identity` is the identity of `combine`.
 #[inline(always)]
 pub unsafe fn block_reduce<T: Element>(
     v: T,
