@@ -159,7 +159,9 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                 Plan::InPlace {
                     kernel,
                     config,
-                    scratch: gpu.alloc(n, "scratch copy of the input")?,
+                    // SAFETY: `T` is an `Element`, valid for every byte pattern; `setup` copies
+                    // the input into it before every run.
+                    scratch: unsafe { gpu.alloc_uninit(n, "scratch copy of the input")? },
                     partials: poisoned(config.grid[0] as usize, "per-block partials")?,
                 }
             }

@@ -68,12 +68,16 @@ impl<T: Element, A: Element> PlanState<T, A> {
         let resident = kernel.resident_blocks(block, 0)?;
         let max_grid = resident.max(1);
         gpu.make_current()?;
+        // SAFETY: `A` is an `Element`, valid for every byte pattern; each run's blocks write
+        // their partials before the last block reads them.
+        let partials =
+            unsafe { gpu.alloc_uninit(max_grid as usize, "reduction plan: per-block partials")? };
         Ok(Self {
             op,
             symbol: kernel.symbol(),
             block,
             max_grid,
-            partials: gpu.alloc(max_grid as usize, "reduction plan: per-block partials")?,
+            partials,
             ticket: gpu.upload(&[0u32], "reduction plan: ticket")?,
             result: MappedSlot::new()?,
             done: Marker::new()?,

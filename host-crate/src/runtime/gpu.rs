@@ -470,7 +470,10 @@ impl Gpu {
     }
 
     /// [`memset_d8_async`](Self::memset_d8_async) on `stream`, a stream of this GPU's context.
-    pub fn memset_d8_async_on<T: DeviceCopy>(
+    ///
+    /// Only for [`Element`] types: any byte repeated is a valid integer or float, which it is
+    /// not for every `DeviceCopy` type (a `bool`, a `char`, a `NonZero*`).
+    pub fn memset_d8_async_on<T: Element>(
         &self,
         stream: &Stream,
         slice: &mut DeviceSlice<T>,
@@ -482,7 +485,7 @@ impl Gpu {
         self.make_current()?;
         self.check_stream(stream)?;
         // SAFETY: the slice is `len` elements of device memory the caller holds mutably; every
-        // byte pattern is a valid `Element` (integers and floats) or `u32`.
+        // byte pattern is a valid `Element` (an integer or a float).
         check_raw("cuMemsetD8Async", unsafe {
             cust::sys::cuMemsetD8Async(
                 slice.as_device_ptr().as_raw(),
@@ -516,10 +519,40 @@ impl Gpu {
         Ok((free, total))
     }
 
-    /// Allocates `len` elements, uninitialised; an allocation the device cannot serve is
-    /// reported as [`Error::OutOfMemory`] naming `what` and the free memory at that moment
-    /// (asked of the driver only then: a successful allocation costs one driver call).
-    pub fn alloc<T: DeviceCopy>(&self, len: usize, what: &str) -> Result<DeviceBuffer<T>> {
+    /// Allocates `len` elements, every byte zero (a valid value of every [`Element`]); an
+    /// allocation the device cannot serve is reported as [`Error::OutOfMemory`] naming `what`
+    /// and the free memory at that moment.
+    ///
+    /// The zeroing is a memset on the GPU's stream that this call waits for, so the buffer may
+    /// go straight to any stream (a caller's own included). Where the contents are about to be
+    /// overwritten anyway, [`alloc_uninit`](Self::alloc_uninit) skips the memset and the wait.
+    pub fn alloc<T: Element>(&self, len: usize, what: &str) -> Result<DeviceBuffer<T>> {
+        // SAFETY: `T` is an `Element`, valid for every byte pattern; the buffer is zeroed below
+        // before the caller sees it.
+        let mut buffer = unsafe { self.alloc_uninit::<T>(len, what)? };
+        if !buffer.is_empty() {
+            self.memset_d8_async(&mut buffer, 0)?;
+            self.synchronize()?;
+        }
+        Ok(buffer)
+    }
+
+    /// Allocates `len` elements and leaves them as the device memory happens to hold them; an
+    /// allocation the device cannot serve is reported as [`Error::OutOfMemory`] naming `what`
+    /// and the free memory at that moment (asked of the driver only then: a successful
+    /// allocation costs one driver call).
+    ///
+    /// # Safety
+    /// Until every element has been written (by a kernel, a copy or a memset), the buffer must
+    /// not be read as `T` on the host ([`download`](Self::download), a copy to host memory) or
+    /// by a kernel that relies on its elements being valid `T` values, unless every bit pattern
+    /// is a valid `T`, as it is for every [`Element`]. A `bool`, `char`, reference-free enum or
+    /// `NonZero*` read from uninitialised memory is undefined behaviour.
+    pub unsafe fn alloc_uninit<T: DeviceCopy>(
+        &self,
+        len: usize,
+        what: &str,
+    ) -> Result<DeviceBuffer<T>> {
         self.make_current()?;
         let bytes = len as u128 * size_of::<T>() as u128;
         let out_of_memory = || -> Result<Error> {
@@ -534,8 +567,8 @@ impl Gpu {
         if bytes > self.props.total_memory as u128 {
             return Err(out_of_memory()?);
         }
-        // SAFETY: the buffer is only read after a kernel or copy wrote it (callers poison or
-        // fill it first).
+        // SAFETY: reading the contents before they are written is excluded by this function's
+        // own contract, forwarded to the caller.
         match unsafe { DeviceBuffer::uninitialized(len) } {
             Ok(buffer) => Ok(buffer),
             Err(cust::error::CudaError::OutOfMemory) => Err(out_of_memory()?),
@@ -550,7 +583,9 @@ impl Gpu {
     /// Copies `data` to a new device buffer.
     pub fn upload<T: DeviceCopy>(&self, data: &[T], what: &str) -> Result<DeviceBuffer<T>> {
         self.make_current()?;
-        let mut buf = self.alloc::<T>(data.len(), what)?;
+        // SAFETY: every element is written by the copy below before the buffer is returned; if
+        // the copy fails, the buffer is dropped unread.
+        let mut buf = unsafe { self.alloc_uninit::<T>(data.len(), what)? };
         if !data.is_empty() {
             buf.copy_from(data).call("cuMemcpyHtoD")?;
         }
