@@ -107,8 +107,10 @@ impl<T: Element, A: Element> PlanState<T, A> {
                 what: format!("the {} of an empty input is undefined", self.op.name()),
             });
         }
-        // Before anything is enqueued: a stream of another context is refused (the launch makes
-        // the context current).
+        // The caller's thread may never have used this GPU: the waits and memsets below are
+        // driver calls too.
+        gpu.make_current()?;
+        // Before anything is enqueued: a stream of another context is refused.
         gpu.check_stream(stream)?;
         // From the GPU's kernel cache (a lookup): a `'static` state cannot hold the handle.
         let kernel = fast_kernel::<T, A>(gpu, self.op)?;

@@ -89,6 +89,12 @@ impl<K: std::hash::Hash + Eq, V: Copy> Memo<K, V> {
     }
 }
 
+// The promise made in `Gpu`'s documentation.
+const _: () = {
+    const fn send_and_sync<T: Send + Sync>() {}
+    send_and_sync::<Gpu>();
+};
+
 /// Names a cached workspace: the family, and the element and accumulator types with what else
 /// selects the kernel (for a reduction, its operator).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -216,6 +222,15 @@ impl DeviceProps {
 
 /// A device ready to run ferrocuda kernels.
 ///
+/// A `Gpu` is `Send + Sync`: share it (`&Gpu`, an `Arc<Gpu>`) between host threads as it is.
+/// Every method makes the GPU's context current on the calling thread before its first driver
+/// call, a thread's first call included, so no thread needs to prepare anything. Streams work
+/// the same way: [`new_stream`](Self::new_stream) makes one from any thread, and any thread may
+/// pass it to the `_on` methods (a stream of another context is refused, see
+/// [`check_stream`](Self::check_stream)). Work on one stream runs in the order it was
+/// enqueued, whichever thread enqueued it; work on different streams is ordered only by what
+/// the caller orders (a wait, `Gpu::synchronize`, an event).
+///
 /// Fields drop in declaration order: module and stream go before the context they live in.
 pub struct Gpu {
     /// The families' cached workspaces (`reduce::sum`'s buffers), by the family's key.
@@ -324,6 +339,16 @@ impl Gpu {
         &self.stream
     }
 
+    /// A new stream of this GPU's context, for the `_on` methods: made with the context current
+    /// on the calling thread, so any thread may ask for one (and use it, or hand it to another
+    /// thread). Non-blocking: it does not wait for the legacy default stream, nor the legacy
+    /// stream for it, so its work overlaps the GPU's own stream. Buffers from
+    /// [`alloc`](Self::alloc) and [`upload`](Self::upload) are ready for it when those return.
+    pub fn new_stream(&self) -> Result<Stream> {
+        self.make_current()?;
+        Stream::new(StreamFlags::NON_BLOCKING, None).call("cuStreamCreate")
+    }
+
     /// The kernel `symbol` of the embedded module: from the cache, or resolved by `resolve` and
     /// cached (a module's functions live as long as the module, which lives as long as `self`).
     pub(crate) fn resolved_kernel(
@@ -401,7 +426,7 @@ impl Gpu {
             return Err(Error::InvalidArgument {
                 what: format!(
                     "the stream given belongs to another context than device {}'s ({}); create it \
-                     while this Gpu's context is current (Gpu::make_current)",
+                     with Gpu::new_stream",
                     self.props.ordinal, self.props.name
                 ),
             });
@@ -416,7 +441,8 @@ impl Gpu {
 
     /// Makes this GPU's context current on the calling thread. Every entry point of the library
     /// calls it first, so one `Gpu` can be shared by several host threads (`Gpu` is `Sync`):
-    /// their work goes to the same stream, in the order the calls reach it.
+    /// their work goes to the same stream, in the order the calls reach it. Needed only before
+    /// driver calls made directly (through `cust`), not before ferrocuda's own.
     pub fn make_current(&self) -> Result<()> {
         cust::context::CurrentContext::set_current(&self._context).call("cuCtxSetCurrent")
     }
@@ -580,14 +606,27 @@ impl Gpu {
         }
     }
 
-    /// Copies `data` to a new device buffer.
+    /// Copies `data` to a new device buffer. The copy goes to the GPU's stream and this call
+    /// waits for it, so the buffer is ready for any stream when it returns (a synchronous
+    /// `cuMemcpyHtoD` from pageable memory may return before its data reached the device, which
+    /// only streams ordered after the legacy default stream would see in time).
     pub fn upload<T: DeviceCopy>(&self, data: &[T], what: &str) -> Result<DeviceBuffer<T>> {
         self.make_current()?;
         // SAFETY: every element is written by the copy below before the buffer is returned; if
         // the copy fails, the buffer is dropped unread.
-        let mut buf = unsafe { self.alloc_uninit::<T>(data.len(), what)? };
+        let buf = unsafe { self.alloc_uninit::<T>(data.len(), what)? };
         if !data.is_empty() {
-            buf.copy_from(data).call("cuMemcpyHtoD")?;
+            // SAFETY: the buffer holds `data.len()` elements; `data` stays borrowed until the
+            // wait below, after which the driver no longer reads it.
+            check_raw("cuMemcpyHtoDAsync", unsafe {
+                cust::sys::cuMemcpyHtoDAsync_v2(
+                    buf.as_device_ptr().as_raw(),
+                    data.as_ptr().cast(),
+                    std::mem::size_of_val(data),
+                    self.stream.as_inner(),
+                )
+            })?;
+            self.synchronize()?;
         }
         Ok(buf)
     }
