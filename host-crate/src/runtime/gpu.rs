@@ -10,6 +10,7 @@ use ferrocuda_kernels::entry::DeviceGlobal;
 
 use crate::runtime::element::Element;
 use crate::runtime::error::{CudaContext, Error, Result, check_raw};
+use crate::runtime::workspace::WorkspacePool;
 
 /// One architecture's PTX of a kernel crate, embedded in the binary by
 /// [`include_ptx!`](crate::include_ptx) from what `ferrocuda-builder` built.
@@ -234,8 +235,7 @@ impl DeviceProps {
 /// Fields drop in declaration order: module and stream go before the context they live in.
 pub struct Gpu {
     /// The families' cached workspaces (`reduce::sum`'s buffers), by the family's key.
-    workspaces:
-        std::sync::Mutex<std::collections::HashMap<WorkspaceKey, Box<dyn std::any::Any + Send>>>,
+    workspaces: WorkspacePool<WorkspaceKey, Box<dyn std::any::Any + Send>>,
     /// Kernels already resolved in `module`, by symbol.
     kernels: Memo<&'static str, ResolvedKernel>,
     /// `cuOccupancyMaxActiveBlocksPerMultiprocessor` answers, by (function, block, shared).
@@ -371,33 +371,37 @@ impl Gpu {
         self.occupancy.get_or_try((function, block, shared), ask)
     }
 
-    /// Runs `f` with this GPU's workspace of type `W` under `key`, made by `make` on first use
-    /// and kept until the `Gpu` is dropped. Calls for the same key are serialised (their work
-    /// goes to one stream anyway), so host threads sharing a `Gpu` never share a workspace's
-    /// buffers at the same time. A workspace that `f` leaves in an unknown state must reset
-    /// itself on its next use.
+    /// Runs `f` with a workspace of type `W` under `key` that no other call uses meanwhile:
+    /// a free one this GPU kept from an earlier call, or a new one made by `make`. Afterwards
+    /// it is kept for the next call of `key` (until the `Gpu` is dropped), whether `f`
+    /// succeeded or failed; a workspace that a failed `f` may have left dirty must reset itself
+    /// on its next use. If `f` panics, its workspace is dropped instead.
+    ///
+    /// No lock is held while `f` runs: `f` may itself call what takes a workspace
+    /// (`reduce::sum`, a cooperative launch), of this key or another, and host threads sharing
+    /// the `Gpu` run their calls at the same time, each with its own workspace (one is made for
+    /// each call that finds none free, so a key keeps as many as ever ran at once).
     pub fn with_workspace<W: std::any::Any + Send, R>(
         &self,
         key: WorkspaceKey,
         make: impl FnOnce() -> Result<W>,
         f: impl FnOnce(&mut W) -> Result<R>,
     ) -> Result<R> {
-        let mut workspaces = self
-            .workspaces
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let slot = match workspaces.entry(key) {
-            std::collections::hash_map::Entry::Occupied(slot) => slot.into_mut(),
-            std::collections::hash_map::Entry::Vacant(slot) => slot.insert(Box::new(make()?)),
-        };
-        let workspace = slot
-            .downcast_mut::<W>()
-            .expect("a workspace key is used with one type only");
-        f(workspace)
+        self.workspaces.with(
+            key,
+            || Ok(Box::new(make()?) as Box<dyn std::any::Any + Send>),
+            |workspace| {
+                f(workspace
+                    .downcast_mut::<W>()
+                    .expect("a workspace key is used with one type only"))
+            },
+        )
     }
 
-    /// The device address of the grid barrier of cooperative launches (one zeroed `u32`,
-    /// made on first use and kept; see [`Kernel::launch_cooperative`](crate::Kernel::launch_cooperative)).
+    /// The device address of a grid barrier for a cooperative launch (a zeroed `u32`, made on
+    /// first use and kept; see [`Kernel::launch_cooperative`](crate::Kernel::launch_cooperative)).
+    /// Calls at the same time may get different barriers; every barrier is used on the GPU's
+    /// stream only, by one launch at a time, and left at a multiple of `0x8000_0000` by each.
     pub(crate) fn grid_barrier(&self) -> Result<u64> {
         let key = WorkspaceKey {
             family: "grid barrier",
