@@ -21,7 +21,7 @@ pub use ferrocuda_kernels::config::STENCIL_DEFAULT_RADIUS;
 use crate::cpu::{Check, check_stencil};
 use crate::runtime::config::LaunchConfig;
 use crate::runtime::element::{ElemType, Element};
-use crate::runtime::error::{CudaContext, Error, KernelLaunch, Result};
+use crate::runtime::error::{Error, KernelLaunch, Result};
 use crate::runtime::gpu::Gpu;
 use crate::runtime::kernel::{Kernel, KernelFunction};
 use crate::runtime::timing::{Stats, time_on_stream};
@@ -334,12 +334,13 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
 
     /// Waits for the kernel; an execution error names it and its configuration.
     pub fn finish(&self) -> Result<()> {
-        self.gpu.stream().synchronize().launch(
-            "cuStreamSynchronize",
-            &KernelLaunch {
+        self.gpu.make_current()?;
+        self.gpu.wait_for_stream(
+            self.gpu.stream(),
+            Some(&KernelLaunch {
                 kernel: self.kernel.function().symbol().to_string(),
                 config: self.config,
-            },
+            }),
         )
     }
 

@@ -394,12 +394,13 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
     /// the per-block partials in order, as the book does).
     pub fn finish(&self) -> Result<A> {
         let (kernel, config) = *self.launches().last().expect("one launch at least");
-        self.gpu.stream().synchronize().launch(
-            "cuStreamSynchronize",
-            &KernelLaunch {
+        self.gpu.make_current()?;
+        self.gpu.wait_for_stream(
+            self.gpu.stream(),
+            Some(&KernelLaunch {
                 kernel: kernel.into(),
                 config,
-            },
+            }),
         )?;
         if self.n == 0 {
             return Ok(A::default());

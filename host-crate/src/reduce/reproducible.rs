@@ -54,8 +54,9 @@ impl<T: Reproducible> ReproState<T> {
     /// Grows `levels[i]` to hold `len` elements (never shrinks: the workspace is reused).
     fn reserve(&mut self, gpu: &Gpu, i: usize, len: usize) -> Result<()> {
         if self.levels[i].len() < len {
-            // An earlier call's kernels may still use the old buffer.
-            self.done.synchronize();
+            // An earlier call's kernels may still use the old buffer. An execution error of
+            // theirs is sticky: this call's own wait reports it.
+            let _ = self.done.wait(gpu.wait_policy());
             self.levels[i] = Self::chunk_sums(gpu, len)?;
         }
         Ok(())
@@ -124,7 +125,7 @@ impl<T: Reproducible> ReproState<T> {
         self.result.write(T::poison());
         let enqueued = self.enqueue(gpu, input, self.result.device_ptr());
         self.result
-            .collect(enqueued, &self.done, gpu.stream(), LastLevel::launch)
+            .collect(gpu, enqueued, &self.done, gpu.stream(), LastLevel::launch)
     }
 }
 

@@ -9,7 +9,9 @@ use ferrocuda_kernels::config::WARP_SIZE;
 use ferrocuda_kernels::entry::DeviceGlobal;
 
 use crate::runtime::element::Element;
-use crate::runtime::error::{CudaContext, Error, Result, check_raw};
+use crate::runtime::error::{
+    CudaContext, Error, KernelLaunch, Result, check_raw, check_raw_launch,
+};
 use crate::runtime::workspace::WorkspacePool;
 
 /// One architecture's PTX of a kernel crate, embedded in the binary by
@@ -87,6 +89,74 @@ impl<K: std::hash::Hash + Eq, V: Copy> Memo<K, V> {
         let found = compute()?;
         map().insert(key, found);
         Ok(found)
+    }
+}
+
+/// How ferrocuda's own waits for the GPU spend the host thread: [`Gpu::synchronize`],
+/// [`Gpu::download`], [`Gpu::alloc`], [`Gpu::upload`], `launch_and_wait`, the `finish` of the
+/// runs, and a reduction waiting for its result. A choice of one [`Gpu`]
+/// ([`Gpu::set_wait`]): the context's own scheduling flags, which every user of the device's
+/// primary context in the process shares, are left as the driver or another library set them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Wait {
+    /// Polls (`cuStreamQuery`, `cuEventQuery`, or a reduction's result slot) with
+    /// [`std::hint::spin_loop`] between polls: the wait ends within about a microsecond of the
+    /// GPU finishing, which is most of what a small call costs, and keeps one core busy
+    /// meanwhile. The default.
+    #[default]
+    Spin,
+    /// Polls as [`Spin`](Self::Spin) does, with [`std::thread::yield_now`] between polls:
+    /// other threads get the core, at the cost of a few microseconds per wait on a busy
+    /// machine.
+    Yield,
+    /// Blocks in the driver (`cuStreamSynchronize`, `cuEventSynchronize`), which spins,
+    /// yields or sleeps as the context's scheduling flags say (with the driver's default, it
+    /// sleeps when the process has more active contexts than cores).
+    Block,
+}
+
+impl Wait {
+    fn from_code(code: u8) -> Self {
+        match code {
+            1 => Self::Yield,
+            2 => Self::Block,
+            _ => Self::Spin,
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            Self::Spin => 0,
+            Self::Yield => 1,
+            Self::Block => 2,
+        }
+    }
+
+    /// What a polling wait does between two polls.
+    pub(crate) fn pause(self) {
+        match self {
+            Self::Yield => std::thread::yield_now(),
+            _ => std::hint::spin_loop(),
+        }
+    }
+
+    /// Polls `query` until it stops answering `CUDA_ERROR_NOT_READY`, or calls `block` for
+    /// [`Block`](Self::Block); returns the driver call that answered and its status.
+    pub(crate) fn until(
+        self,
+        query: (&'static str, &mut dyn FnMut() -> cust::sys::CUresult),
+        block: (&'static str, &mut dyn FnMut() -> cust::sys::CUresult),
+    ) -> (&'static str, cust::sys::CUresult) {
+        if self == Self::Block {
+            return (block.0, (block.1)());
+        }
+        let (call, query) = query;
+        loop {
+            match query() {
+                cust::sys::CUresult::CUDA_ERROR_NOT_READY => self.pause(),
+                status => return (call, status),
+            }
+        }
     }
 }
 
@@ -236,6 +306,8 @@ impl DeviceProps {
 pub struct Gpu {
     /// The families' cached workspaces (`reduce::sum`'s buffers), by the family's key.
     workspaces: WorkspacePool<WorkspaceKey, Box<dyn std::any::Any + Send>>,
+    /// [`Wait`], as its code (a `Gpu` is shared between threads).
+    wait: std::sync::atomic::AtomicU8,
     /// Kernels already resolved in `module`, by symbol.
     kernels: Memo<&'static str, ResolvedKernel>,
     /// `cuOccupancyMaxActiveBlocksPerMultiprocessor` answers, by (function, block, shared).
@@ -281,18 +353,6 @@ impl Gpu {
             return Err(Error::DeviceNotFound { ordinal, count });
         }
         let device = Device::get_device(ordinal).call("cuDeviceGet")?;
-        // Waits for the GPU spin instead of yielding the CPU thread: a synchronisation returns
-        // within a microsecond of the GPU finishing, which is most of what a small call costs
-        // (CUDA's default picks spinning only when it thinks cores are plentiful). Set before
-        // the primary context is retained; if another library already made it active with
-        // other flags, the driver keeps those, which is harmless.
-        // SAFETY: a valid device handle.
-        let _ = unsafe {
-            cust::sys::cuDevicePrimaryCtxSetFlags_v2(
-                device.as_raw(),
-                cust::sys::CUctx_flags_enum::CU_CTX_SCHED_SPIN as u32,
-            )
-        };
         let context = Context::new(device).call("cuDevicePrimaryCtxRetain")?;
         let props = DeviceProps::query(ordinal, device)?;
         if props.warp_size != WARP_SIZE {
@@ -313,6 +373,7 @@ impl Gpu {
         // pageable host-to-device copy had landed.
         let stream = Stream::new(StreamFlags::DEFAULT, None).call("cuStreamCreate")?;
         Ok(Self {
+            wait: std::sync::atomic::AtomicU8::new(Wait::default().code()),
             workspaces: Default::default(),
             kernels: Default::default(),
             occupancy: Default::default(),
@@ -332,6 +393,39 @@ impl Gpu {
     /// The PTX architecture loaded for this device.
     pub fn ptx_arch(&self) -> &'static str {
         self.ptx.arch
+    }
+
+    /// How this GPU's waits spend the host thread ([`Wait::Spin`] unless set).
+    pub fn wait_policy(&self) -> Wait {
+        Wait::from_code(self.wait.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Sets how this GPU's waits spend the host thread, for every thread that shares it, from
+    /// the next wait on. Affects this `Gpu` only, not the device's context.
+    pub fn set_wait(&self, wait: Wait) {
+        self.wait
+            .store(wait.code(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Waits for everything enqueued on `stream` so far, as the wait policy says; a failure
+    /// names the call that reported it and, when given, the launch it belongs to.
+    pub(crate) fn wait_for_stream(
+        &self,
+        stream: &Stream,
+        launch: Option<&KernelLaunch>,
+    ) -> Result<()> {
+        let raw = stream.as_inner();
+        let (call, status) = self.wait_policy().until(
+            // SAFETY: a live stream handle of this context, current on this thread.
+            ("cuStreamQuery", &mut || unsafe {
+                cust::sys::cuStreamQuery(raw)
+            }),
+            // SAFETY: as above.
+            ("cuStreamSynchronize", &mut || unsafe {
+                cust::sys::cuStreamSynchronize(raw)
+            }),
+        );
+        check_raw_launch(call, launch, status)
     }
 
     /// The stream every ferrocuda launch goes to.
@@ -532,10 +626,10 @@ impl Gpu {
         self.memset_d8_async(slice, T::POISON_BYTE)
     }
 
-    /// Waits for all work on the stream.
+    /// Waits for all work on the stream, as the [`wait_policy`](Self::wait_policy) says.
     pub fn synchronize(&self) -> Result<()> {
         self.make_current()?;
-        self.stream.synchronize().call("cuStreamSynchronize")
+        self.wait_for_stream(&self.stream, None)
     }
 
     /// Free and total device memory in bytes.

@@ -651,8 +651,6 @@ impl<Args> Kernel<'_, Args> {
         // SAFETY: forwarded to the caller.
         unsafe { self.launch(config, args)? };
         self.gpu
-            .stream()
-            .synchronize()
-            .launch("cuStreamSynchronize", &self.describe(config))
+            .wait_for_stream(self.gpu.stream(), Some(&self.describe(config)))
     }
 }
