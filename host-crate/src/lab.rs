@@ -303,7 +303,7 @@ pub fn stream_overlap(gpu: &Gpu, n: usize, kernels: usize, reps: usize) -> Resul
     use crate::runtime::error::CudaContext;
     use cust::event::{Event, EventFlags};
     use cust::memory::{AsyncCopyDestination, LockedBuffer};
-    use cust::stream::{Stream, StreamFlags};
+    use cust::stream::Stream;
 
     if n == 0 || kernels == 0 {
         return Err(Error::InvalidArgument {
@@ -317,8 +317,8 @@ pub fn stream_overlap(gpu: &Gpu, n: usize, kernels: usize, reps: usize) -> Resul
     let stencil_in = gpu.upload(&host, "stream overlap: stencil input")?;
     let mut stencil_out = gpu.alloc::<f32>(n, "stream overlap: stencil output")?;
     let taps = Taps::<f32>::Sum { radius: 3 };
-    let copy_stream = Stream::new(StreamFlags::NON_BLOCKING, None).call("cuStreamCreate")?;
-    let kernel_stream = Stream::new(StreamFlags::NON_BLOCKING, None).call("cuStreamCreate")?;
+    let copy_stream = gpu.new_stream()?;
+    let kernel_stream = gpu.new_stream()?;
     let event = || Event::new(EventFlags::DEFAULT).call("cuEventCreate");
     let (start, stop) = (event()?, event()?);
 

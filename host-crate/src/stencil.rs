@@ -21,7 +21,7 @@ pub use ferrocuda_kernels::config::STENCIL_DEFAULT_RADIUS;
 use crate::cpu::{Check, check_stencil};
 use crate::runtime::config::LaunchConfig;
 use crate::runtime::element::{ElemType, Element};
-use crate::runtime::error::{CudaContext, Error, KernelLaunch, Result};
+use crate::runtime::error::{Error, KernelLaunch, Result};
 use crate::runtime::gpu::Gpu;
 use crate::runtime::kernel::{Kernel, KernelFunction};
 use crate::runtime::timing::{Stats, time_on_stream};
@@ -334,12 +334,13 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
 
     /// Waits for the kernel; an execution error names it and its configuration.
     pub fn finish(&self) -> Result<()> {
-        self.gpu.stream().synchronize().launch(
-            "cuStreamSynchronize",
-            &KernelLaunch {
+        self.gpu.make_current()?;
+        self.gpu.wait_for_stream(
+            self.gpu.stream(),
+            Some(&KernelLaunch {
                 kernel: self.kernel.function().symbol().to_string(),
                 config: self.config,
-            },
+            }),
         )
     }
 
@@ -426,7 +427,9 @@ pub fn apply<T: Element>(
     taps: &Taps<T>,
     boundary: Boundary,
 ) -> Result<DeviceBuffer<T>> {
-    let mut output = gpu.alloc::<T>(input.len(), "stencil output")?;
+    // SAFETY: `T` is an `Element`, valid for every byte pattern; the kernel writes every
+    // element (a failed run drops the buffer).
+    let mut output = unsafe { gpu.alloc_uninit::<T>(input.len(), "stencil output")? };
     StencilRun::new(
         gpu,
         V::Fast,
@@ -473,7 +476,8 @@ pub fn measure<T: Element>(
     warmup: usize,
     reps: usize,
 ) -> Result<Measurement> {
-    let mut output = gpu.alloc::<T>(input.len(), "stencil output")?;
+    // SAFETY: `T` is an `Element`, valid for every byte pattern; poisoned right away.
+    let mut output = unsafe { gpu.alloc_uninit::<T>(input.len(), "stencil output")? };
     gpu.poison_async(&mut output)?;
     let mut run = StencilRun::new(gpu, variant, taps, boundary, input, &mut output, block)?;
     let (symbol, config, bytes) = (run.symbol().to_string(), run.config(), run.bytes());

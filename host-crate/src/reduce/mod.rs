@@ -159,7 +159,9 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                 Plan::InPlace {
                     kernel,
                     config,
-                    scratch: gpu.alloc(n, "scratch copy of the input")?,
+                    // SAFETY: `T` is an `Element`, valid for every byte pattern; `setup` copies
+                    // the input into it before every run.
+                    scratch: unsafe { gpu.alloc_uninit(n, "scratch copy of the input")? },
                     partials: poisoned(config.grid[0] as usize, "per-block partials")?,
                 }
             }
@@ -392,12 +394,13 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
     /// the per-block partials in order, as the book does).
     pub fn finish(&self) -> Result<A> {
         let (kernel, config) = *self.launches().last().expect("one launch at least");
-        self.gpu.stream().synchronize().launch(
-            "cuStreamSynchronize",
-            &KernelLaunch {
+        self.gpu.make_current()?;
+        self.gpu.wait_for_stream(
+            self.gpu.stream(),
+            Some(&KernelLaunch {
                 kernel: kernel.into(),
                 config,
-            },
+            }),
         )?;
         if self.n == 0 {
             return Ok(A::default());

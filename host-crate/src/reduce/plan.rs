@@ -33,7 +33,7 @@ use crate::runtime::config::LaunchConfig;
 use crate::runtime::element::Element;
 use crate::runtime::error::{Error, KernelLaunch, Result, check_raw, check_raw_launch};
 use crate::runtime::event::Marker;
-use crate::runtime::gpu::{Gpu, WorkspaceKey};
+use crate::runtime::gpu::{Gpu, Wait, WorkspaceKey};
 use crate::runtime::kernel::Kernel;
 
 /// The fast kernel's parameter list: `x, n, partials, ticket, out`.
@@ -68,12 +68,16 @@ impl<T: Element, A: Element> PlanState<T, A> {
         let resident = kernel.resident_blocks(block, 0)?;
         let max_grid = resident.max(1);
         gpu.make_current()?;
+        // SAFETY: `A` is an `Element`, valid for every byte pattern; each run's blocks write
+        // their partials before the last block reads them.
+        let partials =
+            unsafe { gpu.alloc_uninit(max_grid as usize, "reduction plan: per-block partials")? };
         Ok(Self {
             op,
             symbol: kernel.symbol(),
             block,
             max_grid,
-            partials: gpu.alloc(max_grid as usize, "reduction plan: per-block partials")?,
+            partials,
             ticket: gpu.upload(&[0u32], "reduction plan: ticket")?,
             result: MappedSlot::new()?,
             done: Marker::new()?,
@@ -103,8 +107,10 @@ impl<T: Element, A: Element> PlanState<T, A> {
                 what: format!("the {} of an empty input is undefined", self.op.name()),
             });
         }
-        // Before anything is enqueued: a stream of another context is refused (the launch makes
-        // the context current).
+        // The caller's thread may never have used this GPU: the waits and memsets below are
+        // driver calls too.
+        gpu.make_current()?;
+        // Before anything is enqueued: a stream of another context is refused.
         gpu.check_stream(stream)?;
         // From the GPU's kernel cache (a lookup): a `'static` state cannot hold the handle.
         let kernel = fast_kernel::<T, A>(gpu, self.op)?;
@@ -151,9 +157,11 @@ impl<T: Element, A: Element> PlanState<T, A> {
         // wait below watches for the slot to change from it.
         self.result.write(A::poison());
         let enqueued = self.enqueue(gpu, stream, input, self.result.device_ptr());
-        let outcome = self.result.collect(enqueued, &self.done, stream, |()| {
-            self.launch_description(input.len())
-        });
+        let outcome = self
+            .result
+            .collect(gpu, enqueued, &self.done, stream, |()| {
+                self.launch_description(input.len())
+            });
         if outcome.is_err() {
             self.ticket_clean = false;
         }
@@ -222,29 +230,37 @@ impl<A: Element> MappedSlot<A> {
     }
 
     /// The result of what `enqueued` launched, once the kernel wrote it over the poison
-    /// written before the launch: spins on the slot itself, which the last block's store
-    /// reaches before the kernel's completion reaches the stream (measured:
-    /// docs/results/runs/tuning-notes.md). Every [`EVENT_CHECK`] it also asks `done`, the event
-    /// recorded right after the launch (not the stream, which other work may keep busy), so
-    /// that a kernel that failed is reported (with `launch`), and a result that happens to
-    /// equal the poison is read once the kernel finished. On any failure it waits for
-    /// `stream`: a kernel enqueued before it may still write the slot, and must not do so
-    /// after the next call's poison.
+    /// written before the launch. With [`Wait::Spin`] or [`Wait::Yield`] (the GPU's policy) it
+    /// polls the slot itself, which the last block's store reaches before the kernel's
+    /// completion reaches the stream (measured: docs/results/runs/tuning-notes.md). Every
+    /// [`EVENT_CHECK`] it also asks `done`, the event recorded right after the launch (not the
+    /// stream, which other work may keep busy), so that a kernel that failed is reported (with
+    /// `launch`), and a result that happens to equal the poison is read once the kernel
+    /// finished. With [`Wait::Block`] it blocks on `done`, then reads the slot. On any failure
+    /// it waits for `stream`: a kernel enqueued before it may still write the slot, and must
+    /// not do so after the next call's poison.
     pub(super) fn collect<L>(
         &self,
+        gpu: &Gpu,
         enqueued: Result<L>,
         done: &Marker,
         stream: &Stream,
         launch: impl Fn(&L) -> KernelLaunch,
     ) -> Result<A> {
-        let outcome = enqueued.and_then(|last| self.spin(done, || launch(&last)));
+        let wait = gpu.wait_policy();
+        let outcome = enqueued.and_then(|last| self.spin(wait, done, || launch(&last)));
         if outcome.is_err() {
-            let _ = stream.synchronize();
+            let _ = gpu.wait_for_stream(stream, None);
         }
         outcome
     }
 
-    fn spin(&self, done: &Marker, launch: impl Fn() -> KernelLaunch) -> Result<A> {
+    fn spin(&self, wait: Wait, done: &Marker, launch: impl Fn() -> KernelLaunch) -> Result<A> {
+        if wait == Wait::Block {
+            let (call, status) = done.wait(wait);
+            check_raw_launch(call, Some(&launch()), status)?;
+            return Ok(self.read());
+        }
         let poison = A::poison();
         let mut next_check = std::time::Instant::now() + EVENT_CHECK;
         loop {
@@ -260,7 +276,7 @@ impl<A: Element> MappedSlot<A> {
                 }
                 next_check += EVENT_CHECK;
             }
-            std::hint::spin_loop();
+            wait.pause();
         }
     }
 }

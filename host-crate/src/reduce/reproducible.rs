@@ -45,10 +45,7 @@ impl<T: Reproducible> ReproState<T> {
         let resident = kernel.resident_blocks(REDUCE_REPRO_BLOCK, 0)?;
         Ok(Self {
             max_grid: resident.max(1),
-            levels: [
-                gpu.alloc(1, "reproducible sum: chunk sums")?,
-                gpu.alloc(1, "reproducible sum: chunk sums")?,
-            ],
+            levels: [Self::chunk_sums(gpu, 1)?, Self::chunk_sums(gpu, 1)?],
             result: MappedSlot::new()?,
             done: Marker::new()?,
         })
@@ -57,11 +54,19 @@ impl<T: Reproducible> ReproState<T> {
     /// Grows `levels[i]` to hold `len` elements (never shrinks: the workspace is reused).
     fn reserve(&mut self, gpu: &Gpu, i: usize, len: usize) -> Result<()> {
         if self.levels[i].len() < len {
-            // An earlier call's kernels may still use the old buffer.
-            self.done.synchronize();
-            self.levels[i] = gpu.alloc(len, "reproducible sum: chunk sums")?;
+            // An earlier call's kernels may still use the old buffer. An execution error of
+            // theirs is sticky: this call's own wait reports it.
+            let _ = self.done.wait(gpu.wait_policy());
+            self.levels[i] = Self::chunk_sums(gpu, len)?;
         }
         Ok(())
+    }
+
+    /// A buffer for `len` chunk sums, left as allocated: a level's kernel writes every chunk
+    /// sum before the next level reads it.
+    fn chunk_sums(gpu: &Gpu, len: usize) -> Result<DeviceBuffer<T>> {
+        // SAFETY: `T` is an `Element`, valid for every byte pattern.
+        unsafe { gpu.alloc_uninit(len, "reproducible sum: chunk sums") }
     }
 
     /// Enqueues every level on the GPU's stream, the last one writing into `result`; returns
@@ -120,7 +125,7 @@ impl<T: Reproducible> ReproState<T> {
         self.result.write(T::poison());
         let enqueued = self.enqueue(gpu, input, self.result.device_ptr());
         self.result
-            .collect(enqueued, &self.done, gpu.stream(), LastLevel::launch)
+            .collect(gpu, enqueued, &self.done, gpu.stream(), LastLevel::launch)
     }
 }
 

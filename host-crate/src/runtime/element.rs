@@ -69,10 +69,28 @@ impl Display for ElemType {
     }
 }
 
+/// Implemented by the six element types only: [`Element`] promises that every byte pattern
+/// is a valid value of at most 8 bytes (what [`Element::poison`], [`Gpu::alloc`] and
+/// [`Gpu::memset_d8_async`] rely on), which a type outside this crate could not be held to.
+///
+/// [`Gpu::alloc`]: crate::Gpu::alloc
+/// [`Gpu::memset_d8_async`]: crate::Gpu::memset_d8_async
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for i32 {}
+    impl Sealed for u32 {}
+    impl Sealed for i64 {}
+    impl Sealed for u64 {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
 /// A host type that matches a kernel element type, with the arithmetic the CPU references
-/// need.
+/// need: `i32`, `u32`, `i64`, `u64`, `f32`, `f64`. Sealed: every byte pattern of an `Element`
+/// is a valid value, which safe functions such as [`Gpu::alloc`](crate::Gpu::alloc) rely on.
 pub trait Element:
-    DeviceCopy
+    sealed::Sealed
+    + DeviceCopy
     + ByValue
     + Copy
     + Default

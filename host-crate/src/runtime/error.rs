@@ -22,8 +22,10 @@ impl fmt::Display for KernelLaunch {
     }
 }
 
-/// Everything the host library can fail with.
+/// Everything the host library can fail with. Non-exhaustive: a later version may add a
+/// variant, so a `match` outside this crate needs a `_` arm.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// `libcuda.so.1` cannot be loaded: no NVIDIA driver on this machine.
     #[error(transparent)]

@@ -4,6 +4,7 @@
 use cust::stream::Stream;
 
 use crate::runtime::error::{Result, check_raw};
+use crate::runtime::gpu::Wait;
 
 /// An event created with `CU_EVENT_DISABLE_TIMING`; each `record` moves it to the end of what
 /// a stream holds so far.
@@ -43,6 +44,18 @@ impl Marker {
     pub(crate) fn query(&self) -> cust::sys::CUresult {
         // SAFETY: a live event handle.
         unsafe { cust::sys::cuEventQuery(self.0) }
+    }
+
+    /// Waits, as `wait` says, until the last record completed; returns the call that answered
+    /// and its status (the error of the work waited for, if it failed).
+    pub(crate) fn wait(&self, wait: Wait) -> (&'static str, cust::sys::CUresult) {
+        wait.until(
+            ("cuEventQuery", &mut || self.query()),
+            // SAFETY: a live event handle.
+            ("cuEventSynchronize", &mut || unsafe {
+                cust::sys::cuEventSynchronize(self.0)
+            }),
+        )
     }
 
     /// Blocks the host until the last record completed (errors ignored: used on the way out).

@@ -9,7 +9,10 @@ use ferrocuda_kernels::config::WARP_SIZE;
 use ferrocuda_kernels::entry::DeviceGlobal;
 
 use crate::runtime::element::Element;
-use crate::runtime::error::{CudaContext, Error, Result, check_raw};
+use crate::runtime::error::{
+    CudaContext, Error, KernelLaunch, Result, check_raw, check_raw_launch,
+};
+use crate::runtime::workspace::WorkspacePool;
 
 /// One architecture's PTX of a kernel crate, embedded in the binary by
 /// [`include_ptx!`](crate::include_ptx) from what `ferrocuda-builder` built.
@@ -88,6 +91,80 @@ impl<K: std::hash::Hash + Eq, V: Copy> Memo<K, V> {
         Ok(found)
     }
 }
+
+/// How ferrocuda's own waits for the GPU spend the host thread: [`Gpu::synchronize`],
+/// [`Gpu::download`], [`Gpu::alloc`], [`Gpu::upload`], `launch_and_wait`, the `finish` of the
+/// runs, and a reduction waiting for its result. A choice of one [`Gpu`]
+/// ([`Gpu::set_wait`]): the context's own scheduling flags, which every user of the device's
+/// primary context in the process shares, are left as the driver or another library set them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Wait {
+    /// Polls (`cuStreamQuery`, `cuEventQuery`, or a reduction's result slot) with
+    /// [`std::hint::spin_loop`] between polls: the wait ends within about a microsecond of the
+    /// GPU finishing, which is most of what a small call costs, and keeps one core busy
+    /// meanwhile. The default.
+    #[default]
+    Spin,
+    /// Polls as [`Spin`](Self::Spin) does, with [`std::thread::yield_now`] between polls:
+    /// other threads get the core, at the cost of a few microseconds per wait on a busy
+    /// machine.
+    Yield,
+    /// Blocks in the driver (`cuStreamSynchronize`, `cuEventSynchronize`), which spins,
+    /// yields or sleeps as the context's scheduling flags say (with the driver's default, it
+    /// sleeps when the process has more active contexts than cores).
+    Block,
+}
+
+impl Wait {
+    fn from_code(code: u8) -> Self {
+        match code {
+            1 => Self::Yield,
+            2 => Self::Block,
+            _ => Self::Spin,
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            Self::Spin => 0,
+            Self::Yield => 1,
+            Self::Block => 2,
+        }
+    }
+
+    /// What a polling wait does between two polls.
+    pub(crate) fn pause(self) {
+        match self {
+            Self::Yield => std::thread::yield_now(),
+            _ => std::hint::spin_loop(),
+        }
+    }
+
+    /// Polls `query` until it stops answering `CUDA_ERROR_NOT_READY`, or calls `block` for
+    /// [`Block`](Self::Block); returns the driver call that answered and its status.
+    pub(crate) fn until(
+        self,
+        query: (&'static str, &mut dyn FnMut() -> cust::sys::CUresult),
+        block: (&'static str, &mut dyn FnMut() -> cust::sys::CUresult),
+    ) -> (&'static str, cust::sys::CUresult) {
+        if self == Self::Block {
+            return (block.0, (block.1)());
+        }
+        let (call, query) = query;
+        loop {
+            match query() {
+                cust::sys::CUresult::CUDA_ERROR_NOT_READY => self.pause(),
+                status => return (call, status),
+            }
+        }
+    }
+}
+
+// The promise made in `Gpu`'s documentation.
+const _: () = {
+    const fn send_and_sync<T: Send + Sync>() {}
+    send_and_sync::<Gpu>();
+};
 
 /// Names a cached workspace: the family, and the element and accumulator types with what else
 /// selects the kernel (for a reduction, its operator).
@@ -216,11 +293,21 @@ impl DeviceProps {
 
 /// A device ready to run ferrocuda kernels.
 ///
+/// A `Gpu` is `Send + Sync`: share it (`&Gpu`, an `Arc<Gpu>`) between host threads as it is.
+/// Every method makes the GPU's context current on the calling thread before its first driver
+/// call, a thread's first call included, so no thread needs to prepare anything. Streams work
+/// the same way: [`new_stream`](Self::new_stream) makes one from any thread, and any thread may
+/// pass it to the `_on` methods (a stream of another context is refused, see
+/// [`check_stream`](Self::check_stream)). Work on one stream runs in the order it was
+/// enqueued, whichever thread enqueued it; work on different streams is ordered only by what
+/// the caller orders (a wait, `Gpu::synchronize`, an event).
+///
 /// Fields drop in declaration order: module and stream go before the context they live in.
 pub struct Gpu {
     /// The families' cached workspaces (`reduce::sum`'s buffers), by the family's key.
-    workspaces:
-        std::sync::Mutex<std::collections::HashMap<WorkspaceKey, Box<dyn std::any::Any + Send>>>,
+    workspaces: WorkspacePool<WorkspaceKey, Box<dyn std::any::Any + Send>>,
+    /// [`Wait`], as its code (a `Gpu` is shared between threads).
+    wait: std::sync::atomic::AtomicU8,
     /// Kernels already resolved in `module`, by symbol.
     kernels: Memo<&'static str, ResolvedKernel>,
     /// `cuOccupancyMaxActiveBlocksPerMultiprocessor` answers, by (function, block, shared).
@@ -266,18 +353,6 @@ impl Gpu {
             return Err(Error::DeviceNotFound { ordinal, count });
         }
         let device = Device::get_device(ordinal).call("cuDeviceGet")?;
-        // Waits for the GPU spin instead of yielding the CPU thread: a synchronisation returns
-        // within a microsecond of the GPU finishing, which is most of what a small call costs
-        // (CUDA's default picks spinning only when it thinks cores are plentiful). Set before
-        // the primary context is retained; if another library already made it active with
-        // other flags, the driver keeps those, which is harmless.
-        // SAFETY: a valid device handle.
-        let _ = unsafe {
-            cust::sys::cuDevicePrimaryCtxSetFlags_v2(
-                device.as_raw(),
-                cust::sys::CUctx_flags_enum::CU_CTX_SCHED_SPIN as u32,
-            )
-        };
         let context = Context::new(device).call("cuDevicePrimaryCtxRetain")?;
         let props = DeviceProps::query(ordinal, device)?;
         if props.warp_size != WARP_SIZE {
@@ -298,6 +373,7 @@ impl Gpu {
         // pageable host-to-device copy had landed.
         let stream = Stream::new(StreamFlags::DEFAULT, None).call("cuStreamCreate")?;
         Ok(Self {
+            wait: std::sync::atomic::AtomicU8::new(Wait::default().code()),
             workspaces: Default::default(),
             kernels: Default::default(),
             occupancy: Default::default(),
@@ -319,9 +395,52 @@ impl Gpu {
         self.ptx.arch
     }
 
+    /// How this GPU's waits spend the host thread ([`Wait::Spin`] unless set).
+    pub fn wait_policy(&self) -> Wait {
+        Wait::from_code(self.wait.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Sets how this GPU's waits spend the host thread, for every thread that shares it, from
+    /// the next wait on. Affects this `Gpu` only, not the device's context.
+    pub fn set_wait(&self, wait: Wait) {
+        self.wait
+            .store(wait.code(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Waits for everything enqueued on `stream` so far, as the wait policy says; a failure
+    /// names the call that reported it and, when given, the launch it belongs to.
+    pub(crate) fn wait_for_stream(
+        &self,
+        stream: &Stream,
+        launch: Option<&KernelLaunch>,
+    ) -> Result<()> {
+        let raw = stream.as_inner();
+        let (call, status) = self.wait_policy().until(
+            // SAFETY: a live stream handle of this context, current on this thread.
+            ("cuStreamQuery", &mut || unsafe {
+                cust::sys::cuStreamQuery(raw)
+            }),
+            // SAFETY: as above.
+            ("cuStreamSynchronize", &mut || unsafe {
+                cust::sys::cuStreamSynchronize(raw)
+            }),
+        );
+        check_raw_launch(call, launch, status)
+    }
+
     /// The stream every ferrocuda launch goes to.
     pub fn stream(&self) -> &Stream {
         &self.stream
+    }
+
+    /// A new stream of this GPU's context, for the `_on` methods: made with the context current
+    /// on the calling thread, so any thread may ask for one (and use it, or hand it to another
+    /// thread). Non-blocking: it does not wait for the legacy default stream, nor the legacy
+    /// stream for it, so its work overlaps the GPU's own stream. Buffers from
+    /// [`alloc`](Self::alloc) and [`upload`](Self::upload) are ready for it when those return.
+    pub fn new_stream(&self) -> Result<Stream> {
+        self.make_current()?;
+        Stream::new(StreamFlags::NON_BLOCKING, None).call("cuStreamCreate")
     }
 
     /// The kernel `symbol` of the embedded module: from the cache, or resolved by `resolve` and
@@ -346,33 +465,37 @@ impl Gpu {
         self.occupancy.get_or_try((function, block, shared), ask)
     }
 
-    /// Runs `f` with this GPU's workspace of type `W` under `key`, made by `make` on first use
-    /// and kept until the `Gpu` is dropped. Calls for the same key are serialised (their work
-    /// goes to one stream anyway), so host threads sharing a `Gpu` never share a workspace's
-    /// buffers at the same time. A workspace that `f` leaves in an unknown state must reset
-    /// itself on its next use.
+    /// Runs `f` with a workspace of type `W` under `key` that no other call uses meanwhile:
+    /// a free one this GPU kept from an earlier call, or a new one made by `make`. Afterwards
+    /// it is kept for the next call of `key` (until the `Gpu` is dropped), whether `f`
+    /// succeeded or failed; a workspace that a failed `f` may have left dirty must reset itself
+    /// on its next use. If `f` panics, its workspace is dropped instead.
+    ///
+    /// No lock is held while `f` runs: `f` may itself call what takes a workspace
+    /// (`reduce::sum`, a cooperative launch), of this key or another, and host threads sharing
+    /// the `Gpu` run their calls at the same time, each with its own workspace (one is made for
+    /// each call that finds none free, so a key keeps as many as ever ran at once).
     pub fn with_workspace<W: std::any::Any + Send, R>(
         &self,
         key: WorkspaceKey,
         make: impl FnOnce() -> Result<W>,
         f: impl FnOnce(&mut W) -> Result<R>,
     ) -> Result<R> {
-        let mut workspaces = self
-            .workspaces
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let slot = match workspaces.entry(key) {
-            std::collections::hash_map::Entry::Occupied(slot) => slot.into_mut(),
-            std::collections::hash_map::Entry::Vacant(slot) => slot.insert(Box::new(make()?)),
-        };
-        let workspace = slot
-            .downcast_mut::<W>()
-            .expect("a workspace key is used with one type only");
-        f(workspace)
+        self.workspaces.with(
+            key,
+            || Ok(Box::new(make()?) as Box<dyn std::any::Any + Send>),
+            |workspace| {
+                f(workspace
+                    .downcast_mut::<W>()
+                    .expect("a workspace key is used with one type only"))
+            },
+        )
     }
 
-    /// The device address of the grid barrier of cooperative launches (one zeroed `u32`,
-    /// made on first use and kept; see [`Kernel::launch_cooperative`](crate::Kernel::launch_cooperative)).
+    /// The device address of a grid barrier for a cooperative launch (a zeroed `u32`, made on
+    /// first use and kept; see [`Kernel::launch_cooperative`](crate::Kernel::launch_cooperative)).
+    /// Calls at the same time may get different barriers; every barrier is used on the GPU's
+    /// stream only, by one launch at a time, and left at a multiple of `0x8000_0000` by each.
     pub(crate) fn grid_barrier(&self) -> Result<u64> {
         let key = WorkspaceKey {
             family: "grid barrier",
@@ -401,7 +524,7 @@ impl Gpu {
             return Err(Error::InvalidArgument {
                 what: format!(
                     "the stream given belongs to another context than device {}'s ({}); create it \
-                     while this Gpu's context is current (Gpu::make_current)",
+                     with Gpu::new_stream",
                     self.props.ordinal, self.props.name
                 ),
             });
@@ -416,7 +539,8 @@ impl Gpu {
 
     /// Makes this GPU's context current on the calling thread. Every entry point of the library
     /// calls it first, so one `Gpu` can be shared by several host threads (`Gpu` is `Sync`):
-    /// their work goes to the same stream, in the order the calls reach it.
+    /// their work goes to the same stream, in the order the calls reach it. Needed only before
+    /// driver calls made directly (through `cust`), not before ferrocuda's own.
     pub fn make_current(&self) -> Result<()> {
         cust::context::CurrentContext::set_current(&self._context).call("cuCtxSetCurrent")
     }
@@ -470,7 +594,10 @@ impl Gpu {
     }
 
     /// [`memset_d8_async`](Self::memset_d8_async) on `stream`, a stream of this GPU's context.
-    pub fn memset_d8_async_on<T: DeviceCopy>(
+    ///
+    /// Only for [`Element`] types: any byte repeated is a valid integer or float, which it is
+    /// not for every `DeviceCopy` type (a `bool`, a `char`, a `NonZero*`).
+    pub fn memset_d8_async_on<T: Element>(
         &self,
         stream: &Stream,
         slice: &mut DeviceSlice<T>,
@@ -482,7 +609,7 @@ impl Gpu {
         self.make_current()?;
         self.check_stream(stream)?;
         // SAFETY: the slice is `len` elements of device memory the caller holds mutably; every
-        // byte pattern is a valid `Element` (integers and floats) or `u32`.
+        // byte pattern is a valid `Element` (an integer or a float).
         check_raw("cuMemsetD8Async", unsafe {
             cust::sys::cuMemsetD8Async(
                 slice.as_device_ptr().as_raw(),
@@ -499,10 +626,10 @@ impl Gpu {
         self.memset_d8_async(slice, T::POISON_BYTE)
     }
 
-    /// Waits for all work on the stream.
+    /// Waits for all work on the stream, as the [`wait_policy`](Self::wait_policy) says.
     pub fn synchronize(&self) -> Result<()> {
         self.make_current()?;
-        self.stream.synchronize().call("cuStreamSynchronize")
+        self.wait_for_stream(&self.stream, None)
     }
 
     /// Free and total device memory in bytes.
@@ -516,10 +643,40 @@ impl Gpu {
         Ok((free, total))
     }
 
-    /// Allocates `len` elements, uninitialised; an allocation the device cannot serve is
-    /// reported as [`Error::OutOfMemory`] naming `what` and the free memory at that moment
-    /// (asked of the driver only then: a successful allocation costs one driver call).
-    pub fn alloc<T: DeviceCopy>(&self, len: usize, what: &str) -> Result<DeviceBuffer<T>> {
+    /// Allocates `len` elements, every byte zero (a valid value of every [`Element`]); an
+    /// allocation the device cannot serve is reported as [`Error::OutOfMemory`] naming `what`
+    /// and the free memory at that moment.
+    ///
+    /// The zeroing is a memset on the GPU's stream that this call waits for, so the buffer may
+    /// go straight to any stream (a caller's own included). Where the contents are about to be
+    /// overwritten anyway, [`alloc_uninit`](Self::alloc_uninit) skips the memset and the wait.
+    pub fn alloc<T: Element>(&self, len: usize, what: &str) -> Result<DeviceBuffer<T>> {
+        // SAFETY: `T` is an `Element`, valid for every byte pattern; the buffer is zeroed below
+        // before the caller sees it.
+        let mut buffer = unsafe { self.alloc_uninit::<T>(len, what)? };
+        if !buffer.is_empty() {
+            self.memset_d8_async(&mut buffer, 0)?;
+            self.synchronize()?;
+        }
+        Ok(buffer)
+    }
+
+    /// Allocates `len` elements and leaves them as the device memory happens to hold them; an
+    /// allocation the device cannot serve is reported as [`Error::OutOfMemory`] naming `what`
+    /// and the free memory at that moment (asked of the driver only then: a successful
+    /// allocation costs one driver call).
+    ///
+    /// # Safety
+    /// Until every element has been written (by a kernel, a copy or a memset), the buffer must
+    /// not be read as `T` on the host ([`download`](Self::download), a copy to host memory) or
+    /// by a kernel that relies on its elements being valid `T` values, unless every bit pattern
+    /// is a valid `T`, as it is for every [`Element`]. A `bool`, `char`, reference-free enum or
+    /// `NonZero*` read from uninitialised memory is undefined behaviour.
+    pub unsafe fn alloc_uninit<T: DeviceCopy>(
+        &self,
+        len: usize,
+        what: &str,
+    ) -> Result<DeviceBuffer<T>> {
         self.make_current()?;
         let bytes = len as u128 * size_of::<T>() as u128;
         let out_of_memory = || -> Result<Error> {
@@ -534,8 +691,8 @@ impl Gpu {
         if bytes > self.props.total_memory as u128 {
             return Err(out_of_memory()?);
         }
-        // SAFETY: the buffer is only read after a kernel or copy wrote it (callers poison or
-        // fill it first).
+        // SAFETY: reading the contents before they are written is excluded by this function's
+        // own contract, forwarded to the caller.
         match unsafe { DeviceBuffer::uninitialized(len) } {
             Ok(buffer) => Ok(buffer),
             Err(cust::error::CudaError::OutOfMemory) => Err(out_of_memory()?),
@@ -547,12 +704,27 @@ impl Gpu {
         }
     }
 
-    /// Copies `data` to a new device buffer.
+    /// Copies `data` to a new device buffer. The copy goes to the GPU's stream and this call
+    /// waits for it, so the buffer is ready for any stream when it returns (a synchronous
+    /// `cuMemcpyHtoD` from pageable memory may return before its data reached the device, which
+    /// only streams ordered after the legacy default stream would see in time).
     pub fn upload<T: DeviceCopy>(&self, data: &[T], what: &str) -> Result<DeviceBuffer<T>> {
         self.make_current()?;
-        let mut buf = self.alloc::<T>(data.len(), what)?;
+        // SAFETY: every element is written by the copy below before the buffer is returned; if
+        // the copy fails, the buffer is dropped unread.
+        let buf = unsafe { self.alloc_uninit::<T>(data.len(), what)? };
         if !data.is_empty() {
-            buf.copy_from(data).call("cuMemcpyHtoD")?;
+            // SAFETY: the buffer holds `data.len()` elements; `data` stays borrowed until the
+            // wait below, after which the driver no longer reads it.
+            check_raw("cuMemcpyHtoDAsync", unsafe {
+                cust::sys::cuMemcpyHtoDAsync_v2(
+                    buf.as_device_ptr().as_raw(),
+                    data.as_ptr().cast(),
+                    std::mem::size_of_val(data),
+                    self.stream.as_inner(),
+                )
+            })?;
+            self.synchronize()?;
         }
         Ok(buf)
     }

@@ -540,8 +540,8 @@ impl<Args> Kernel<'_, Args> {
     /// that synchronises its whole grid: `args` receives the launch's [`GridBarrier`] and
     /// returns the argument tuple. Refused, naming the numbers, when the grid has more blocks
     /// than can be resident at once with this block size and dynamic shared memory (the
-    /// barrier would never open). Cooperative launches share one barrier per `Gpu` and all go
-    /// to its stream, so they never run at the same time.
+    /// barrier would never open). Cooperative launches take their barriers from the `Gpu`'s
+    /// kept ones and all go to its stream, so no two use a barrier at the same time.
     ///
     /// # Safety
     /// As [`launch`](Self::launch); every thread of the grid reaches each `grid.sync()`; the
@@ -571,9 +571,9 @@ impl<Args> Kernel<'_, Args> {
             });
         }
         let barrier = self.gpu.grid_barrier()?;
-        // SAFETY: the GPU's own counter, zeroed when made and left at a multiple of 0x8000_0000
-        // by every completed barrier; cooperative launches all go to the GPU's stream, so no
-        // other kernel uses it meanwhile; the grid is co-resident (checked above, and the
+        // SAFETY: a counter of the GPU's own, zeroed when made and left at a multiple of
+        // 0x8000_0000 by every completed barrier; cooperative launches all go to the GPU's
+        // stream, so no other kernel uses it meanwhile; the grid is co-resident (checked above, and the
         // driver's cooperative launch refuses it otherwise).
         let args = args(unsafe { GridBarrier::from_raw(barrier) });
         // SAFETY: forwarded to the caller; the grid was checked above.
@@ -651,8 +651,6 @@ impl<Args> Kernel<'_, Args> {
         // SAFETY: forwarded to the caller.
         unsafe { self.launch(config, args)? };
         self.gpu
-            .stream()
-            .synchronize()
-            .launch("cuStreamSynchronize", &self.describe(config))
+            .wait_for_stream(self.gpu.stream(), Some(&self.describe(config)))
     }
 }

@@ -9,3 +9,4 @@ pub(crate) mod event;
 pub mod gpu;
 pub mod kernel;
 pub mod timing;
+pub(crate) mod workspace;
