@@ -2,7 +2,9 @@
 //! CSV has one line per row, the charts have one line per variant plus the copy ceiling, and
 //! two runs compare row by row.
 use ferrocuda_cli::bench::chart::bandwidth_chart;
-use ferrocuda_cli::bench::{Baseline, Report, Row, compare, markdown, utc_date};
+use ferrocuda_cli::bench::{
+    Baseline, BaselineCheck, Report, Row, baseline_failures, compare, markdown, utc_date,
+};
 
 fn row(family: &str, variant: &str, n: u64, gbs: f64) -> Row {
     Row {
@@ -22,8 +24,9 @@ fn row(family: &str, variant: &str, n: u64, gbs: f64) -> Row {
         check: "|err| = 1e-6 <= 1e-3".into(),
         baselines: vec![Baseline {
             name: "cub".into(),
-            median_us: 2.5,
-            speedup: 1.07,
+            median_us: Some(2.5),
+            speedup: Some(1.07),
+            check: BaselineCheck::Passed("exact".into()),
         }],
     }
 }
@@ -64,6 +67,67 @@ fn json_without_rounds_reads_as_one_round() {
     let text = report().to_json().replace("\"rounds\": 3,", "");
     assert!(!text.contains("rounds"));
     assert_eq!(Report::from_json(&text).expect("parses").rounds, 1);
+}
+
+#[test]
+fn json_without_baseline_checks_reads_as_not_checked() {
+    // A report written before baselines were checked: a number for each speedup, no `check`.
+    let text = include_str!("../../docs/results/results.json");
+    assert!(!text.contains("\"outcome\""));
+    let r = Report::from_json(text).expect("the committed results parse");
+    let baselines: Vec<&Baseline> = r.rows.iter().flat_map(|row| &row.baselines).collect();
+    assert!(!baselines.is_empty());
+    for b in baselines {
+        assert_eq!(b.check, BaselineCheck::NotChecked, "{}", b.name);
+        assert!(b.median_us.is_some() && b.speedup.is_some(), "{}", b.name);
+    }
+}
+
+/// The report with the interleaved rows' CUB baseline failed and the fast rows' missing.
+fn report_with_bad_baselines() -> Report {
+    let mut r = report();
+    for row in &mut r.rows {
+        if row.variant == "interleaved" {
+            row.baselines = vec![Baseline::measured(
+                "cub",
+                2.5,
+                row.median_us,
+                BaselineCheck::Failed("got 3.5, want 4".into()),
+            )];
+        } else if row.variant == "fast" {
+            row.baselines = vec![Baseline::missing(
+                "cub",
+                "printed no line (exit status: 1)".into(),
+            )];
+        }
+    }
+    r
+}
+
+#[test]
+fn a_failed_or_missing_baseline_has_no_speedup_and_says_so_everywhere() {
+    let r = report_with_bad_baselines();
+    let interleaved = &r.rows[2];
+    assert_eq!(interleaved.speedup_over("cub"), None);
+    assert_eq!(interleaved.baseline_cell("cub", "x"), "FAIL");
+    assert_eq!(r.rows[1].baseline_cell("cub", "x"), "miss");
+    assert_eq!(r.rows[3].baseline_cell("cub", "x"), "1.07x");
+    assert_eq!(r.rows[1].baseline_cell("cuda-c", "x"), "-");
+
+    let csv = r.to_csv();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[2].ends_with(",true,,miss,,,"), "{}", lines[2]);
+    assert!(lines[3].ends_with(",true,,FAIL,,,"), "{}", lines[3]);
+
+    let md = markdown(&r, &[]);
+    assert!(md.contains("| - | FAIL | PASS |"), "{md}");
+    assert!(md.contains("| - | miss | PASS |"), "{md}");
+    assert!(md.contains("reduce interleaved f32 2^20 block 256: cub FAIL: got 3.5, want 4"));
+    assert!(md.contains("reduce fast f32 2^28 block 256: cub miss: printed no line"));
+
+    let failures = baseline_failures(&r);
+    assert_eq!(failures.len(), 6, "{failures:?}");
+    assert_eq!(Report::from_json(&r.to_json()).expect("parses"), r);
 }
 
 #[test]

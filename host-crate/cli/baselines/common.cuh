@@ -1,14 +1,16 @@
 // What the CUDA C baselines (textbook.cu, cub_reduce.cu) share with each other and with
-// ferrocuda's bench: the error check, the blocking kernel, the timer, the input values, the
-// input rotation and the L2 flush. `ferrocuda bench` writes this file next to them.
+// ferrocuda's bench: the error check, the blocking kernel, the timer, the input values
+// (input.h), the input rotation and the L2 flush. `ferrocuda bench` writes this file and
+// input.h next to them.
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <type_traits>
 #include <vector>
+
+#include "input.h"
 
 #define CHECK(call)                                                            \
   do {                                                                         \
@@ -74,18 +76,6 @@ static int rotation(size_t bytes) {
   CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
   size_t want = 4 * (size_t)l2;
   return (int)std::max<size_t>(1, std::min<size_t>(64, (want + bytes - 1) / std::max<size_t>(bytes, 1)));
-}
-
-// Integers like the book's `rand() & 0xFF`, floats uniform in [-1, 1).
-template <typename T>
-std::vector<T> random_input(size_t n) {
-  std::vector<T> h(n);
-  std::mt19937_64 rng(1);
-  for (auto& v : h) {
-    if constexpr (std::is_floating_point_v<T>) v = (T)std::uniform_real_distribution<double>(-1, 1)(rng);
-    else v = (T)(rng() & 0xFF);
-  }
-  return h;
 }
 
 // A buffer twice the L2 size; `flush(s)` overwrites it so that nothing a setup step left in

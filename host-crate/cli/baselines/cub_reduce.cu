@@ -4,12 +4,15 @@
 // once, outside the timed region. Compiled by nvcc at bench time on the GPU machine:
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 cub_reduce.cu -o cub_reduce
-//   ./cub_reduce <op: sum|min|max> <type: i32|u32|i64|u64|f32|f64> <n> [reps]
+//   ./cub_reduce <op: sum|min|max> <type: i32|u32|i64|u64|f32|f64> <n> <seed> [reps]
 //
-// Inputs rotate over buffers that together exceed four L2 caches, as in ferrocuda's bench.
+// The input is ferrocuda's `book_input(n, seed)` (input.h); inputs rotate over buffers that
+// together exceed four L2 caches, as in ferrocuda's bench.
 //
-// Prints one line: `cub <op> <type> n=<n> median_us=<t> min_us=<t> max_us=<t> result=<value>`.
-// `common.cuh` (shared with textbook.cu) must sit next to this file.
+// Prints one line: `cub <op> <type> n=<n> median_us=<t> min_us=<t> max_us=<t>
+// result_bits=0x<16 hex digits>`, the result's bits in its own type, zero-extended: the bench
+// checks them against its CPU reference. `common.cuh` and `input.h` (shared with textbook.cu)
+// must sit next to this file.
 #include <cub/cub.cuh>
 #include <cstring>
 #include <string>
@@ -18,8 +21,8 @@
 
 
 template <typename T>
-int run(const std::string& op, const char* type, size_t n, int reps) {
-  std::vector<T> h = random_input<T>(n);
+int run(const std::string& op, const char* type, size_t n, uint64_t seed, int reps) {
+  std::vector<T> h = random_input<T>(n, seed);
   // Input buffers in rotation, together larger than L2 (as ferrocuda's bench does).
   size_t rot = rotation(n * sizeof(T));
   DeviceMemory mem;
@@ -47,24 +50,25 @@ int run(const std::string& op, const char* type, size_t n, int reps) {
   tm.run("cub", what.c_str(), reps, [&](int i) { d_in = ins[i % rot]; }, [&](int) { CHECK(reduce(tmp, bytes)); });
   T result;
   CHECK(cudaMemcpy(&result, d_out, sizeof(T), cudaMemcpyDeviceToHost));
-  std::printf(" result=%.17g\n", (double)result);
+  std::printf(" result_bits=0x%016llx\n", (unsigned long long)book::bits_of(result));
   return 0;
 }
 
 int main(int argc, char** argv) {
-  if (argc < 4) {
-    std::fprintf(stderr, "usage: %s <sum|min|max> <i32|u32|i64|u64|f32|f64> <n> [reps]\n", argv[0]);
+  if (argc < 5) {
+    std::fprintf(stderr, "usage: %s <sum|min|max> <i32|u32|i64|u64|f32|f64> <n> <seed> [reps]\n", argv[0]);
     return 2;
   }
   std::string op = argv[1], type = argv[2];
   size_t n = std::strtoull(argv[3], nullptr, 0);
-  int reps = argc > 4 ? std::atoi(argv[4]) : 20;
-  if (type == "i32") return run<int32_t>(op, "i32", n, reps);
-  if (type == "u32") return run<uint32_t>(op, "u32", n, reps);
-  if (type == "i64") return run<int64_t>(op, "i64", n, reps);
-  if (type == "u64") return run<uint64_t>(op, "u64", n, reps);
-  if (type == "f32") return run<float>(op, "f32", n, reps);
-  if (type == "f64") return run<double>(op, "f64", n, reps);
+  uint64_t seed = std::strtoull(argv[4], nullptr, 0);
+  int reps = argc > 5 ? std::atoi(argv[5]) : 20;
+  if (type == "i32") return run<int32_t>(op, "i32", n, seed, reps);
+  if (type == "u32") return run<uint32_t>(op, "u32", n, seed, reps);
+  if (type == "i64") return run<int64_t>(op, "i64", n, seed, reps);
+  if (type == "u64") return run<uint64_t>(op, "u64", n, seed, reps);
+  if (type == "f32") return run<float>(op, "f32", n, seed, reps);
+  if (type == "f64") return run<double>(op, "f64", n, seed, reps);
   std::fprintf(stderr, "unknown type %s\n", type.c_str());
   return 2;
 }

@@ -5,15 +5,19 @@
 // same way: a blocking kernel holds the GPU while the host enqueues start event, kernel(s) and
 // stop event; median of the repetitions; inputs rotated over buffers that together exceed four
 // L2 caches; the in-place reductions flush L2 after copying their input to the scratch buffer.
-// `common.cuh` (shared with cub_reduce.cu) must sit next to this file.
+// `common.cuh` and `input.h` (shared with cub_reduce.cu) must sit next to this file.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 textbook.cu -o textbook
-//   ./textbook reduce <i32|u32|i64|u64|f32|f64> <n> <reps> <variant>:<block>...
-//   ./textbook stencil <f32|f64|i32> <n> <radius> <reps> <naive|shared>:<block>...
+//   ./textbook reduce <i32|u32|i64|u64|f32|f64> <n> <seed> <reps> <variant>:<block>...
+//   ./textbook stencil <f32|f64|i32> <n> <seed> <radius> <reps> <naive|shared>:<block>...
 //   ./textbook copy <n_bytes> <reps>
 //
-// Prints, per variant, `<variant>:<block> cuda-c <what> median_us=<t> min_us=<t> max_us=<t>
-// result=<checksum>`. Input generation is host-side; the input of each variant is the same.
+// The input of every variant is ferrocuda's `book_input(n, seed)` (input.h), generated on the
+// host. Prints, per variant, `<variant>:<block> cuda-c <what> median_us=<t> min_us=<t>
+// max_us=<t>` and then its result, which the bench checks against its CPU reference: a
+// reduction's `result_bits=0x<16 hex digits>` (the sum's bits in its own type, zero-extended),
+// a stencil's `output_fnv1a=0x<16 hex digits>` (the hash of its whole output's bytes). The copy
+// prints no result: it moves bytes it never reads, and the bench does not run it.
 #include <cooperative_groups.h>
 
 #include "common.cuh"
@@ -297,9 +301,35 @@ __global__ void copy_float4(const float4* in, float4* out, size_t n) {
 }
 
 // ---- host side -------------------------------------------------------------------------
+
+// The partials' combine of ferrocuda's host (`combine_partials`), so that both sides' results
+// have the same bits: integers add with wrap-around in T, floats add in double in order and
+// round once to T.
 template <typename T>
-int reduce(const std::string& variant, size_t n, unsigned block, int reps) {
-  auto h = random_input<T>(n);
+T combine_partials(const std::vector<T>& partials) {
+  if constexpr (std::is_floating_point_v<T>) {
+    double sum = 0;
+    for (T v : partials) sum += (double)v;
+    return (T)sum;
+  } else {
+    // Unsigned, where wrap-around is defined; the bits are the same.
+    using U = std::make_unsigned_t<T>;
+    U sum = 0;
+    for (T v : partials) sum += (U)v;
+    T out;
+    std::memcpy(&out, &sum, sizeof out);
+    return out;
+  }
+}
+
+template <typename T>
+void print_result(T r) {
+  std::printf(" result_bits=0x%016llx\n", (unsigned long long)book::bits_of(r));
+}
+
+template <typename T>
+int reduce(const std::string& variant, size_t n, uint64_t seed, unsigned block, int reps) {
+  auto h = random_input<T>(n, seed);
   int rot = rotation(n * sizeof(T));
   DeviceMemory mem;
   std::vector<T*> in(rot);
@@ -348,9 +378,7 @@ int reduce(const std::string& variant, size_t n, unsigned block, int reps) {
            [&](int) { tb<<<grid, block, 0, tm.s>>>(scratch, partials, n); });
     std::vector<T> p(grid);
     CHECK(cudaMemcpy(p.data(), partials, grid * sizeof(T), cudaMemcpyDeviceToHost));
-    double sum = 0;
-    for (T v : p) sum += (double)v;
-    std::printf(" result=%.17g\n", sum);
+    print_result(combine_partials(p));
     return 0;
   }
   if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, int32_t>) {
@@ -386,13 +414,13 @@ int reduce(const std::string& variant, size_t n, unsigned block, int reps) {
   }
   T r;
   CHECK(cudaMemcpy(&r, out, sizeof(T), cudaMemcpyDeviceToHost));
-  std::printf(" result=%.17g\n", (double)r);
+  print_result(r);
   return 0;
 }
 
 template <typename T>
-int stencil(const std::string& variant, size_t n, unsigned block, int r, int reps) {
-  auto h = random_input<T>(n);
+int stencil(const std::string& variant, size_t n, uint64_t seed, unsigned block, int r, int reps) {
+  auto h = random_input<T>(n, seed);
   int rot = rotation(2 * n * sizeof(T));
   DeviceMemory mem;
   std::vector<T*> in(rot), out(rot);
@@ -413,9 +441,9 @@ int stencil(const std::string& variant, size_t n, unsigned block, int r, int rep
     std::fprintf(stderr, "unknown stencil variant %s\n", variant.c_str());
     return 2;
   }
-  T last;
-  CHECK(cudaMemcpy(&last, out[(reps - 1) % rot] + n / 2, sizeof(T), cudaMemcpyDeviceToHost));
-  std::printf(" result=%.17g\n", (double)last);
+  // The last timed run's whole output (`h` is no longer needed: it takes it).
+  CHECK(cudaMemcpy(h.data(), out[(reps - 1) % rot], n * sizeof(T), cudaMemcpyDeviceToHost));
+  std::printf(" output_fnv1a=0x%016llx\n", (unsigned long long)book::fnv1a(h.data(), n * sizeof(T)));
   return 0;
 }
 
@@ -434,12 +462,12 @@ int copy(size_t bytes, int reps) {
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   Timer tm;
   tm.run("cuda-c", "copy float4", reps, [](int) {}, [&](int i) { copy_float4<<<sms * 8, 256, 0, tm.s>>>(in[i % rot], out[i % rot], n); });
-  std::printf(" result=0\n");
+  std::printf("\n");
   return 0;
 }
 
-// `textbook reduce <type> <n> <reps> <variant>:<block>...` runs several variants on one input;
-// `textbook stencil <type> <n> <radius> <reps> <variant>:<block>...` likewise.
+// `textbook reduce <type> <n> <seed> <reps> <variant>:<block>...` runs several variants on one
+// input; `textbook stencil <type> <n> <seed> <radius> <reps> <variant>:<block>...` likewise.
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: see the comment at the top of textbook.cu\n");
@@ -454,33 +482,38 @@ int main(int argc, char** argv) {
       size_t colon = spec.find(':');
       if (colon == std::string::npos) return 2;
       std::printf("%s ", spec.c_str());
-      rc |= body(spec.substr(0, colon), (unsigned)std::atoi(spec.c_str() + colon + 1));
+      int failed = body(spec.substr(0, colon), (unsigned)std::atoi(spec.c_str() + colon + 1));
+      // A variant that ran ends its own line; one that did not must not run into the next.
+      if (failed) std::printf("\n");
+      rc |= failed;
       std::fflush(stdout);
     }
     return rc;
   };
-  if (what == "reduce" && argc >= 6) {
+  if (what == "reduce" && argc >= 7) {
     std::string t = argv[2];
     size_t n = std::strtoull(argv[3], nullptr, 0);
-    int reps = std::atoi(argv[4]);
-    return each(5, [&](const std::string& v, unsigned b) {
-      if (t == "i32") return reduce<int32_t>(v, n, b, reps);
-      if (t == "u32") return reduce<uint32_t>(v, n, b, reps);
-      if (t == "i64") return reduce<long long>(v, n, b, reps);
-      if (t == "u64") return reduce<unsigned long long>(v, n, b, reps);
-      if (t == "f32") return reduce<float>(v, n, b, reps);
-      if (t == "f64") return reduce<double>(v, n, b, reps);
+    uint64_t seed = std::strtoull(argv[4], nullptr, 0);
+    int reps = std::atoi(argv[5]);
+    return each(6, [&](const std::string& v, unsigned b) {
+      if (t == "i32") return reduce<int32_t>(v, n, seed, b, reps);
+      if (t == "u32") return reduce<uint32_t>(v, n, seed, b, reps);
+      if (t == "i64") return reduce<long long>(v, n, seed, b, reps);
+      if (t == "u64") return reduce<unsigned long long>(v, n, seed, b, reps);
+      if (t == "f32") return reduce<float>(v, n, seed, b, reps);
+      if (t == "f64") return reduce<double>(v, n, seed, b, reps);
       return 2;
     });
   }
-  if (what == "stencil" && argc >= 7) {
+  if (what == "stencil" && argc >= 8) {
     std::string t = argv[2];
     size_t n = std::strtoull(argv[3], nullptr, 0);
-    int r = std::atoi(argv[4]), reps = std::atoi(argv[5]);
-    return each(6, [&](const std::string& v, unsigned b) {
-      if (t == "f32") return stencil<float>(v, n, b, r, reps);
-      if (t == "f64") return stencil<double>(v, n, b, r, reps);
-      if (t == "i32") return stencil<int32_t>(v, n, b, r, reps);
+    uint64_t seed = std::strtoull(argv[4], nullptr, 0);
+    int r = std::atoi(argv[5]), reps = std::atoi(argv[6]);
+    return each(7, [&](const std::string& v, unsigned b) {
+      if (t == "f32") return stencil<float>(v, n, seed, b, r, reps);
+      if (t == "f64") return stencil<double>(v, n, seed, b, r, reps);
+      if (t == "i32") return stencil<int32_t>(v, n, seed, b, r, reps);
       return 2;
     });
   }

@@ -26,7 +26,7 @@ use ferrocuda::runtime::gpu::Gpu;
 use ferrocuda::runtime::timing::{Stats, time_samples};
 use ferrocuda::stencil::{self, Boundary, StencilRun, StencilVariant, Taps};
 
-use super::report::{Baseline, Row};
+use super::report::{Baseline, BaselineCheck, Row};
 
 /// The Python side, embedded so that the binary carries it to the GPU machine.
 const PYTHON_BASELINES: &str = include_str!("api_baselines.py");
@@ -90,11 +90,12 @@ fn row(variant: &str, n: usize, bytes: u64, samples: &[f64], check: Check, kerne
         pct_copy: 0.0,
         passed: check.passed,
         check: check.detail,
-        baselines: vec![Baseline {
-            name: "kernel".into(),
-            median_us: kernel_us,
-            speedup: kernel_us / median_us,
-        }],
+        baselines: vec![Baseline::measured(
+            "kernel",
+            kernel_us,
+            median_us,
+            BaselineCheck::NotChecked,
+        )],
     }
 }
 
@@ -219,11 +220,12 @@ pub fn attach_python(
                     .iter_mut()
                     .filter(|r| r.n == n && variants.contains(&r.variant.as_str()))
                 {
-                    row.baselines.push(Baseline {
-                        name: (*lib).to_string(),
-                        median_us: us,
-                        speedup: us / row.median_us,
-                    });
+                    row.baselines.push(Baseline::measured(
+                        lib,
+                        us,
+                        row.median_us,
+                        BaselineCheck::NotChecked,
+                    ));
                 }
             }
             _ => {}

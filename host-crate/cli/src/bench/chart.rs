@@ -225,8 +225,9 @@ pub fn bandwidth_chart(report: &Report, family: &str, ty: &str) -> String {
     let mut cub: Vec<(f64, f64)> = rows
         .iter()
         .filter_map(|r| {
-            let b = r.baselines.iter().find(|b| b.name == "cub")?;
-            Some((log2(r.n), r.bytes as f64 / (b.median_us * 1e3)))
+            // A CUB run whose result failed the check has no place beside ours.
+            let b = r.baseline("cub").filter(|b| !b.check.is_failure())?;
+            Some((log2(r.n), r.bytes as f64 / (b.median_us? * 1e3)))
         })
         .collect();
     cub.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -315,7 +316,9 @@ pub fn per_call_chart(report: &Report) -> String {
             if r.variant == super::api::API_SUM_DEVICE && b.name != "kernel" {
                 continue; // the same Python numbers as reduce::sum's
             }
-            add(label, dash, x, b.median_us);
+            if let Some(us) = b.median_us {
+                add(label, dash, x, us);
+            }
         }
     }
     draw(

@@ -34,10 +34,17 @@ pub mod chart;
 pub mod report;
 pub mod reproducible;
 
-use baselines::Baselines;
+use baselines::{Baselines, Expected, ResultBits};
 pub use report::{
-    Agreement, Baseline, BenchConfig, Comparison, Report, Row, compare, markdown, utc_date,
+    Agreement, Baseline, BaselineCheck, BenchConfig, Comparison, Report, Row, baseline_failures,
+    compare, markdown, utc_date,
 };
+
+/// The seed of the input of `n` elements ([`book_input`]): the rows and the baselines, which
+/// generate it themselves, must agree on it.
+pub(crate) fn input_seed(n: usize) -> u64 {
+    n as u64
+}
 
 /// How many buffers of `bytes` it takes to exceed four L2 caches of `l2_bytes` (1 to 64).
 pub fn rotation(l2_bytes: usize, bytes: usize) -> usize {
@@ -122,7 +129,7 @@ struct ReproducibleSum<T: Element> {
 
 impl<'g, T: Element> Group<'g, T> {
     fn new(gpu: &'g Gpu, cfg: &BenchConfig, n: usize) -> Result<Self> {
-        let host: Vec<T> = book_input(n, n as u64);
+        let host: Vec<T> = book_input(n, input_seed(n));
         let reference = ReduceReference::of(ReduceOp::Sum, &host, |v| v);
         let (inputs, outputs) = buffer_counts(
             gpu.props().l2_bytes as usize,
@@ -371,11 +378,18 @@ struct Pending<'g> {
 /// [`Group::round`] for any element type.
 trait Rounds {
     fn round(&mut self, job: Job, first: bool, last: bool, flush: &mut L2Flush) -> Result<Round>;
+
+    /// What the baselines must produce on this group's input: its rows' references.
+    fn expected(&self, stencil: bool) -> Expected;
 }
 
-impl<T: Element> Rounds for Group<'_, T> {
+impl<T: ResultBits> Rounds for Group<'_, T> {
     fn round(&mut self, job: Job, first: bool, last: bool, flush: &mut L2Flush) -> Result<Round> {
         Group::round(self, job, first, last, flush)
+    }
+
+    fn expected(&self, stencil: bool) -> Expected {
+        Expected::of(&self.host, &self.reference, stencil.then_some(self.radius))
     }
 }
 
@@ -432,6 +446,15 @@ impl<'g> Pending<'g> {
             self.shapes[j] = (r.grid, r.bytes);
         }
         Ok(())
+    }
+
+    /// What the baselines must produce for this group (the stencil's hash only where a
+    /// textbook stencil runs).
+    fn expected(&self) -> Expected {
+        let stencil = self.jobs.iter().any(
+            |j| matches!(j, Job::Stencil(v, _) if baselines::has_textbook_stencil(self.ty, *v)),
+        );
+        self.group.expected(stencil)
     }
 
     /// The rows, each over all its rounds; frees the group's buffers.
@@ -628,15 +651,19 @@ pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
             p.round(round, rounds, cfg, &mut progress, &mut flush)?;
         }
     }
-    // All buffers are freed before the baselines allocate theirs.
-    let groups: Vec<(ElemType, usize, Vec<Row>)> = pending
+    // All buffers are freed before the baselines allocate theirs; what the baselines must
+    // produce is taken from each group's references first.
+    let groups: Vec<(ElemType, usize, Option<Expected>, Vec<Row>)> = pending
         .into_iter()
-        .map(|p| (p.ty, p.n, p.rows(cfg)))
+        .map(|p| {
+            let expected = baselines.is_ok().then(|| p.expected());
+            (p.ty, p.n, expected, p.rows(cfg))
+        })
         .collect();
     let mut rows = Vec::new();
-    for (ty, n, mut new) in groups {
-        if let Ok(b) = &baselines {
-            b.attach(cfg, ty, n, &mut new);
+    for (ty, n, expected, mut new) in groups {
+        if let (Ok(b), Some(expected)) = (&baselines, &expected) {
+            b.attach(cfg, ty, n, expected, &mut new);
         }
         rows.extend(new);
     }

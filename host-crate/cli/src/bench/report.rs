@@ -65,12 +65,81 @@ impl BenchConfig {
 /// A comparison with another implementation measured in the same run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Baseline {
-    /// `cuda-c` (the same algorithm compiled by nvcc) or `cub`.
+    /// `cuda-c` (the same algorithm compiled by nvcc), `cub`, or in the `api` family `kernel`,
+    /// `cupy`, `torch`.
     pub name: String,
-    /// Its median time.
-    pub median_us: f64,
-    /// Its time over ours: above 1 means ours is faster.
-    pub speedup: f64,
+    /// Its median time; `None` when it did not run.
+    pub median_us: Option<f64>,
+    /// Its time over ours (above 1 means ours is faster); `None` when its result failed the
+    /// check or it did not run: a ratio to a wrong or absent result means nothing.
+    pub speedup: Option<f64>,
+    /// Whether its result equals the CPU reference of the row.
+    #[serde(default)]
+    pub check: BaselineCheck,
+}
+
+impl Baseline {
+    /// A baseline that ran in `median_us` against our `ours_us`, its result judged by `check`.
+    pub fn measured(name: &str, median_us: f64, ours_us: f64, check: BaselineCheck) -> Self {
+        let speedup = (!check.is_failure()).then(|| median_us / ours_us);
+        Self {
+            name: name.into(),
+            median_us: Some(median_us),
+            speedup,
+            check,
+        }
+    }
+
+    /// A requested baseline that produced no result; `why` says what happened.
+    pub fn missing(name: &str, why: String) -> Self {
+        Self {
+            name: name.into(),
+            median_us: None,
+            speedup: None,
+            check: BaselineCheck::Missing(why),
+        }
+    }
+
+    /// Its table cell: the speedup (`1.07` and `suffix`), `FAIL` or `miss`.
+    pub fn cell(&self, suffix: &str) -> String {
+        match (&self.check, self.speedup) {
+            (BaselineCheck::Failed(_), _) => "FAIL".into(),
+            (BaselineCheck::Missing(_), _) => "miss".into(),
+            (_, Some(x)) => format!("{x:.2}{suffix}"),
+            (_, None) => "-".into(),
+        }
+    }
+}
+
+/// A baseline's result against the CPU reference of its row.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "outcome", content = "detail")]
+pub enum BaselineCheck {
+    /// Nothing to check: the `api` family's timings (which the rows' own checks cover) and
+    /// reports written before baseline results were checked.
+    #[default]
+    NotChecked,
+    /// The result equals the reference (the detail says how it was compared).
+    Passed(String),
+    /// The result differs from the reference: got and want.
+    Failed(String),
+    /// The program ran for this row but printed no result for it: exit status, stderr's tail.
+    Missing(String),
+}
+
+impl BaselineCheck {
+    /// Failed or missing: no speedup to report.
+    pub fn is_failure(&self) -> bool {
+        matches!(self, Self::Failed(_) | Self::Missing(_))
+    }
+
+    /// The detail, if any.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            Self::NotChecked => None,
+            Self::Passed(d) | Self::Failed(d) | Self::Missing(d) => Some(d),
+        }
+    }
 }
 
 /// One measured row.
@@ -114,12 +183,20 @@ impl Row {
         format!("2^{}", (self.n as f64).log2().round())
     }
 
-    /// The speedup over the baseline `name` (`cuda-c`, `cub`), if it ran for this row.
+    /// The speedup over the baseline `name` (`cuda-c`, `cub`), if it ran for this row and its
+    /// result did not fail the check.
     pub fn speedup_over(&self, name: &str) -> Option<f64> {
-        self.baselines
-            .iter()
-            .find(|b| b.name == name)
-            .map(|b| b.speedup)
+        self.baseline(name).and_then(|b| b.speedup)
+    }
+
+    /// The baseline `name`, if it was requested for this row.
+    pub fn baseline(&self, name: &str) -> Option<&Baseline> {
+        self.baselines.iter().find(|b| b.name == name)
+    }
+
+    /// The table cell of the baseline `name`: [`Baseline::cell`], `-` when it was not requested.
+    pub fn baseline_cell(&self, name: &str, suffix: &str) -> String {
+        self.baseline(name).map_or("-".into(), |b| b.cell(suffix))
     }
 }
 
@@ -183,9 +260,11 @@ impl Report {
             "family,variant,type,n,block,grid,bytes,median_us,min_us,max_us,gbs,pct_copy,passed,cuda_c_speedup,cub_speedup,kernel_us,cupy_speedup,torch_speedup\n",
         );
         for r in &self.rows {
-            let speedup = |name: &str| {
-                r.speedup_over(name)
-                    .map_or(String::new(), |x| format!("{x:.3}"))
+            // A failed or missing baseline says so in its column (`FAIL`, `miss`).
+            let speedup = |name: &str| match r.baseline(name) {
+                Some(b) if b.check.is_failure() => b.cell(""),
+                Some(b) => b.speedup.map_or(String::new(), |x| format!("{x:.3}")),
+                None => String::new(),
             };
             let _ = writeln!(
                 s,
@@ -205,10 +284,9 @@ impl Report {
                 r.passed,
                 speedup("cuda-c"),
                 speedup("cub"),
-                r.baselines
-                    .iter()
-                    .find(|b| b.name == "kernel")
-                    .map_or(String::new(), |b| format!("{:.3}", b.median_us)),
+                r.baseline("kernel")
+                    .and_then(|b| b.median_us)
+                    .map_or(String::new(), |us| format!("{us:.3}")),
                 speedup("cupy"),
                 speedup("torch")
             );
@@ -255,7 +333,9 @@ pub fn markdown(report: &Report, charts: &[String]) -> String {
          scratch copy of the in-place reductions), checked against the CPU on the first and the last timed run. \
          GB/s counts the bytes the operation must move (reduction: input read once; stencil: input read + output \
          written; copy: read + write). `%copy` compares with the device-to-device copy of the same size in this run. \
-         Baselines: {}; `xC` = baseline time / ferrocuda time (above 1: ferrocuda is faster).\n",
+         Baselines: {}, on the same input, each result checked against the row's CPU reference; `xC` = \
+         baseline time / ferrocuda time (above 1: ferrocuda is faster), `FAIL` where the baseline's result \
+         differs, `miss` where it gave none.\n",
         report.rounds, report.reps, report.baselines
     );
     for (family, ty) in report.families() {
@@ -270,10 +350,7 @@ pub fn markdown(report: &Report, charts: &[String]) -> String {
             .iter()
             .filter(|r| r.family == family && r.ty == ty)
         {
-            let b = |name: &str| {
-                r.speedup_over(name)
-                    .map_or("-".to_string(), |x| format!("{x:.2}x"))
-            };
+            let b = |name: &str| r.baseline_cell(name, "x");
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {} | {:.2} | {:.2}..{:.2} | {:.0} | {:.0}% | {} | {} | {} |",
@@ -293,6 +370,7 @@ pub fn markdown(report: &Report, charts: &[String]) -> String {
         }
         let _ = writeln!(s);
     }
+    baseline_failures_markdown(report, &mut s);
     let _ = writeln!(
         s,
         "## copy (the ceiling)\n\n| type | bytes | median us | GB/s (read + write) |\n|---|---:|---:|---:|"
@@ -312,6 +390,53 @@ pub fn markdown(report: &Report, charts: &[String]) -> String {
         let _ = writeln!(s, "\n![{c}]({c})");
     }
     s
+}
+
+/// Every baseline that failed its check or gave no result, with why: its row shows `FAIL` or
+/// `miss` in place of a speedup, and this says what it got.
+pub fn baseline_failures(report: &Report) -> Vec<String> {
+    report
+        .rows
+        .iter()
+        .flat_map(|r| {
+            r.baselines
+                .iter()
+                .filter(|b| b.check.is_failure())
+                .map(|b| {
+                    format!(
+                        "{} {} {} {} block {}: {} {}: {}",
+                        r.family,
+                        r.variant,
+                        r.ty,
+                        r.size(),
+                        r.block,
+                        b.name,
+                        if matches!(b.check, BaselineCheck::Failed(_)) {
+                            "FAIL"
+                        } else {
+                            "miss"
+                        },
+                        b.check.detail().unwrap_or_default()
+                    )
+                })
+        })
+        .collect()
+}
+
+fn baseline_failures_markdown(report: &Report, s: &mut String) {
+    let failures = baseline_failures(report);
+    if failures.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## baselines without a valid result\n\nThese baselines' results differ from the CPU \
+         reference of their row (`FAIL`) or never came (`miss`); they have no speedup.\n"
+    );
+    for f in failures {
+        let _ = writeln!(s, "- {f}");
+    }
+    let _ = writeln!(s);
 }
 
 /// The `api` family's table: the wall-clock cost of one library call against its kernel, CuPy
@@ -343,10 +468,15 @@ fn api_markdown(report: &Report, s: &mut String) {
     let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for r in rows {
         let base = |name: &str| r.baselines.iter().find(|b| b.name == name);
-        let us = |name: &str| base(name).map_or("-".into(), |b| format!("{:.1}", b.median_us));
-        let x = |name: &str| base(name).map_or("-".into(), |b| format!("{:.2}x", b.speedup));
-        let overhead =
-            base("kernel").map_or("-".into(), |b| format!("{:.1}", r.median_us - b.median_us));
+        let us = |name: &str| {
+            base(name)
+                .and_then(|b| b.median_us)
+                .map_or("-".into(), |us| format!("{us:.1}"))
+        };
+        let x = |name: &str| r.baseline_cell(name, "x");
+        let overhead = base("kernel")
+            .and_then(|b| b.median_us)
+            .map_or("-".into(), |us| format!("{:.1}", r.median_us - us));
         let _ = writeln!(
             s,
             "| {} | {} | {:.1} | {:.1}..{:.1} | {} | {} | {} | {} | {} | {} | {} |",

@@ -297,10 +297,7 @@ pub fn bench(gpu: &Gpu, a: &BenchArgs, cfg: &BenchConfig) -> Result<()> {
             "xCUB"
         );
         for r in &report.rows {
-            let b = |name: &str| {
-                r.speedup_over(name)
-                    .map_or("-".to_string(), |x| format!("{x:.2}"))
-            };
+            let b = |name: &str| r.baseline_cell(name, "");
             println!(
                 "{:<8}{:<26}{:>4}{:>7}{:>6}{:>12.2}{:>19}{:>8.0}{:>6.0}%{:>8}{:>7}  {}",
                 r.family,
@@ -317,9 +314,21 @@ pub fn bench(gpu: &Gpu, a: &BenchArgs, cfg: &BenchConfig) -> Result<()> {
                 if r.passed { "PASS" } else { "FAIL" }
             );
         }
+        for f in bench::baseline_failures(&report) {
+            println!("baseline {f}");
+        }
         for f in &files {
             println!("wrote {}", f.display());
         }
+    }
+    // The rows are ours and decide the exit status; a baseline without a valid result only
+    // loses its speedup, loudly.
+    let baseline_failures = bench::baseline_failures(&report).len();
+    if baseline_failures > 0 {
+        eprintln!(
+            "bench: {baseline_failures} baseline results differ from the CPU or are missing \
+             (FAIL / miss in the table; no speedup for them)"
+        );
     }
     let failed = report.rows.iter().filter(|r| !r.passed).count();
     if failed > 0 {
