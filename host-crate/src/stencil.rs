@@ -320,7 +320,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         let (input, output, n, boundary) = (self.input, self.output, self.n, self.boundary.code());
         // SAFETY: `input` and `output` are `n`-element device slices that do not overlap (see
         // `new`), and the configuration was validated for this kernel.
-        unsafe {
+        self.gpu.ordered(stream, || unsafe {
             match &self.kernel {
                 StencilKernel::Sum(k) => {
                     k.launch_on(stream, self.config, (input, output, n, boundary))
@@ -329,7 +329,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
                     k.launch_on(stream, self.config, (input, output, n, boundary, *w))
                 }
             }
-        }
+        })
     }
 
     /// Waits for the kernel; an execution error names it and its configuration.

@@ -253,15 +253,23 @@ fn non_blocking_streams_are_ordered(gpu: &Gpu) -> TestResult {
         stencil::apply_into_on(gpu, &s1, &x, &mut out, &taps, boundary)?;
         let got = gpu.download(&out)?;
         let check = check_stencil(&host, &taps, boundary, &got);
-        ensure!(check.passed, "round {round}: download after launch: {}", check.detail);
+        ensure!(
+            check.passed,
+            "round {round}: download after launch: {}",
+            check.detail
+        );
         // The input overwritten by a synchronous copy right after the launch: the kernel
         // must have read the old values.
         stencil::apply_into_on(gpu, &s1, &x, &mut out, &taps, boundary)?;
-        ferrocuda::CopyDestination::copy_from(&mut x, &other[..])?;
+        ferrocuda::CopyDestination::copy_from(&mut *x, &other[..])?;
         let got = gpu.download(&out)?;
         let check = check_stencil(&host, &taps, boundary, &got);
-        ensure!(check.passed, "round {round}: input overwritten in flight: {}", check.detail);
-        ferrocuda::CopyDestination::copy_from(&mut x, &host[..])?;
+        ensure!(
+            check.passed,
+            "round {round}: input overwritten in flight: {}",
+            check.detail
+        );
+        ferrocuda::CopyDestination::copy_from(&mut *x, &host[..])?;
     }
     // One stream's output read by a reduction on another.
     let mut plan = ReducePlan::<f32>::new(gpu, ReduceOp::Sum)?;

@@ -10,7 +10,7 @@
 //! contributes: a block missing or counted twice changes the result.
 //!
 //! The values are a pure function of `(n, seed, i)`, built on [`splitmix_at`], so the CUDA C and
-//! CUB baselines of the benchmark generate the same input (`baselines/common.cuh` mirrors this
+//! CUB baselines of the benchmark generate the same input (`baselines/input.h` mirrors this
 //! file line for line).
 //!
 //! Layout, for `k = ceil(n / 4)` groups of four elements:
@@ -90,7 +90,7 @@ impl ExactLayout {
                 };
                 let mut cuts = [0u64; 3];
                 for (k, c) in cuts.iter_mut().enumerate() {
-                    *c = ((bits >> (16 * k)) & 0xFFFF) * (t + 1) >> 16;
+                    *c = (((bits >> (16 * k)) & 0xFFFF) * (t + 1)) >> 16;
                 }
                 cuts.sort_unstable();
                 let part = match i % 4 {

@@ -108,10 +108,19 @@ impl<T: Element, A: Element> PlanState<T, A> {
             });
         }
         // The caller's thread may never have used this GPU: the waits and memsets below are
-        // driver calls too.
-        gpu.make_current()?;
-        // Before anything is enqueued: a stream of another context is refused.
-        gpu.check_stream(stream)?;
+        // driver calls too; a stream of another context is refused before anything is enqueued.
+        gpu.ordered(stream, || self.enqueue_ordered(gpu, stream, input, result))
+    }
+
+    /// [`enqueue`](Self::enqueue) once the context is current and the stream checked.
+    fn enqueue_ordered(
+        &mut self,
+        gpu: &Gpu,
+        stream: &Stream,
+        input: &DeviceSlice<T>,
+        result: DevicePointer<A>,
+    ) -> Result<()> {
+        let n = input.len();
         // From the GPU's kernel cache (a lookup): a `'static` state cannot hold the handle.
         let kernel = fast_kernel::<T, A>(gpu, self.op)?;
         let stream_id = stream.as_inner() as usize;

@@ -306,6 +306,8 @@ impl DeviceProps {
 pub struct Gpu {
     /// The families' cached workspaces (`reduce::sum`'s buffers), by the family's key.
     workspaces: WorkspacePool<WorkspaceKey, Box<dyn std::any::Any + Send>>,
+    /// Orders safe calls on a caller's non-blocking stream through the legacy stream.
+    order: crate::runtime::order::LegacyOrder,
     /// [`Wait`], as its code (a `Gpu` is shared between threads).
     wait: std::sync::atomic::AtomicU8,
     /// Kernels already resolved in `module`, by symbol.
@@ -375,6 +377,7 @@ impl Gpu {
         Ok(Self {
             wait: std::sync::atomic::AtomicU8::new(Wait::default().code()),
             workspaces: Default::default(),
+            order: Default::default(),
             kernels: Default::default(),
             occupancy: Default::default(),
             module,
@@ -509,6 +512,20 @@ impl Gpu {
         )
     }
 
+    /// Enqueues, through `enqueue`, work of a safe call on the caller's `stream`, after making
+    /// the context current and checking the stream: on a non-blocking stream, bracketed through
+    /// the legacy default stream so that no later safe call or synchronous copy races it
+    /// ([`runtime::order`](crate::runtime::order)).
+    pub(crate) fn ordered<R>(
+        &self,
+        stream: &Stream,
+        enqueue: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        self.make_current()?;
+        self.check_stream(stream)?;
+        self.order.around(stream, enqueue)
+    }
+
     /// Fails, naming both, unless `stream` belongs to this GPU's context (a stream of another
     /// context would run the launch there, or fail with an opaque handle error).
     pub fn check_stream(&self, stream: &Stream) -> Result<()> {
@@ -606,17 +623,17 @@ impl Gpu {
         if slice.is_empty() {
             return Ok(());
         }
-        self.make_current()?;
-        self.check_stream(stream)?;
-        // SAFETY: the slice is `len` elements of device memory the caller holds mutably; every
-        // byte pattern is a valid `Element` (an integer or a float).
-        check_raw("cuMemsetD8Async", unsafe {
-            cust::sys::cuMemsetD8Async(
-                slice.as_device_ptr().as_raw(),
-                byte,
-                slice.len() * size_of::<T>(),
-                stream.as_inner(),
-            )
+        self.ordered(stream, || {
+            // SAFETY: the slice is `len` elements of device memory the caller holds mutably;
+            // every byte pattern is a valid `Element` (an integer or a float).
+            check_raw("cuMemsetD8Async", unsafe {
+                cust::sys::cuMemsetD8Async(
+                    slice.as_device_ptr().as_raw(),
+                    byte,
+                    slice.len() * size_of::<T>(),
+                    stream.as_inner(),
+                )
+            })
         })
     }
 

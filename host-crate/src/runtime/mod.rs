@@ -8,5 +8,6 @@ pub mod error;
 pub(crate) mod event;
 pub mod gpu;
 pub mod kernel;
+pub(crate) mod order;
 pub mod timing;
 pub(crate) mod workspace;

@@ -690,7 +690,7 @@ int main(int argc, char** argv) {
     /// Element `i` of `book_input::<T>(n, seed)`, alone (its documented definition).
     fn book_value<T: ResultBits>(n: usize, seed: u64, i: usize) -> T {
         if T::TYPE.is_float() {
-            T::from_f64(exact_value(n, seed, T::DIGITS, i) as f64)
+            T::from_f64(exact_value(n, seed, T::EXACT_INT_BITS, i) as f64)
         } else {
             T::from_random_bits(splitmix_at(seed, i as u64) & 0xFF)
         }
