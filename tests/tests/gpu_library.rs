@@ -30,8 +30,8 @@ fn main() -> ExitCode {
             caller_streams,
         ),
         gpu_test(
-            "safe_calls_on_non_blocking_streams_are_ordered_with_downloads_copies_and_each_other",
-            non_blocking_streams_are_ordered,
+            "safe_calls_on_caller_streams_are_ordered_with_downloads_copies_and_other_streams",
+            caller_streams_are_ordered,
         ),
         gpu_test(
             "apply_into_matches_the_cpu_and_apply_and_refuses_wrong_lengths_and_overlap",
@@ -231,56 +231,65 @@ fn caller_streams(gpu: &Gpu) -> TestResult {
     Ok(())
 }
 
-/// What safe code can do right after a safe call returned with work in flight on a
-/// non-blocking stream: download the output, overwrite the input with a synchronous copy, or
-/// read the output from a second non-blocking stream. None of it may race the kernel.
-fn non_blocking_streams_are_ordered(gpu: &Gpu) -> TestResult {
+/// What safe code can do right after a safe call returned with work in flight on a caller's
+/// stream: download the output, overwrite the input with a synchronous copy, or read the output
+/// from another stream, the `Gpu`'s own included. None of it may race the kernel. Each case
+/// first keeps the caller's stream busy for about a millisecond (ten reductions of 256 MiB), so
+/// that an unordered download, copy or launch would run before the kernel and see the poison
+/// or the old input.
+fn caller_streams_are_ordered(gpu: &Gpu) -> TestResult {
+    let (s1, s2) = (gpu.new_stream()?, gpu.new_stream()?);
     gpu.make_current()?;
-    let (s1, s2) = (
-        Stream::new(StreamFlags::NON_BLOCKING, None)?,
-        Stream::new(StreamFlags::NON_BLOCKING, None)?,
-    );
-    // Large enough that the kernel is still running when the next call is made.
+    let blocking = Stream::new(StreamFlags::DEFAULT, None)?;
     let n = 1 << 26;
     let (taps, boundary) = (Taps::Sum { radius: 3 }, Boundary::Periodic);
     let host: Vec<f32> = exact_sum_input(n, 7);
     let other: Vec<f32> = exact_sum_input(n, 8);
+    let want: f32 = host.iter().sum();
     let mut x = gpu.upload(&host, "input")?;
+    let mut busy_plan = ReducePlan::<f32>::new(gpu, ReduceOp::Sum)?;
+    let mut plan = ReducePlan::<f32>::new(gpu, ReduceOp::Sum)?;
+    let mut second = ReducePlan::<f32>::new(gpu, ReduceOp::Sum)?;
+    let mut busy_total = gpu.alloc::<f32>(1, "busy total")?;
+    let mut busy = |stream: &Stream, x: &DeviceSlice<f32>| -> TestResult {
+        for _ in 0..10 {
+            busy_plan.run_to_device_on(stream, x, &mut busy_total)?;
+        }
+        Ok(())
+    };
     for round in 0..3 {
-        // A download right after the launch.
         let mut out = gpu.upload(&vec![f32::poison(); n], "output")?;
-        gpu.synchronize()?;
+        busy(&s1, &x)?;
         stencil::apply_into_on(gpu, &s1, &x, &mut out, &taps, boundary)?;
-        let got = gpu.download(&out)?;
-        let check = check_stencil(&host, &taps, boundary, &got);
+        let check = check_stencil(&host, &taps, boundary, &gpu.download(&out)?);
         ensure!(
             check.passed,
             "round {round}: download after launch: {}",
             check.detail
         );
-        // The input overwritten by a synchronous copy right after the launch: the kernel
-        // must have read the old values.
+
+        busy(&s1, &x)?;
         stencil::apply_into_on(gpu, &s1, &x, &mut out, &taps, boundary)?;
         ferrocuda::CopyDestination::copy_from(&mut *x, &other[..])?;
-        let got = gpu.download(&out)?;
-        let check = check_stencil(&host, &taps, boundary, &got);
+        let check = check_stencil(&host, &taps, boundary, &gpu.download(&out)?);
         ensure!(
             check.passed,
             "round {round}: input overwritten in flight: {}",
             check.detail
         );
         ferrocuda::CopyDestination::copy_from(&mut *x, &host[..])?;
-    }
-    // One stream's output read by a reduction on another.
-    let mut plan = ReducePlan::<f32>::new(gpu, ReduceOp::Sum)?;
-    let mut second = ReducePlan::<f32>::new(gpu, ReduceOp::Sum)?;
-    let want: f32 = host.iter().sum();
-    for round in 0..3 {
-        let mut total = gpu.upload(&[f32::poison()], "total")?;
-        gpu.synchronize()?;
-        plan.run_to_device_on(&s1, &x, &mut total)?;
-        let got = second.run_on(&s2, &total)?;
-        ensure!(got == want, "round {round}: {got}, want {want}");
+
+        for (what, stream) in [("non-blocking", &s1), ("blocking", &blocking)] {
+            let mut total = gpu.upload(&[f32::poison()], "total")?;
+            busy(stream, &x)?;
+            plan.run_to_device_on(stream, &x, &mut total)?;
+            let on_s2 = second.run_on(&s2, &total)?;
+            let on_gpu = second.run(&total)?;
+            ensure!(
+                on_s2 == want && on_gpu == want,
+                "round {round}, {what} stream: another stream read {on_s2}, the Gpu's {on_gpu}, want {want}"
+            );
+        }
     }
     Ok(())
 }

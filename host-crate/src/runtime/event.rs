@@ -25,28 +25,17 @@ impl Marker {
 
     /// Marks the end of what `stream` holds now.
     pub(crate) fn record(&self, stream: &Stream) -> Result<()> {
-        self.record_raw(stream.as_inner())
-    }
-
-    /// [`record`](Self::record) on a raw stream handle (the legacy default stream has no
-    /// cust `Stream`).
-    pub(crate) fn record_raw(&self, stream: cust::sys::CUstream) -> Result<()> {
-        // SAFETY: a live event and a live (or legacy) stream handle.
+        // SAFETY: live handles.
         check_raw("cuEventRecord", unsafe {
-            cust::sys::cuEventRecord(self.0, stream)
+            cust::sys::cuEventRecord(self.0, stream.as_inner())
         })
     }
 
     /// Makes `stream` wait for the last record.
     pub(crate) fn wait_on(&self, stream: &Stream) -> Result<()> {
-        self.wait_on_raw(stream.as_inner())
-    }
-
-    /// [`wait_on`](Self::wait_on) for a raw stream handle.
-    pub(crate) fn wait_on_raw(&self, stream: cust::sys::CUstream) -> Result<()> {
-        // SAFETY: a live event and a live (or legacy) stream handle.
+        // SAFETY: live handles.
         check_raw("cuStreamWaitEvent", unsafe {
-            cust::sys::cuStreamWaitEvent(stream, self.0, 0)
+            cust::sys::cuStreamWaitEvent(stream.as_inner(), self.0, 0)
         })
     }
 

@@ -306,8 +306,8 @@ impl DeviceProps {
 pub struct Gpu {
     /// The families' cached workspaces (`reduce::sum`'s buffers), by the family's key.
     workspaces: WorkspacePool<WorkspaceKey, Box<dyn std::any::Any + Send>>,
-    /// Orders safe calls on a caller's non-blocking stream through the legacy stream.
-    order: crate::runtime::order::LegacyOrder,
+    /// Orders safe calls on a caller's stream through `stream`.
+    order: crate::runtime::order::StreamOrder,
     /// [`Wait`], as its code (a `Gpu` is shared between threads).
     wait: std::sync::atomic::AtomicU8,
     /// Kernels already resolved in `module`, by symbol.
@@ -513,9 +513,9 @@ impl Gpu {
     }
 
     /// Enqueues, through `enqueue`, work of a safe call on the caller's `stream`, after making
-    /// the context current and checking the stream: on a non-blocking stream, bracketed through
-    /// the legacy default stream so that no later safe call or synchronous copy races it
-    /// ([`runtime::order`](crate::runtime::order)).
+    /// the context current and checking the stream: on a stream other than the `Gpu`'s own,
+    /// bracketed through the `Gpu`'s stream so that no later safe call or synchronous copy
+    /// races it ([`runtime::order`](crate::runtime::order)).
     pub(crate) fn ordered<R>(
         &self,
         stream: &Stream,
@@ -523,7 +523,7 @@ impl Gpu {
     ) -> Result<R> {
         self.make_current()?;
         self.check_stream(stream)?;
-        self.order.around(stream, enqueue)
+        self.order.around(&self.stream, stream, enqueue)
     }
 
     /// Fails, naming both, unless `stream` belongs to this GPU's context (a stream of another
