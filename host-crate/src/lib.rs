@@ -53,7 +53,7 @@ macro_rules! include_ptx {
 }
 pub use runtime::config::LaunchConfig;
 pub use runtime::error::{Error, Result};
-pub use runtime::gpu::{DeviceProps, Gpu, Wait};
+pub use runtime::gpu::{DeviceProps, Gpu, GpuStream, Wait};
 pub use runtime::kernel::{Kernel, LoadedModule};
 
 /// The driver API crate ferrocuda is built on; its device memory types are part of this API.

@@ -92,7 +92,7 @@ pub fn run_gpu_suite(trials: Vec<Trial>) -> ExitCode {
 pub use ferrocuda::cpu::{exact_sum_input, random_vec};
 
 /// The reduction suite's configurations, shared by the GPU suite (`gpu_reduce`) and the CPU
-/// test that proves its oracle rejects wrong answers for each of them (`cpu_reduce`).
+/// test that proves its oracle rejects wrong answers for each of them (`cpu_oracle`).
 pub mod reduce_suite {
     use ferrocuda::cpu::SplitMix64;
     use ferrocuda::reduce::{ReduceVariant, complete_unroll_blocks};
@@ -146,18 +146,26 @@ pub mod reduce_suite {
         vec![T::from_f64(0.1); POOL_LEN]
     }
 
-    /// `+v, -v` or `-v, +v` in each aligned pair, `v` an integer from 1 to `m`, where `m` keeps
-    /// `sum(|x|)` of any `LARGEST` elements within `2^EXACT_INT_BITS` (`m = 1` for `f32`): an
-    /// exactly summable input whose partial sums rise and cancel.
+    /// Each aligned group of four holds `+v, -v, 1, 0` in a random order, `v` an integer from 1
+    /// to `m`, where `m` keeps `sum(|x|)` of any `LARGEST` elements within `2^EXACT_INT_BITS`
+    /// (`m = 1` for `f32`): an exactly summable input whose partial sums rise and cancel, and
+    /// whose every group adds 1, so that no block's share is zero.
     pub fn alternating_pool<T: Element>() -> Vec<T> {
-        let m = ((1u64 << T::EXACT_INT_BITS.min(62)) / LARGEST as u64).clamp(1, 255);
+        let m = ((1u64 << T::EXACT_INT_BITS.min(62)) * 4 / (3 * LARGEST as u64) / 2).clamp(1, 255);
         let mut rng = SplitMix64::new(seed(&format!("alternating {} pool", T::TYPE)));
-        (0..POOL_LEN / 2)
+        (0..POOL_LEN / 4)
             .flat_map(|_| {
                 let bits = rng.next_u64();
-                let v = (1 + (bits >> 1) % m) as f64;
-                let v = if bits & 1 == 0 { v } else { -v };
-                [T::from_f64(v), T::from_f64(-v)]
+                let v = (1 + (bits >> 8) % m) as f64;
+                let mut group = [v, -v, 1.0, 0.0];
+                // One of the 24 orders, from the low bits.
+                let mut order = bits & 0xFF;
+                for i in (1..4).rev() {
+                    let j = (order % (i as u64 + 1)) as usize;
+                    order /= i as u64 + 1;
+                    group.swap(i, j);
+                }
+                group.map(T::from_f64)
             })
             .collect()
     }

@@ -14,11 +14,12 @@ use ferrocuda::cpu::{ReduceReference, book_input};
 use ferrocuda::reduce::{ReduceOp, ReduceVariant, rounding_depth};
 use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::with_elem_type;
+use ferrocuda_cli::bench::api::api_input;
 use ferrocuda_cli::bench::report::BenchConfig;
 use ferrocuda_kernels::config::{REDUCE_FAST_ITEMS, REDUCE_STATIC_GRID};
 use ferrocuda_tests::exact_sum_input;
 use ferrocuda_tests::reduce_suite::{
-    PATTERN_SIZES, POOL_LEN, blocks, constant_pool, exact_pool_seed, sizes,
+    PATTERN_SIZES, POOL_LEN, alternating_pool, blocks, constant_pool, exact_pool_seed, sizes,
 };
 
 /// Offsets into the pool each configuration is tried at (every residue modulo 4, as the GPU
@@ -240,6 +241,46 @@ fn oracle_rejects_wrong_sums_of_the_constant_input_within_its_rounding_bound() {
                 }
             });
         }
+    }
+}
+
+#[test]
+fn oracle_rejects_wrong_sums_of_the_alternating_sign_input() {
+    for variant in ReduceVariant::ALL {
+        for ty in float_types(variant) {
+            with_elem_type!(ty, T => {
+                let pool: Vec<T> = alternating_pool();
+                for n in PATTERN_SIZES {
+                    for offset in OFFSETS {
+                        let input = Input::new(&pool[offset..offset + n]);
+                        assert!(input.reference.exact.is_some(), "{ty} n = {n}: not exact");
+                        let label = format!("{} {ty} alternating n = {n} offset {offset}", variant.name());
+                        let verdict = judge(variant, &input, variant.default_block());
+                        assert_rejects(&label, verdict, true);
+                    }
+                }
+            });
+        }
+    }
+}
+
+#[test]
+fn oracle_rejects_wrong_sums_for_every_api_row_of_the_default_bench() {
+    for n in BenchConfig::default_run().api_sizes {
+        if n > 1 << 24 {
+            // Too large to enumerate here: a non-zero value in every 32 elements, far fewer
+            // than a block's tile, and a total of at most n / 16 (every order exact).
+            assert!(n / 16 <= 1 << 24, "api n = {n}: the total may pass 2^24");
+            continue;
+        }
+        let input = Input::new(&api_input(n));
+        assert!(input.reference.exact.is_some(), "api n = {n}: not exact");
+        let verdict = judge(
+            ReduceVariant::Fast,
+            &input,
+            ReduceVariant::Fast.default_block(),
+        );
+        assert_rejects(&format!("api n = {n}"), verdict, true);
     }
 }
 

@@ -279,7 +279,7 @@ fn caller_streams_are_ordered(gpu: &Gpu) -> TestResult {
         );
         ferrocuda::CopyDestination::copy_from(&mut *x, &host[..])?;
 
-        for (what, stream) in [("non-blocking", &s1), ("blocking", &blocking)] {
+        for (what, stream) in [("non-blocking", &*s1), ("blocking", &blocking)] {
             let mut total = gpu.upload(&[f32::poison()], "total")?;
             busy(stream, &x)?;
             plan.run_to_device_on(stream, &x, &mut total)?;

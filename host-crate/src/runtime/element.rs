@@ -122,8 +122,9 @@ pub trait Element:
     /// Bitwise equality (floats: by bit pattern).
     fn same_bits(self, other: Self) -> bool;
     /// The byte [`poison`](Self::poison) repeats: `0xA5` for integers; `0xFF` for floats, a NaN
-    /// (`0xFFFFFFFF`) that no correct result equals (a float result is finite, or the GPU's
-    /// canonical NaN `0x7FFFFFFF`) and that every float check rejects.
+    /// with every bit set that no correct result equals (a float result is finite, or the GPU's
+    /// canonical NaN, `0x7FFFFFFF` in `f32`, with the sign bit clear) and that every float
+    /// check rejects.
     const POISON_BYTE: u8;
     /// A value no kernel produces by chance ([`POISON_BYTE`](Self::POISON_BYTE) in every byte),
     /// written to outputs before a kernel runs so that an output it failed to write is caught.

@@ -168,14 +168,18 @@ const _: () = {
 
 /// Names a cached workspace: the family, and the element and accumulator types with what else
 /// selects the kernel (for a reduction, its operator).
+///
+/// Crate-private, with [`Gpu::with_workspace`]: a workspace holds device state whose invariants
+/// only its family keeps (a grid barrier's count, a ticket at zero), which safe code outside
+/// must not be able to reach.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct WorkspaceKey {
+pub(crate) struct WorkspaceKey {
     /// The family, e.g. `"reduce::fast"`.
-    pub family: &'static str,
+    pub(crate) family: &'static str,
     /// The types, by `TypeId`.
-    pub types: (std::any::TypeId, std::any::TypeId),
+    pub(crate) types: (std::any::TypeId, std::any::TypeId),
     /// Anything else that selects the kernel, e.g. the operator's name.
-    pub variant: &'static str,
+    pub(crate) variant: &'static str,
 }
 
 /// Loads one PTX into the current context; a failure names the architecture and the driver's
@@ -288,6 +292,23 @@ impl DeviceProps {
     /// The datasheet peak of device memory: two transfers per clock (DDR/HBM) over the bus.
     pub fn theoretical_bandwidth_gbs(&self) -> f64 {
         2.0 * self.memory_clock_khz as f64 * 1e3 * (self.memory_bus_width_bits as f64 / 8.0) / 1e9
+    }
+}
+
+/// A stream from [`Gpu::new_stream`]: a cust [`Stream`] (it derefs to one) that holds the
+/// context it lives in, so that it is never used or destroyed after that context.
+///
+/// Fields drop in declaration order: the stream before the context.
+pub struct GpuStream {
+    stream: Stream,
+    _context: Context,
+}
+
+impl std::ops::Deref for GpuStream {
+    type Target = Stream;
+
+    fn deref(&self) -> &Stream {
+        &self.stream
     }
 }
 
@@ -441,9 +462,18 @@ impl Gpu {
     /// thread). Non-blocking: it does not wait for the legacy default stream, nor the legacy
     /// stream for it, so its work overlaps the GPU's own stream. Buffers from
     /// [`alloc`](Self::alloc) and [`upload`](Self::upload) are ready for it when those return.
-    pub fn new_stream(&self) -> Result<Stream> {
+    ///
+    /// The stream keeps the device's primary context alive (it retains it, as the `Gpu` does),
+    /// so it stays valid after the `Gpu` that made it is dropped.
+    pub fn new_stream(&self) -> Result<GpuStream> {
         self.make_current()?;
-        Stream::new(StreamFlags::NON_BLOCKING, None).call("cuStreamCreate")
+        let device = Device::get_device(self.props.ordinal).call("cuDeviceGet")?;
+        let context = Context::new(device).call("cuDevicePrimaryCtxRetain")?;
+        let stream = Stream::new(StreamFlags::NON_BLOCKING, None).call("cuStreamCreate")?;
+        Ok(GpuStream {
+            stream,
+            _context: context,
+        })
     }
 
     /// The kernel `symbol` of the embedded module: from the cache, or resolved by `resolve` and
@@ -478,7 +508,7 @@ impl Gpu {
     /// (`reduce::sum`, a cooperative launch), of this key or another, and host threads sharing
     /// the `Gpu` run their calls at the same time, each with its own workspace (one is made for
     /// each call that finds none free, so a key keeps as many as ever ran at once).
-    pub fn with_workspace<W: std::any::Any + Send, R>(
+    pub(crate) fn with_workspace<W: std::any::Any + Send, R>(
         &self,
         key: WorkspaceKey,
         make: impl FnOnce() -> Result<W>,

@@ -63,10 +63,16 @@ impl StreamOrder {
         })?;
         let out = enqueue();
         // Also after a failed enqueue: part of it may be on the stream.
-        self.with_markers(|_, after| {
+        let joined = self.with_markers(|_, after| {
             after.record(stream)?;
             after.wait_on(own)
-        })?;
+        });
+        if joined.is_err() {
+            // The `Gpu`'s stream cannot wait for the launch: the host does, so that nothing the
+            // caller does after the error races it.
+            let _ = stream.synchronize();
+        }
+        joined?;
         out
     }
 }

@@ -103,13 +103,49 @@ fn median_us(samples_s: &[f64]) -> f64 {
     Stats::from_samples(samples_s.to_vec()).median_s * 1e6
 }
 
+/// The input of every `api` row, and of `api_baselines.py`'s: 1 or 2 at every 32nd element, 0
+/// elsewhere. Its total is at most `n / 16`, within 2^24 up to 2^28 elements, so every float
+/// sum of it is exact (`ReduceReference` checks for equality), and every tile of 32 elements
+/// holds a non-zero value, so a block missing or counted twice changes the sum.
+pub fn api_input(n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            if i % 32 == 0 {
+                (1 + (i / 32) % 2) as f32
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
+/// The checks of the `api` family's Python baselines: the sum, and the stencil output's sum,
+/// that each size must give.
+pub fn python_expected(n: usize) -> (f64, f64) {
+    let x = api_input(n);
+    let sum = x.iter().map(|&v| f64::from(v)).sum();
+    let stencil = ferrocuda::cpu::stencil(&x, &Taps::Sum { radius: 3 }, Boundary::Zero)
+        .iter()
+        .map(|&v| f64::from(v))
+        .sum();
+    (sum, stencil)
+}
+
+/// The check of one Python result against what the CPU says, as a baseline check.
+pub fn python_check(got: Option<f64>, want: f64) -> BaselineCheck {
+    match got {
+        Some(got) if got == want => BaselineCheck::Passed(format!("{got} exact")),
+        Some(got) => BaselineCheck::Failed(format!("got {got}, want {want}")),
+        None => BaselineCheck::Missing("no result printed".into()),
+    }
+}
+
 /// Measures every call of the family at every size; `calls` timed calls per row.
 pub fn measure(gpu: &Gpu, sizes: &[usize], calls: usize) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     let taps = Taps::<f32>::Sum { radius: 3 };
     for &n in sizes {
-        // Small integers in f32: every partial sum is exact, so the check is exact.
-        let host: Vec<f32> = (0..n).map(|i| ((i * 37) % 101) as f32 - 50.0).collect();
+        let host = api_input(n);
         let input = gpu.upload(&host, "api input")?;
         let reference = ReduceReference::of(ReduceOp::Sum, &host, |v| v);
         let bytes = (n * size_of::<f32>()) as u64;
@@ -202,30 +238,31 @@ pub fn attach_python(
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let mut versions = Vec::new();
-    // Lines: `version <lib> <version>` and `<lib> <call> <n> <median_us>`.
+    // Lines: `version <lib> <version>` and `<lib> <call> <n> <median_us> <result>`.
     for line in text.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             ["version", lib, version] => versions.push(format!("{lib} {version}")),
-            [lib, call, n, us] => {
+            [lib, call, n, us, rest @ ..] => {
                 let (Ok(n), Ok(us)) = (n.parse::<u64>(), us.parse::<f64>()) else {
                     continue;
                 };
-                let variants: &[&str] = match *call {
-                    "sum" => &[API_SUM, API_SUM_DEVICE],
-                    "stencil" => &[API_STENCIL],
-                    _ => &[],
+                let got = rest.first().and_then(|r| r.parse::<f64>().ok());
+                let (sum, stencil) = python_expected(n as usize);
+                let (variants, check): (&[&str], _) = match *call {
+                    "sum" => (&[API_SUM, API_SUM_DEVICE], python_check(got, sum)),
+                    "stencil" => (&[API_STENCIL], python_check(got, stencil)),
+                    _ => continue,
                 };
+                if check.is_failure() {
+                    eprintln!("bench: the {lib} {call} baseline at n = {n}: {check:?}");
+                }
                 for row in rows
                     .iter_mut()
                     .filter(|r| r.n == n && variants.contains(&r.variant.as_str()))
                 {
-                    row.baselines.push(Baseline::measured(
-                        lib,
-                        us,
-                        row.median_us,
-                        BaselineCheck::NotChecked,
-                    ));
+                    row.baselines
+                        .push(Baseline::measured(lib, us, row.median_us, check.clone()));
                 }
             }
             _ => {}

@@ -2,10 +2,15 @@
 # binary and fed to `python3 - CALLS N...`). For each library present (CuPy, PyTorch) and each
 # size: 30 warm-up calls, then CALLS calls each timed with time.perf_counter; prints
 #   version <lib> <version>
-#   <lib> sum <n> <median_us>        float(x.sum()) / t.sum().item(): result on the host
-#   <lib> stencil <n> <median_us>    conv1d with 7 ones, zero padding: CALLS calls back to back
-#                                    and one synchronize, divided by CALLS (median of 5)
-# The input is f32 and already on the device, as in the Rust rows.
+#   <lib> sum <n> <median_us> <result>        float(x.sum()) / t.sum().item(): result on the
+#                                             host; <result> is the last call's
+#   <lib> stencil <n> <median_us> <checksum>  conv1d with 7 ones, zero padding: CALLS calls back
+#                                             to back and one synchronize, divided by CALLS
+#                                             (median of 5); <checksum> is the output's sum in
+#                                             float64 (exact: the outputs are small integers)
+# The input is f32 and already on the device, as in the Rust rows, and the same as theirs
+# (`api_input` in api.rs): 1 or 2 at every 32nd element, 0 elsewhere, so that every float sum
+# of it is exact and the bench can check each result.
 import statistics
 import sys
 import time
@@ -20,9 +25,14 @@ def median_us(call):
     samples = []
     for _ in range(calls):
         start = time.perf_counter()
-        call()
+        result = call()
         samples.append((time.perf_counter() - start) * 1e6)
-    return statistics.median(samples)
+    return statistics.median(samples), result
+
+
+def api_input(i):
+    """`api_input` of api.rs, as int64, from an int64 `arange`."""
+    return (i % 32 == 0) * (1 + (i // 32) % 2)
 
 
 try:
@@ -30,8 +40,9 @@ try:
 
     print("version cupy", cupy.__version__, flush=True)
     for n in sizes:
-        x = (cupy.arange(n, dtype=cupy.int64) * 37 % 101 - 50).astype(cupy.float32)
-        print("cupy sum", n, f"{median_us(lambda: float(x.sum())):.3f}", flush=True)
+        x = api_input(cupy.arange(n, dtype=cupy.int64)).astype(cupy.float32)
+        us, result = median_us(lambda: float(x.sum()))
+        print("cupy sum", n, f"{us:.3f}", repr(result), flush=True)
         del x
     cupy.get_default_memory_pool().free_all_blocks()
 except ImportError:
@@ -43,8 +54,9 @@ try:
     if torch.cuda.is_available():
         print("version torch", torch.__version__, flush=True)
         for n in sizes:
-            t = ((torch.arange(n, dtype=torch.int64, device="cuda") * 37) % 101 - 50).float()
-            print("torch sum", n, f"{median_us(lambda: t.sum().item()):.3f}", flush=True)
+            t = api_input(torch.arange(n, dtype=torch.int64, device="cuda")).float()
+            us, result = median_us(lambda: t.sum().item())
+            print("torch sum", n, f"{us:.3f}", repr(float(result)), flush=True)
             w = torch.ones(1, 1, 7, device="cuda")
             v = t.view(1, 1, n)
 
@@ -61,7 +73,8 @@ try:
                     per_call.append((time.perf_counter() - start) * 1e6 / calls)
                 return statistics.median(per_call)
 
-            print("torch stencil", n, f"{pipelined():.3f}", flush=True)
+            checksum = torch.nn.functional.conv1d(v, w, padding=3).double().sum().item()
+            print("torch stencil", n, f"{pipelined():.3f}", repr(float(checksum)), flush=True)
             del t, v
             torch.cuda.empty_cache()
 except ImportError:
