@@ -1,12 +1,12 @@
 //! Property tests of the launch arithmetic and the CPU models (proptest, fixed seed by the
 //! runner's defaults; a failure prints the minimal case to replay), and the messages of the
 //! errors a GPU machine cannot easily produce on demand.
-use ferrocuda::Error;
 use ferrocuda::LaunchConfig;
 use ferrocuda::cpu::warp::{ShflMode, shfl_source};
 use ferrocuda::kernels::config::STENCIL_FAST_VECTORS_PER_THREAD;
 use ferrocuda::reduce::ReduceVariant;
 use ferrocuda::runtime::kernel::entry_points;
+use ferrocuda::{DeviceProps, Error};
 use ferrocuda_cli::args::parse_count;
 use proptest::prelude::*;
 
@@ -131,14 +131,36 @@ fn a_failed_module_load_names_the_arch_and_the_drivers_cuda_version() {
 
 #[test]
 fn a_device_with_another_warp_size_is_refused_by_name() {
-    let e = Error::WarpSizeMismatch {
-        device: "wave64 GPU".into(),
-        found: 64,
-        expected: 32,
+    let mut props = DeviceProps {
+        ordinal: 0,
+        name: "wave64 GPU".into(),
+        compute_capability: (9, 0),
+        sm_count: 132,
+        warp_size: 64,
+        max_threads_per_block: 1024,
+        max_block_dim: [1024, 1024, 64],
+        max_grid_dim: [u32::MAX >> 1, 65535, 65535],
+        shared_mem_per_block: 48 << 10,
+        shared_mem_per_block_optin: 227 << 10,
+        shared_mem_per_sm: 228 << 10,
+        regs_per_block: 65536,
+        regs_per_sm: 65536,
+        max_threads_per_sm: 2048,
+        max_blocks_per_sm: 32,
+        l2_bytes: 50 << 20,
+        memory_bus_width_bits: 5120,
+        memory_clock_khz: 2_619_000,
+        total_memory: 80 << 30,
+        driver_version: 13000,
     };
-    let msg = e.to_string();
+    let msg = props
+        .check_warp_size()
+        .expect_err("a 64-lane warp")
+        .to_string();
     assert!(
         msg.contains("wave64 GPU") && msg.contains("64") && msg.contains("32-lane"),
         "{msg}"
     );
+    props.warp_size = 32;
+    assert!(props.check_warp_size().is_ok(), "a 32-lane warp is refused");
 }

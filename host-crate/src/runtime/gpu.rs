@@ -239,6 +239,19 @@ pub struct DeviceProps {
 }
 
 impl DeviceProps {
+    /// Fails, naming the device, unless its warp is the 32 lanes every ferrocuda kernel is
+    /// written for (shuffle masks, `lane_id`, one shared slot per warp).
+    pub fn check_warp_size(&self) -> Result<()> {
+        if self.warp_size == WARP_SIZE {
+            return Ok(());
+        }
+        Err(Error::WarpSizeMismatch {
+            device: self.name.clone(),
+            found: self.warp_size,
+            expected: WARP_SIZE,
+        })
+    }
+
     /// Reads the properties of `device`.
     pub fn query(ordinal: u32, device: Device) -> Result<Self> {
         let attr = |a: DeviceAttribute| {
@@ -378,13 +391,7 @@ impl Gpu {
         let device = Device::get_device(ordinal).call("cuDeviceGet")?;
         let context = Context::new(device).call("cuDevicePrimaryCtxRetain")?;
         let props = DeviceProps::query(ordinal, device)?;
-        if props.warp_size != WARP_SIZE {
-            return Err(Error::WarpSizeMismatch {
-                device: props.name,
-                found: props.warp_size,
-                expected: WARP_SIZE,
-            });
-        }
+        props.check_warp_size()?;
         let ptx = best_ptx_for(props.compute_capability).ok_or_else(|| Error::NoPtxForDevice {
             device: props.name.clone(),
             compute_capability: props.compute_capability,
