@@ -19,7 +19,7 @@ unsafe impl ByValue for Meters {}
 impl Element for Meters {
     const TYPE: ElemType = ElemType::F32;
     const EPSILON: f64 = f32::EPSILON as f64;
-    const DIGITS: u32 = f32::MANTISSA_DIGITS;
+    const EXACT_INT_BITS: u32 = f32::MANTISSA_DIGITS;
     const POISON_BYTE: u8 = 0xFF;
     fn add(self, other: Self) -> Self {
         Meters(self.0 + other.0)
