@@ -4,7 +4,7 @@
 use cust::stream::Stream;
 
 use crate::runtime::error::{Result, check_raw};
-use crate::runtime::gpu::Wait;
+use crate::runtime::wait::Wait;
 
 /// An event created with `CU_EVENT_DISABLE_TIMING`; each `record` moves it to the end of what
 /// a stream holds so far.

@@ -10,4 +10,5 @@ pub mod gpu;
 pub mod kernel;
 pub(crate) mod order;
 pub mod timing;
+pub mod wait;
 pub(crate) mod workspace;
