@@ -109,50 +109,40 @@ impl<T: Element, A: Element> PlanState<T, A> {
         }
         // The caller's thread may never have used this GPU: the waits and memsets below are
         // driver calls too; a stream of another context is refused before anything is enqueued.
-        gpu.ordered(stream, || self.enqueue_ordered(gpu, stream, input, result))
-    }
-
-    /// [`enqueue`](Self::enqueue) once the context is current and the stream checked.
-    fn enqueue_ordered(
-        &mut self,
-        gpu: &Gpu,
-        stream: &Stream,
-        input: &DeviceSlice<T>,
-        result: DevicePointer<A>,
-    ) -> Result<()> {
-        let n = input.len();
-        // From the GPU's kernel cache (a lookup): a `'static` state cannot hold the handle.
-        let kernel = fast_kernel::<T, A>(gpu, self.op)?;
-        let stream_id = stream.as_inner() as usize;
-        if self.last_stream.is_some_and(|last| last != stream_id) {
-            // The previous run, on another stream, may still use the partials and ticket.
-            self.done.wait_on(stream)?;
-        }
-        if !self.ticket_clean {
-            gpu.memset_d8_async_on(stream, &mut self.ticket, 0)?;
-        }
-        self.ticket_clean = false;
-        let config = kernel.config(self.grid(n), self.block);
-        // SAFETY: `input` holds `n` elements (a device slice, aligned to its type); the
-        // partials hold `max_grid` >= grid elements; ticket and result one each; the ticket is
-        // 0 (zeroed when created, left 0 by every completed run, re-zeroed after a failed one).
-        unsafe {
-            kernel.launch_on(
-                stream,
-                config,
-                (
-                    input.as_device_ptr(),
-                    n,
-                    self.partials.as_device_ptr(),
-                    self.ticket.as_device_ptr(),
-                    result,
-                ),
-            )?
-        };
-        self.done.record(stream)?;
-        self.last_stream = Some(stream_id);
-        self.ticket_clean = true;
-        Ok(())
+        gpu.ordered(stream, || {
+            // From the GPU's kernel cache (a lookup): a `'static` state cannot hold the handle.
+            let kernel = fast_kernel::<T, A>(gpu, self.op)?;
+            let stream_id = stream.as_inner() as usize;
+            if self.last_stream.is_some_and(|last| last != stream_id) {
+                // The previous run, on another stream, may still use the partials and ticket.
+                self.done.wait_on(stream)?;
+            }
+            if !self.ticket_clean {
+                gpu.memset_d8_async_on(stream, &mut self.ticket, 0)?;
+            }
+            self.ticket_clean = false;
+            let config = kernel.config(self.grid(n), self.block);
+            // SAFETY: `input` holds `n` elements (a device slice, aligned to its type); the
+            // partials hold `max_grid` >= grid elements; ticket and result one each; the ticket is
+            // 0 (zeroed when created, left 0 by every completed run, re-zeroed after a failed one).
+            unsafe {
+                kernel.launch_on(
+                    stream,
+                    config,
+                    (
+                        input.as_device_ptr(),
+                        n,
+                        self.partials.as_device_ptr(),
+                        self.ticket.as_device_ptr(),
+                        result,
+                    ),
+                )?
+            };
+            self.done.record(stream)?;
+            self.last_stream = Some(stream_id);
+            self.ticket_clean = true;
+            Ok(())
+        })
     }
 
     /// Enqueues on `stream` with the result written straight into mapped host memory, and
