@@ -151,7 +151,9 @@ pub mod reduce_suite {
     /// (`m = 1` for `f32`): an exactly summable input whose partial sums rise and cancel, and
     /// whose every group adds 1, so that no block's share is zero.
     pub fn alternating_pool<T: Element>() -> Vec<T> {
-        let m = ((1u64 << T::EXACT_INT_BITS.min(62)) * 4 / (3 * LARGEST as u64) / 2).clamp(1, 255);
+        // A group's `sum(|x|)` is `2v + 1`; `LARGEST / 4` groups must stay within the budget.
+        let per_group = (1u64 << T::EXACT_INT_BITS.min(60)) / (LARGEST as u64 / 4);
+        let m = (per_group.saturating_sub(1) / 2).clamp(1, 255);
         let mut rng = SplitMix64::new(seed(&format!("alternating {} pool", T::TYPE)));
         (0..POOL_LEN / 4)
             .flat_map(|_| {

@@ -27,7 +27,8 @@ impl<A: Element> ReduceReference<A> {
     /// sum, so they can differ from a one-pass sum in the last bits.
     pub fn of<T: Element>(op: ReduceOp, x: &[T], widen: impl Fn(T) -> A + Sync) -> Self {
         let parts = super::parallel::Split::host().map(x, 1, |part| {
-            let integral = A::TYPE.is_float()
+            let integral = op == ReduceOp::Sum
+                && A::TYPE.is_float()
                 && part.iter().all(|v| {
                     let v = v.to_f64();
                     v.is_finite() && v.fract() == 0.0
