@@ -5,8 +5,8 @@
 //! cargo run --release --example stencil -- [N]
 //! ```
 use ferrocuda::Gpu;
-use ferrocuda::cpu::check_stencil;
 use ferrocuda::stencil::{self, Boundary, Taps};
+use ferrocuda_lessons::cpu::check_stencil;
 
 fn main() {
     if let Err(err) = run() {

@@ -17,20 +17,18 @@
 //!   it and says in one line that it is missing), the device ([`Gpu`]), launch configurations,
 //!   typed kernel launches ([`runtime::kernel`], for ferrocuda's kernels and, through
 //!   [`Gpu::load_module`], a kernel crate of your own), errors, timing;
-//! - [`cpu`]: what every kernel computes, as CPU references the GPU results are checked against;
-//! - the kernel families: [`reduce`], [`stencil`], [`lab`] (warp functions, divergence),
-//!   [`occupancy`], [`smoke`].
+//! - the kernel families: [`reduce`] (sum, min, max, plans, the reproducible sum) and
+//!   [`stencil`].
 //!
-//! The `ferrocuda` command line, the benchmark and the sanitizer pass are a separate package,
-//! `ferrocuda-cli` (`host-crate/cli/`), so a program that depends on this library pulls none of
-//! their dependencies. `examples/` in the repository shows the library in use, including a
+//! That is all a program that depends on this library gets, and all [`Gpu::new`] loads: the
+//! library's own kernels. The lessons of the notes (the textbook reductions and stencils, the
+//! warp and divergence lab, occupancy, the smoke test), the CPU references the tests check
+//! against, the measuring harness and the device layer's self-tests are another package,
+//! `ferrocuda-lessons` (`host-crate/lessons/`), with its own kernel crate; the `ferrocuda`
+//! command line, the benchmark and the sanitizer pass are `ferrocuda-cli` (`host-crate/cli/`). `examples/` in the repository shows the library in use, including a
 //! kernel crate of one's own (`examples/dot-product`).
-pub mod cpu;
-pub mod lab;
-pub mod occupancy;
 pub mod reduce;
 pub mod runtime;
-pub mod smoke;
 pub mod stencil;
 
 pub use ferrocuda_kernels as kernels;

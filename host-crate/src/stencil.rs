@@ -1,167 +1,168 @@
-//! The 1D stencil (一维模板, seed 001) on the GPU: the library's fast path ([`apply`]) and
-//! the notes' kernels ([`StencilVariant`], run with [`StencilRun`]).
+//! The 1D stencil (一维模板) on the GPU: [`apply`], [`apply_into`] and the prepared
+//! [`StencilRun`] behind them.
 //!
 //! `out[i] = sum over k in 0..=2R of c_k * in[i + k - R]`, for every `i` in `0..n`, where an
 //! input index outside `0..n` follows the [`Boundary`] rule (zero, clamp or periodic), and the
-//! coefficients are [`Taps`]: all 1 (seed 001's sum) or given. `R` is one of
+//! coefficients are [`Taps`]: all 1 (the notes' sum) or given. `R` is one of
 //! `STENCIL_RADII`. Element types: `i32` (sums only; they wrap), `f32` and `f64`.
 //!
 //! An empty input gives an empty output and launches nothing; an input shorter than the
 //! radius works (periodic then wraps several times).
+//!
+//! The notes' own kernels (every input from global memory, the shared tile with halos) are
+//! lessons, in `ferrocuda-lessons`; they launch through [`StencilRun::with_kernel`], with the
+//! same checks as the fast path.
 use std::marker::PhantomData;
 
 use cust::memory::{DeviceBuffer, DevicePointer, DeviceSlice};
 use cust::stream::Stream;
-use ferrocuda_kernels::config::{STENCIL_FAST_VECTORS_PER_THREAD, STENCIL_MAX_TAPS};
-use ferrocuda_kernels::entry::Entry;
-use ferrocuda_kernels::stencil::Coefficients;
+use ferrocuda_kernels::config::{
+    STENCIL_BOUNDARY_CLAMP, STENCIL_BOUNDARY_PERIODIC, STENCIL_BOUNDARY_ZERO,
+    STENCIL_FAST_VECTORS_PER_THREAD, STENCIL_MAX_TAPS, STENCIL_RADII,
+};
+pub use ferrocuda_kernels::stencil::Coefficients;
 
 pub use ferrocuda_kernels::config::STENCIL_DEFAULT_RADIUS;
 
-use crate::cpu::{Check, check_stencil};
 use crate::runtime::config::LaunchConfig;
-use crate::runtime::element::{ElemType, Element};
+use crate::runtime::element::Element;
 use crate::runtime::error::{Error, KernelLaunch, Result};
 use crate::runtime::gpu::Gpu;
 use crate::runtime::kernel::{Kernel, KernelFunction};
-use crate::runtime::timing::{Stats, time_on_stream};
 
-pub use crate::cpu::stencil::{Boundary, Taps};
+/// Threads per block of the fast stencil.
+///
+/// Measured on an H200, f32, R = 3, n = 2^28: the fast path at 128 / 256 / 512 / 1024 threads
+/// reached 3889 / 3781 / 3797 / 3612 GB/s (smaller blocks: more of them per SM, so the tail of
+/// one block's tile overlaps the loads of another's).
+pub const FAST_BLOCK: u32 = 128;
 
-pub use crate::cpu::stencil::radius_error;
+/// The parameters of a stencil kernel that sums its window: `input, out, n, boundary`.
+pub type SumArgs<T> = (*const T, *mut T, usize, u32);
+/// The parameters of a weighted stencil kernel: `input, out, n, boundary, weights`.
+pub type WeightedArgs<T> = (*const T, *mut T, usize, u32, Coefficients<T>);
 
-/// Every 1D stencil kernel family, by the name the CLI and the reports use.
+/// What an input index outside `0..n` reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum StencilVariant {
-    /// `stencil_1d_naive`: one output per thread, every input read from global memory.
-    Naive,
-    /// `stencil_1d_shared`: seed 001's shared tile of `block + 2R` with halos (sums only).
-    Shared,
-    /// `stencil_1d_weighted`: the shared tile with coefficients passed by value (floats).
-    Weighted,
-    /// The library's fast path: 16-byte accesses, several outputs per thread, grid-stride.
-    Fast,
+pub enum Boundary {
+    /// Zero.
+    Zero,
+    /// The nearest end: element 0 below the array, element `n - 1` above it.
+    Clamp,
+    /// Wraps around: index `j` reads element `j mod n` (the array is a ring).
+    Periodic,
 }
 
-use StencilVariant as V;
+impl Boundary {
+    /// All three.
+    pub const ALL: [Boundary; 3] = [Self::Zero, Self::Clamp, Self::Periodic];
 
-impl StencilVariant {
-    /// All four, slowest first.
-    pub const ALL: [StencilVariant; 4] = [V::Naive, V::Shared, V::Weighted, V::Fast];
-
-    /// `naive`, `shared`, `weighted`, `fast`.
+    /// `zero`, `clamp`, `periodic`.
     pub fn name(self) -> &'static str {
         match self {
-            V::Naive => "naive",
-            V::Shared => "shared",
-            V::Weighted => "weighted",
-            V::Fast => "fast",
+            Self::Zero => "zero",
+            Self::Clamp => "clamp",
+            Self::Periodic => "periodic",
         }
     }
 
     /// From its name.
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|v| v.name() == name)
+        Self::ALL.into_iter().find(|b| b.name() == name)
     }
 
-    /// Element types with an entry point (from the kernels' declarations).
-    pub fn supports_type(self, ty: ElemType) -> bool {
-        crate::with_elem_type!(ty, T => Entries::<T>::of(self, STENCIL_DEFAULT_RADIUS, self == V::Weighted).is_some())
-    }
-
-    /// Whether the variant can apply given coefficients (the others compute sums only).
-    pub fn supports_weights(self) -> bool {
-        matches!(self, V::Weighted | V::Fast)
-    }
-
-    /// Whether the variant loads its inputs into a shared tile of `block + 2R` elements, so that
-    /// the threads below `R` must be able to load both halos.
-    pub fn needs_block_of_radius(self) -> bool {
-        matches!(self, V::Shared | V::Weighted)
-    }
-
-    /// The block size used when none is given.
-    pub fn default_block(self) -> u32 {
-        // Measured on an H200, f32, R = 3, n = 2^28: the fast path at 128 / 256 / 512 / 1024
-        // threads reached 3889 / 3781 / 3797 / 3612 GB/s (smaller blocks: more of them per SM,
-        // so the tail of one block's tile overlaps the loads of another's).
+    /// The kernels' `boundary` argument (`STENCIL_BOUNDARY_*`).
+    pub fn code(self) -> u32 {
         match self {
-            V::Fast => 128,
-            _ => 256,
+            Self::Zero => STENCIL_BOUNDARY_ZERO,
+            Self::Clamp => STENCIL_BOUNDARY_CLAMP,
+            Self::Periodic => STENCIL_BOUNDARY_PERIODIC,
         }
     }
+}
 
-    /// Why `block` cannot be used with this variant and `radius`, if it cannot.
-    pub fn block_error(self, block: u32, radius: u32) -> Option<String> {
-        let name = self.name();
+/// The coefficients of a stencil (the "weights or radius" of `stencil::apply`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Taps<T> {
+    /// Every coefficient 1: the notes' sum of the `2 * radius + 1` inputs around each output.
+    Sum {
+        /// `R`.
+        radius: u32,
+    },
+    /// The coefficients `c_0 ..= c_2R`, leftmost first: `2R + 1` of them (floats only).
+    Weighted(Vec<T>),
+}
+
+impl<T: Element> Taps<T> {
+    /// `R`: the inputs on each side of the centre.
+    pub fn radius(&self) -> u32 {
         match self {
-            V::Fast if !block.is_multiple_of(32) || !(32..=1024).contains(&block) => Some(format!(
-                "stencil variant `{name}` needs a block size that is a multiple of 32 from 32 to 1024, not {block}"
-            )),
-            _ if !(1..=1024).contains(&block) => Some(format!(
-                "stencil variant `{name}` needs a block size from 1 to 1024, not {block}"
-            )),
-            _ if self.needs_block_of_radius() && block < radius => Some(format!(
-                "stencil variant `{name}` needs a block of at least the radius ({radius}) threads, so that the threads below R can load both halos, not {block}"
-            )),
-            _ => None,
+            Self::Sum { radius } => *radius,
+            Self::Weighted(w) => (w.len() / 2) as u32,
         }
     }
 
-    /// Why this variant cannot run `taps` on `ty` with `block`, if it cannot.
-    pub fn error<T: Element>(self, taps: &Taps<T>, block: u32) -> Option<String> {
-        let name = self.name();
-        if !self.supports_type(T::TYPE) {
-            return Some(format!(
-                "stencil variant `{name}` has no {} version",
-                T::TYPE
-            ));
+    /// Whether the coefficients are given (rather than all 1).
+    pub fn is_weighted(&self) -> bool {
+        matches!(self, Self::Weighted(_))
+    }
+
+    /// Coefficient `k` (`0..=2R`) as `f64`.
+    pub fn coefficient(&self, k: usize) -> f64 {
+        match self {
+            Self::Sum { .. } => 1.0,
+            Self::Weighted(w) => w[k].to_f64(),
         }
-        if taps.is_weighted() && !self.supports_weights() {
-            return Some(format!(
-                "stencil variant `{name}` computes sums only; coefficients need `weighted` or `fast`"
-            ));
+    }
+
+    /// Why these taps cannot be used, if they cannot: a radius without an entry point, an even
+    /// number of coefficients, or coefficients for an integer type.
+    pub fn error(&self) -> Option<String> {
+        if let Self::Weighted(w) = self {
+            if !T::TYPE.is_float() {
+                return Some(format!(
+                    "weighted stencils are f32 and f64 only, not {}",
+                    T::TYPE
+                ));
+            }
+            if w.len() % 2 == 0 {
+                return Some(format!(
+                    "a weighted stencil needs 2R + 1 coefficients (an odd number), not {}",
+                    w.len()
+                ));
+            }
         }
-        taps.error()
-            .or_else(|| self.block_error(block, taps.radius()))
+        radius_error(self.radius())
     }
 }
 
-/// The typed handles of the kernel one variant launches for `T`, a radius and whether the
-/// taps are weighted; `None` from [`Entries::of`] when there is no such kernel.
-enum Entries<T> {
-    /// `(input, out, n, boundary)`: every coefficient 1.
-    Sum(Entry<(*const T, *mut T, usize, u32)>),
-    /// `(input, out, n, boundary, weights)`.
-    Weighted(Entry<(*const T, *mut T, usize, u32, Coefficients<T>)>),
+/// Why `radius` has no entry point, if it has none.
+pub fn radius_error(radius: u32) -> Option<String> {
+    (!STENCIL_RADII.contains(&radius))
+        .then(|| format!("the stencil radius must be one of {STENCIL_RADII:?}, not {radius}"))
 }
 
-impl<T: Element> Entries<T> {
-    fn of(variant: StencilVariant, radius: u32, weighted: bool) -> Option<Self> {
-        use ferrocuda_kernels::stencil as k;
-        let r = radius as usize;
-        match (variant, weighted) {
-            (V::Naive, false) => Some(Self::Sum(k::stencil_1d_naive::<T>(r)?)),
-            (V::Shared, false) => Some(Self::Sum(k::stencil_1d_shared::<T>(r)?)),
-            (V::Naive | V::Shared, true) => None,
-            (V::Weighted, _) => Some(Self::Weighted(k::stencil_1d_weighted::<T>(r)?)),
-            (V::Fast, false) => Some(Self::Sum(k::stencil_1d_fast::<T>(r)?)),
-            (V::Fast, true) => Some(Self::Weighted(k::stencil_1d_fast_weighted::<T>(r)?)),
-        }
-    }
+/// The coefficients a kernel receives by value for `taps` (`None` for a sum).
+pub fn coefficients<T: Element>(taps: &Taps<T>) -> Option<Coefficients<T>> {
+    let Taps::Weighted(w) = taps else {
+        return None;
+    };
+    let mut c = Coefficients([T::default(); STENCIL_MAX_TAPS]);
+    c.0[..w.len()].copy_from_slice(w);
+    Some(c)
 }
 
-/// The kernel of a prepared stencil, with the coefficients it takes by value.
-enum StencilKernel<'g, T> {
-    Sum(Kernel<'g, (*const T, *mut T, usize, u32)>),
-    Weighted(
-        Kernel<'g, (*const T, *mut T, usize, u32, Coefficients<T>)>,
-        Coefficients<T>,
-    ),
+/// A stencil kernel ready to launch, with the coefficients it takes by value.
+pub enum StencilKernel<'g, T> {
+    /// A kernel that sums its window.
+    Sum(Kernel<'g, SumArgs<T>>),
+    /// A weighted kernel and its coefficients.
+    Weighted(Kernel<'g, WeightedArgs<T>>, Coefficients<T>),
 }
 
 impl<'g, T> StencilKernel<'g, T> {
-    fn function(&self) -> &KernelFunction<'g> {
+    /// The kernel, whatever its parameters.
+    pub fn function(&self) -> &KernelFunction<'g> {
         match self {
             Self::Sum(k) => k,
             Self::Weighted(k, _) => k,
@@ -169,11 +170,20 @@ impl<'g, T> StencilKernel<'g, T> {
     }
 }
 
+/// How a [`StencilRun`] sizes its grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StencilGrid {
+    /// One thread per output: `ceil(n / block)` blocks.
+    PerElement,
+    /// The fast path's grid-stride tiles of `block * STENCIL_FAST_VECTORS_PER_THREAD` vectors:
+    /// as many blocks as there are tiles, at most the blocks the GPU holds at once.
+    ResidentTiles,
+}
+
 /// One prepared stencil: kernel looked up, configuration validated. [`launch`](Self::launch)
 /// enqueues the kernel (what the benchmark times), [`finish`](Self::finish) waits for it.
 pub struct StencilRun<'g, 'a, T: Element> {
     gpu: &'g Gpu,
-    variant: StencilVariant,
     boundary: Boundary,
     n: usize,
     input: DevicePointer<T>,
@@ -184,46 +194,64 @@ pub struct StencilRun<'g, 'a, T: Element> {
 }
 
 impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
-    /// Prepares `variant` computing `taps` over `input` into `output` (the same length, not
-    /// overlapping) with `block` threads per block.
+    /// Prepares the fast stencil computing `taps` over `input` into `output` (the same length,
+    /// not overlapping), [`FAST_BLOCK`] threads per block.
     pub fn new(
         gpu: &'g Gpu,
-        variant: StencilVariant,
         taps: &Taps<T>,
+        boundary: Boundary,
+        input: &'a DeviceSlice<T>,
+        output: &'a mut DeviceSlice<T>,
+    ) -> Result<Self> {
+        use ferrocuda_kernels::stencil as k;
+        let invalid = |what: String| Error::InvalidArgument { what };
+        let radius = taps.radius();
+        if let Some(e) = taps.error() {
+            return Err(invalid(format!(
+                "fast stencil (R = {radius}, {}), n = {}: {e}",
+                T::TYPE,
+                input.len()
+            )));
+        }
+        let r = radius as usize;
+        let none = || invalid(format!("the fast stencil has no {} kernel", T::TYPE));
+        let kernel = match coefficients(taps) {
+            None => StencilKernel::Sum(gpu.kernel(k::stencil_1d_fast::<T>(r).ok_or_else(none)?)?),
+            Some(c) => StencilKernel::Weighted(
+                gpu.kernel(k::stencil_1d_fast_weighted::<T>(r).ok_or_else(none)?)?,
+                c,
+            ),
+        };
+        Self::with_kernel(
+            gpu,
+            kernel,
+            StencilGrid::ResidentTiles,
+            boundary,
+            input,
+            output,
+            FAST_BLOCK,
+        )
+    }
+
+    /// Prepares `kernel` (a kernel with the stencil's parameters, ferrocuda's or one's own)
+    /// over `input` into `output` (the same length, not overlapping) with `block` threads per
+    /// block and the grid `grid` says.
+    pub fn with_kernel(
+        gpu: &'g Gpu,
+        kernel: StencilKernel<'g, T>,
+        grid: StencilGrid,
         boundary: Boundary,
         input: &'a DeviceSlice<T>,
         output: &'a mut DeviceSlice<T>,
         block: u32,
     ) -> Result<Self> {
         let n = input.len();
+        let function = kernel.function();
+        let symbol = function.symbol();
         let invalid = |what: String| Err(Error::InvalidArgument { what });
-        let radius = taps.radius();
-        let weights = kernel_weights(taps, variant);
-        let entries = Entries::<T>::of(variant, radius, weights.is_some());
-        // The kernel that would run, or what was asked for when there is none; formatted only
-        // for an error (this runs on every `apply_into`).
-        let kernel_symbol = entries.as_ref().map(|e| match e {
-            Entries::Sum(e) => e.symbol(),
-            Entries::Weighted(e) => e.symbol(),
-        });
-        let symbol = || match kernel_symbol {
-            Some(symbol) => format!("`{symbol}`"),
-            None => format!(
-                "stencil variant `{}` (R = {radius}, {})",
-                variant.name(),
-                T::TYPE
-            ),
-        };
-        if let Some(e) = variant.error(taps, block) {
-            return invalid(format!("{} with block {block}, n = {n}: {e}", symbol()));
-        }
-        let Some(entries) = entries else {
-            return invalid(format!("{}: no kernel for these taps", symbol()));
-        };
         if output.len() != n {
             return invalid(format!(
-                "{}: the input has {n} elements but the output {}",
-                symbol(),
+                "`{symbol}`: the input has {n} elements but the output {}",
                 output.len()
             ));
         }
@@ -234,32 +262,18 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         );
         if n > 0 && a < b + bytes && b < a + bytes {
             return invalid(format!(
-                "{}: the output overlaps the input (the stencil cannot run in place)",
-                symbol()
+                "`{symbol}`: the output overlaps the input (the stencil cannot run in place)"
             ));
         }
-        let kernel = match entries {
-            Entries::Sum(e) => StencilKernel::Sum(gpu.kernel(e)?),
-            Entries::Weighted(e) => {
-                let w = weights.expect("a weighted kernel is chosen for weights only");
-                let mut c = Coefficients([T::default(); STENCIL_MAX_TAPS]);
-                c.0[..w.len()].copy_from_slice(&w);
-                StencilKernel::Weighted(gpu.kernel(e)?, c)
-            }
-        };
-        let function = kernel.function();
         let shared = function.entry().dynamic_shared_bytes(block);
         let too_large = || Error::InvalidArgument {
-            what: format!(
-                "{}: n = {n} needs more than 2^32 blocks of {block}",
-                symbol()
-            ),
+            what: format!("`{symbol}`: n = {n} needs more than 2^32 blocks of {block}"),
         };
-        let config = match variant {
-            V::Naive | V::Shared | V::Weighted => {
+        let config = match grid {
+            StencilGrid::PerElement => {
                 LaunchConfig::per_element(n, block, shared).ok_or_else(too_large)?
             }
-            V::Fast => {
+            StencilGrid::ResidentTiles => {
                 let lanes = 16 / size_of::<T>();
                 let tile = block as usize * STENCIL_FAST_VECTORS_PER_THREAD * lanes;
                 let tiles = (n + 2 * lanes).div_ceil(tile);
@@ -276,7 +290,6 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         function.validate(check)?;
         Ok(Self {
             gpu,
-            variant,
             boundary,
             n,
             input: input.as_device_ptr(),
@@ -287,13 +300,8 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         })
     }
 
-    /// The variant.
-    pub fn variant(&self) -> StencilVariant {
-        self.variant
-    }
-
     /// The PTX entry point.
-    pub fn symbol(&self) -> &str {
+    pub fn symbol(&self) -> &'static str {
         self.kernel.function().symbol()
     }
 
@@ -319,7 +327,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         }
         let (input, output, n, boundary) = (self.input, self.output, self.n, self.boundary.code());
         // SAFETY: `input` and `output` are `n`-element device slices that do not overlap (see
-        // `new`), and the configuration was validated for this kernel.
+        // `with_kernel`), and the configuration was validated for this kernel.
         self.gpu.ordered(stream, || unsafe {
             match &self.kernel {
                 StencilKernel::Sum(k) => {
@@ -334,14 +342,10 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
 
     /// Waits for the kernel; an execution error names it and its configuration.
     pub fn finish(&self) -> Result<()> {
-        self.gpu.make_current()?;
-        self.gpu.wait_for_stream(
-            self.gpu.stream(),
-            Some(&KernelLaunch {
-                kernel: self.kernel.function().symbol().to_string(),
-                config: self.config,
-            }),
-        )
+        self.gpu.synchronize_launch(&KernelLaunch {
+            kernel: self.symbol().to_string(),
+            config: self.config,
+        })
     }
 
     /// `launch`, then `finish`.
@@ -391,16 +395,7 @@ pub fn apply_into_on<T: Element>(
     taps: &Taps<T>,
     boundary: Boundary,
 ) -> Result<()> {
-    let mut run = StencilRun::new(
-        gpu,
-        V::Fast,
-        taps,
-        boundary,
-        input,
-        output,
-        V::Fast.default_block(),
-    )?;
-    run.launch_on(stream)
+    StencilRun::new(gpu, taps, boundary, input, output)?.launch_on(stream)
 }
 
 /// The stencil of `input` on the GPU with the fast path, into a new device buffer (left on
@@ -415,7 +410,7 @@ pub fn apply_into_on<T: Element>(
 /// # fn main() -> ferrocuda::Result<()> {
 /// let gpu = ferrocuda::Gpu::new(0)?;
 /// let input = gpu.upload(&vec![1.0f32; 1 << 20], "input")?;
-/// // Seed 001's stencil: the sum of the 7 inputs around each output, zero outside the array.
+/// // The notes' stencil: the sum of the 7 inputs around each output, zero outside the array.
 /// let out = stencil::apply(&gpu, &input, &Taps::Sum { radius: 3 }, Boundary::Zero)?;
 /// let host = gpu.download(&out)?;
 /// assert_eq!((host[0], host[3], host[1 << 19]), (4.0, 7.0, 7.0));
@@ -430,82 +425,6 @@ pub fn apply<T: Element>(
     // SAFETY: `T` is an `Element`, valid for every byte pattern; the kernel writes every
     // element (a failed run drops the buffer).
     let mut output = unsafe { gpu.alloc_uninit::<T>(input.len(), "stencil output")? };
-    StencilRun::new(
-        gpu,
-        V::Fast,
-        taps,
-        boundary,
-        input,
-        &mut output,
-        V::Fast.default_block(),
-    )?
-    .run()?;
+    StencilRun::new(gpu, taps, boundary, input, &mut output)?.run()?;
     Ok(output)
-}
-
-/// One variant measured: its launch, event-timed repetitions, and the CPU check of its output
-/// (first run and last timed run).
-#[derive(Clone, Debug)]
-pub struct Measurement {
-    /// The variant.
-    pub variant: StencilVariant,
-    /// The kernel.
-    pub symbol: String,
-    /// Its launch configuration.
-    pub config: LaunchConfig,
-    /// Timing of the kernel alone.
-    pub stats: Stats,
-    /// Bytes moved: input read once plus output written once.
-    pub bytes: u64,
-    /// The check against the CPU.
-    pub check: Check,
-}
-
-/// Runs `variant` once on a poisoned output and checks every element against the CPU stencil
-/// of `host_input` (the same data as `input`), then times `reps` launches (after `warmup`)
-/// and checks the last output again.
-#[allow(clippy::too_many_arguments)]
-pub fn measure<T: Element>(
-    gpu: &Gpu,
-    variant: StencilVariant,
-    taps: &Taps<T>,
-    boundary: Boundary,
-    input: &DeviceSlice<T>,
-    host_input: &[T],
-    block: u32,
-    warmup: usize,
-    reps: usize,
-) -> Result<Measurement> {
-    // SAFETY: `T` is an `Element`, valid for every byte pattern; poisoned right away.
-    let mut output = unsafe { gpu.alloc_uninit::<T>(input.len(), "stencil output")? };
-    gpu.poison_async(&mut output)?;
-    let mut run = StencilRun::new(gpu, variant, taps, boundary, input, &mut output, block)?;
-    let (symbol, config, bytes) = (run.symbol().to_string(), run.config(), run.bytes());
-    run.run()?;
-    let first = check_stencil(host_input, taps, boundary, &gpu.download(&output)?);
-    let mut run = StencilRun::new(gpu, variant, taps, boundary, input, &mut output, block)?;
-    let stats = time_on_stream(gpu, warmup, reps, |_| Ok(()), |_| run.launch())?;
-    run.finish()?;
-    let last = check_stencil(host_input, taps, boundary, &gpu.download(&output)?);
-    let check = Check::first_then_last(first, last);
-    Ok(Measurement {
-        variant,
-        symbol,
-        config,
-        stats,
-        bytes,
-        check,
-    })
-}
-
-/// The coefficients the kernels of `variant` receive by value, if they take any: the given
-/// ones, or all 1 for the weighted kernel running a sum.
-fn kernel_weights<T: Element>(taps: &Taps<T>, variant: StencilVariant) -> Option<Vec<T>> {
-    match (taps, variant) {
-        (Taps::Weighted(w), _) => Some(w.clone()),
-        (Taps::Sum { radius }, StencilVariant::Weighted) => {
-            Some(vec![T::from_f64(1.0); 2 * *radius as usize + 1])
-        }
-        (Taps::Sum { .. }, _) => None,
-    }
 }

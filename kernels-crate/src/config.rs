@@ -2,16 +2,6 @@
 
 pub use ferrocuda_device::config::{WARP_SIZE, warp_mask_for_threads};
 
-/// Threads per block of the smoke kernel.
-pub const SMOKE_BLOCK: u32 = 256;
-
-/// Threads per block of `selftest_shared_static` (its static shared array holds one `u32` each).
-pub const SELFTEST_SHARED_BLOCK: u32 = 256;
-
-/// Blocks of the notes' grid-stride reduction (`GRID_SIZE = 10240`), and the length of the
-/// static partials arrays of `reduce2_static_*`.
-pub const REDUCE_STATIC_GRID: u32 = 10240;
-
 /// 16-byte vectors each thread of the fast reduction loads per tile (bytes in flight per thread:
 /// 16 times this).
 pub const REDUCE_FAST_ITEMS: usize = 4;
@@ -50,18 +40,9 @@ pub const STENCIL_BOUNDARY_PERIODIC: u32 = 2;
 /// 16-byte vectors of outputs each thread of the fast stencil computes per tile.
 pub const STENCIL_FAST_VECTORS_PER_THREAD: usize = 2;
 
-/// Elements of the shared tile of `stencil_1d_shared_*` / `stencil_1d_weighted_*`: the block's
-/// own inputs plus a halo of `radius` on each side (the slide's `BLOCK_SIZE + 2 * RADIUS`).
-pub const fn stencil_shared_tile_len(block: u32, radius: u32) -> u32 {
-    block + 2 * radius
-}
-
 /// 16-byte vectors of the shared tile of `stencil_1d_fast_*` for a block of `block` threads and
 /// elements of `lanes` per vector: the tile's outputs plus both halos and up to `lanes - 1`
 /// elements that align the left halo to a vector boundary.
 pub const fn stencil_fast_tile_vectors(block: u32, radius: u32, lanes: u32) -> u32 {
     block * STENCIL_FAST_VECTORS_PER_THREAD as u32 + (2 * radius + lanes - 1).div_ceil(lanes)
 }
-
-/// Words per lane written by `warp_functions_demo`.
-pub const WARP_DEMO_WORDS: usize = 12;

@@ -1,9 +1,12 @@
 //! # ferrocuda-kernels
 //!
-//! The kernels of ferrocuda, written with its device layer (`ferrocuda-device`, our
+//! The kernels of the ferrocuda library (the fast reductions, the reproducible sum, the fast
+//! stencil), written with its device layer (`ferrocuda-device`, our
 //! `cuda_std`, here under the path `device`). The crate is `no_std` when built for
 //! `nvptx64-nvidia-cuda` (by `ferrocuda-builder`, from the host crate's `build.rs` or `cargo
-//! xtask build-ptx`). On the host it compiles as an ordinary library: [`config`], and for every
+//! xtask build-ptx`). The notes' lessons, the self-tests and the deliberately broken kernels are
+//! another crate, `ferrocuda-lesson-kernels`, so the library's module holds these alone. On the
+//! host it compiles as an ordinary library: [`config`], and for every
 //! kernel its typed handle (see [`entry`]).
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
@@ -23,16 +26,19 @@ pub use ferrocuda_device::shared_array;
 #[cfg(target_arch = "nvptx64")]
 pub use ferrocuda_device as device;
 
-pub mod broken;
-
-pub mod lab;
+/// Declares this crate's entry points. On `nvptx64` they are compiled only with the
+/// `entry-points` feature (on by default): a kernel crate that builds on this one's device code
+/// (`ferrocuda-lesson-kernels`, with `default-features = false`) gets a PTX that holds its own
+/// entry points and not these again. On the host the typed handles are always there.
+macro_rules! entry_points {
+    ($($item:item)*) => {
+        $(
+            #[cfg(any(not(target_arch = "nvptx64"), feature = "entry-points"))]
+            $item
+        )*
+    };
+}
 
 pub mod reduce;
 
 pub mod stencil;
-
-pub mod smoke;
-
-pub mod timing;
-
-pub mod selftest;

@@ -39,9 +39,6 @@ impl Element for Meters {
     fn same_bits(self, other: Self) -> bool {
         self.0.to_bits() == other.0.to_bits()
     }
-    fn from_random_bits(bits: u64) -> Self {
-        Meters(bits as f32)
-    }
 }
 
 fn main() {}

@@ -1,6 +1,6 @@
 //! A launch is `unsafe`: the types are checked, the pointers' lengths are the caller's promise.
 use ferrocuda::Gpu;
-use ferrocuda::kernels::smoke::smoke_saxpy;
+use ferrocuda_lessons::kernels::smoke::smoke_saxpy;
 use ferrocuda::LaunchConfig;
 use cust::memory::DevicePointer;
 

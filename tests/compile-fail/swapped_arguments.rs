@@ -1,7 +1,7 @@
 //! The notes' argument order matters: `smoke_saxpy(n, a, x, y, out)` with `a` and `n` swapped
 //! does not compile.
 use ferrocuda::Gpu;
-use ferrocuda::kernels::smoke::smoke_saxpy;
+use ferrocuda_lessons::kernels::smoke::smoke_saxpy;
 use ferrocuda::LaunchConfig;
 use cust::memory::DevicePointer;
 

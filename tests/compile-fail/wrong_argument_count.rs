@@ -1,6 +1,6 @@
 //! `smoke_saxpy` takes five arguments; four do not compile.
 use ferrocuda::Gpu;
-use ferrocuda::kernels::smoke::smoke_saxpy;
+use ferrocuda_lessons::kernels::smoke::smoke_saxpy;
 use ferrocuda::LaunchConfig;
 use cust::memory::DevicePointer;
 

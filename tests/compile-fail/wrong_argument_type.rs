@@ -1,7 +1,7 @@
 //! `smoke_saxpy(n: usize, a: f32, x: *const f32, y: *const f32, out: *mut f32)` given `n` as a
 //! `u32`: the launch does not compile.
 use ferrocuda::Gpu;
-use ferrocuda::kernels::smoke::smoke_saxpy;
+use ferrocuda_lessons::kernels::smoke::smoke_saxpy;
 use ferrocuda::LaunchConfig;
 use cust::memory::DevicePointer;
 

@@ -1,6 +1,6 @@
 //! A device pointer to `i32` where the kernel declares `*const f32` does not compile.
 use ferrocuda::Gpu;
-use ferrocuda::kernels::smoke::smoke_saxpy;
+use ferrocuda_lessons::kernels::smoke::smoke_saxpy;
 use ferrocuda::LaunchConfig;
 use cust::memory::DevicePointer;
 

@@ -89,14 +89,14 @@ pub fn run_gpu_suite(trials: Vec<Trial>) -> ExitCode {
     conclusion.exit_code()
 }
 
-pub use ferrocuda::cpu::{exact_sum_input, random_vec};
+pub use ferrocuda_lessons::cpu::{exact_sum_input, random_vec};
 
 /// The reduction suite's configurations, shared by the GPU suite (`gpu_reduce`) and the CPU
 /// test that proves its oracle rejects wrong answers for each of them (`cpu_oracle`).
 pub mod reduce_suite {
-    use ferrocuda::cpu::SplitMix64;
-    use ferrocuda::reduce::{ReduceVariant, complete_unroll_blocks};
     use ferrocuda::runtime::element::Element;
+    use ferrocuda_lessons::cpu::SplitMix64;
+    use ferrocuda_lessons::reduce::{ReduceVariant, complete_unroll_blocks};
 
     /// Block sizes tried with every variant that accepts them (`complete_unroll` runs its own).
     pub const BLOCKS: [u32; 5] = [64, 128, 256, 512, 1024];

@@ -1,10 +1,10 @@
 //! CPU-only checks: the warp emulator against the notes' table and the PTX ISA rules, launch
 //! arithmetic, statistics, PTX selection. These need no GPU.
 use ferrocuda::LaunchConfig;
-use ferrocuda::cpu::warp::{self, ShflMode};
 use ferrocuda::runtime::gpu::{EMBEDDED_PTX, best_ptx_for};
-use ferrocuda::runtime::timing::Stats;
-use ferrocuda_kernels::config::warp_mask_for_threads;
+use ferrocuda_lessons::cpu::warp::{self, ShflMode};
+use ferrocuda_lessons::kernels::config::warp_mask_for_threads;
+use ferrocuda_lessons::timing::Stats;
 
 /// Seed 000's table: 16 threads, width 8, y = lane within the segment, offset 4.
 #[test]

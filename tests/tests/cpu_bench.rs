@@ -246,7 +246,7 @@ fn a_groups_device_memory_is_its_rotated_inputs_and_outputs() {
         (6 * (64 << 20), 4 * (64 << 20))
     );
     // 16 GiB of f32 with the fast path alone: no scratch copy.
-    cfg.reduce_variants = vec![ferrocuda::reduce::ReduceVariant::Fast];
+    cfg.reduce_variants = vec![ferrocuda_lessons::reduce::ReduceVariant::Fast];
     cfg.stencil_variants.clear();
     assert_eq!(
         group_bytes(l2, &cfg, ElemType::F32, (1 << 32) + 3),

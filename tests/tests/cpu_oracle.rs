@@ -9,14 +9,14 @@
 //! grid-synchronised sum and the notes' two-pass sums. Where the grid depends on the GPU's
 //! occupancy (the fast path, the grid-synchronised sum), every grid from a range of resident
 //! block counts is tried.
-use ferrocuda::cpu::exact::ExactLayout;
-use ferrocuda::cpu::{ReduceReference, book_input};
-use ferrocuda::reduce::{ReduceOp, ReduceVariant, rounding_depth};
 use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::with_elem_type;
 use ferrocuda_cli::bench::api::api_input;
 use ferrocuda_cli::bench::report::BenchConfig;
-use ferrocuda_kernels::config::{REDUCE_FAST_ITEMS, REDUCE_STATIC_GRID};
+use ferrocuda_lessons::cpu::exact::ExactLayout;
+use ferrocuda_lessons::cpu::{ReduceReference, book_input};
+use ferrocuda_lessons::kernels::config::{REDUCE_FAST_ITEMS, REDUCE_STATIC_GRID};
+use ferrocuda_lessons::reduce::{ReduceOp, ReduceVariant, rounding_depth};
 use ferrocuda_tests::exact_sum_input;
 use ferrocuda_tests::reduce_suite::{
     PATTERN_SIZES, POOL_LEN, alternating_pool, blocks, constant_pool, exact_pool_seed, sizes,

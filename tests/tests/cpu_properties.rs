@@ -2,12 +2,12 @@
 //! runner's defaults; a failure prints the minimal case to replay), and the messages of the
 //! errors a GPU machine cannot easily produce on demand.
 use ferrocuda::LaunchConfig;
-use ferrocuda::cpu::warp::{ShflMode, shfl_source};
-use ferrocuda::kernels::config::STENCIL_FAST_VECTORS_PER_THREAD;
-use ferrocuda::reduce::ReduceVariant;
-use ferrocuda::runtime::kernel::entry_points;
 use ferrocuda::{DeviceProps, Error};
 use ferrocuda_cli::args::parse_count;
+use ferrocuda_lessons::all_entry_points as entry_points;
+use ferrocuda_lessons::cpu::warp::{ShflMode, shfl_source};
+use ferrocuda_lessons::kernels::config::STENCIL_FAST_VECTORS_PER_THREAD;
+use ferrocuda_lessons::reduce::ReduceVariant;
 use proptest::prelude::*;
 
 proptest! {

@@ -1,10 +1,10 @@
 //! CPU-only checks of what the reduction suite stands on: element counts from the command line,
 //! the variants' metadata (names, supported types, operations and block sizes), the
 //! reference check with its stated float bound, and the compensated sum behind it.
-use ferrocuda::cpu::{ReduceReference, SplitMix64, compensated_sum};
-use ferrocuda::reduce::{ReduceOp, ReduceVariant as V, complete_unroll_blocks};
 use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda_cli::args::parse_count;
+use ferrocuda_lessons::cpu::{ReduceReference, SplitMix64, compensated_sum};
+use ferrocuda_lessons::reduce::{ReduceOp, ReduceVariant as V, complete_unroll_blocks};
 
 #[test]
 fn parse_count_reads_plain_numbers_powers_shifts_and_offsets() {
@@ -301,9 +301,9 @@ fn compensated_sum_is_within_rounding_of_the_exact_sum_where_naive_summation_is_
 }
 
 mod reproducible_order {
-    use ferrocuda::cpu::SplitMix64;
-    use ferrocuda::cpu::reproducible::{chunk_sums, sum_reproducible};
-    use ferrocuda::kernels::config::reduce_repro_chunk;
+    use ferrocuda_lessons::cpu::SplitMix64;
+    use ferrocuda_lessons::cpu::reproducible::{chunk_sums, sum_reproducible};
+    use ferrocuda_lessons::kernels::config::reduce_repro_chunk;
 
     fn random_f32(n: usize, seed: u64) -> Vec<f32> {
         let mut rng = SplitMix64::new(seed);
@@ -358,7 +358,7 @@ mod reproducible_order {
     #[test]
     fn its_error_is_within_the_bound_of_a_tree_of_depth_log2_n() {
         let x = random_f32(1_000_003, 9);
-        let exact: f64 = ferrocuda::cpu::compensated_sum(x.iter().map(|&v| v as f64));
+        let exact: f64 = ferrocuda_lessons::cpu::compensated_sum(x.iter().map(|&v| v as f64));
         let abs: f64 = x.iter().map(|v| v.abs() as f64).sum();
         let got = sum_reproducible(&x) as f64;
         assert!(
@@ -374,15 +374,14 @@ mod reproducible_order {
 /// references equal one pass where their parts combine exactly.
 #[test]
 fn parallel_inputs_and_references_equal_one_sequential_pass() {
-    use ferrocuda::cpu::parallel::Split;
-    use ferrocuda::cpu::reproducible::chunk_sums;
-    use ferrocuda::cpu::{generate, random_vec};
-    use ferrocuda::runtime::element::Element;
+    use ferrocuda_lessons::cpu::parallel::Split;
+    use ferrocuda_lessons::cpu::reproducible::chunk_sums;
+    use ferrocuda_lessons::cpu::{generate, random_vec};
     let n = 5 * (1 << 16) + 3;
     let mut rng = SplitMix64::new(7);
     let bits: Vec<u64> = (0..n).map(|_| rng.next_u64()).collect();
     let idx: Vec<u32> = (0..n as u32).collect();
-    let chunk = ferrocuda::kernels::config::reduce_repro_chunk(4);
+    let chunk = ferrocuda_lessons::kernels::config::reduce_repro_chunk(4);
     let mut part_counts = Vec::new();
     for threads in 1..=7 {
         let split = Split::with_threads(threads);
@@ -391,11 +390,10 @@ fn parallel_inputs_and_references_equal_one_sequential_pass() {
         let (last, full) = parts.split_last().unwrap();
         assert!(!last.is_empty() && full.iter().all(|p| p.len() % chunk == 0));
         part_counts.push(parts.len());
-        let got = generate(split, n, 7, f32::from_random_bits);
+        let got = generate(split, n, 7, ferrocuda_lessons::cpu::from_random_bits::<f32>);
         assert!(
-            got.iter()
-                .zip(&bits)
-                .all(|(g, &b)| g.to_bits() == f32::from_random_bits(b).to_bits()),
+            got.iter().zip(&bits).all(|(g, &b)| g.to_bits()
+                == ferrocuda_lessons::cpu::from_random_bits::<f32>(b).to_bits()),
             "{threads} threads"
         );
         let mut starts = vec![0u32; n];
@@ -457,7 +455,7 @@ fn parallel_inputs_and_references_equal_one_sequential_pass() {
 /// The levels of the reproducible order, as the bench labels them (`chunks 32768+4+1`).
 #[test]
 fn the_reproducible_order_has_one_level_per_launch() {
-    use ferrocuda::cpu::reproducible::chunks_per_level;
+    use ferrocuda_lessons::cpu::reproducible::chunks_per_level;
     assert_eq!(chunks_per_level::<f32>(0), Vec::<usize>::new());
     assert_eq!(chunks_per_level::<f32>(1), vec![1]);
     assert_eq!(chunks_per_level::<f32>(8192), vec![1]);

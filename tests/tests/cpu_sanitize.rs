@@ -1,6 +1,6 @@
 //! The parser of compute-sanitizer's reports, on text in the formats the tools print.
-use ferrocuda::kernels::{broken, reduce};
 use ferrocuda_cli::sanitize::parse_report;
+use ferrocuda_lessons::kernels::{broken, reduce};
 
 /// Two kernels whose names share a prefix, and a broken one: `(cg, cg_vector4, broken)`.
 fn names() -> (&'static str, &'static str, &'static str) {

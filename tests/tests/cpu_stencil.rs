@@ -1,10 +1,10 @@
 //! CPU-only checks of the 1D stencil (一维模板): the CPU reference on hand-computed cases for
 //! every boundary rule (also with inputs shorter than the radius), its check and tolerance,
 //! and the host's variant table (names, symbols, what each variant accepts). No GPU needed.
-use ferrocuda::cpu::{self, StencilPoint};
 use ferrocuda::runtime::element::{ElemType, Element};
-use ferrocuda::stencil::{self, Boundary, StencilVariant, Taps};
-use ferrocuda_kernels::config::STENCIL_RADII;
+use ferrocuda_lessons::cpu::{self, StencilPoint};
+use ferrocuda_lessons::kernels::config::STENCIL_RADII;
+use ferrocuda_lessons::stencil::{self, Boundary, StencilVariant, Taps};
 
 fn sum<T: Element>(x: &[T], radius: u32, boundary: Boundary) -> Vec<T> {
     cpu::stencil(x, &Taps::Sum { radius }, boundary)
@@ -176,9 +176,19 @@ fn every_radius_has_an_instance_of_every_variant_and_no_other_does() {
     let radii = |kernel: fn(usize) -> bool| (0..=64).filter(|&r| kernel(r)).collect::<Vec<_>>();
     let want: Vec<usize> = STENCIL_RADII.iter().map(|&r| r as usize).collect();
     use ferrocuda::kernels::stencil as k;
-    assert_eq!(radii(|r| k::stencil_1d_naive::<i32>(r).is_some()), want);
-    assert_eq!(radii(|r| k::stencil_1d_shared::<f64>(r).is_some()), want);
-    assert_eq!(radii(|r| k::stencil_1d_weighted::<f32>(r).is_some()), want);
+    use ferrocuda_lessons::kernels::stencil as lesson;
+    assert_eq!(
+        radii(|r| lesson::stencil_1d_naive::<i32>(r).is_some()),
+        want
+    );
+    assert_eq!(
+        radii(|r| lesson::stencil_1d_shared::<f64>(r).is_some()),
+        want
+    );
+    assert_eq!(
+        radii(|r| lesson::stencil_1d_weighted::<f32>(r).is_some()),
+        want
+    );
     assert_eq!(radii(|r| k::stencil_1d_fast::<f32>(r).is_some()), want);
     assert_eq!(
         radii(|r| k::stencil_1d_fast_weighted::<f64>(r).is_some()),
@@ -247,10 +257,10 @@ fn taps_radius_and_coefficients() {
 /// (every term through `stencil_source`), for every radius, boundary and position.
 #[test]
 fn stencil_point_equals_the_definition_inside_and_at_the_ends() {
-    use ferrocuda::cpu::{
+    use ferrocuda_lessons::cpu::{
         Boundary, Taps, compensated_sum, random_vec, stencil_point, stencil_source,
     };
-    use ferrocuda::kernels::config::STENCIL_RADII;
+    use ferrocuda_lessons::kernels::config::STENCIL_RADII;
     for n in [1usize, 2, 7, 40, 100] {
         let x: Vec<f64> = random_vec(n, n as u64);
         for radius in STENCIL_RADII {

@@ -7,14 +7,15 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail, ensure};
 use cust::memory::DeviceBuffer;
-use ferrocuda::cpu::warp::{self, ShflMode};
-use ferrocuda::cpu::{self, SplitMix64};
 use ferrocuda::kernels::entry::Entry;
-use ferrocuda::kernels::selftest as k;
-use ferrocuda::kernels::smoke::smoke_saxpy;
 use ferrocuda::runtime::element::Element;
-use ferrocuda::{Error, Gpu, LaunchConfig, smoke};
-use ferrocuda_kernels::config::SELFTEST_SHARED_BLOCK;
+use ferrocuda::{Error, Gpu, LaunchConfig};
+use ferrocuda_lessons::cpu::warp::{self, ShflMode};
+use ferrocuda_lessons::cpu::{self, SplitMix64};
+use ferrocuda_lessons::kernels::config::SELFTEST_SHARED_BLOCK;
+use ferrocuda_lessons::kernels::selftest as k;
+use ferrocuda_lessons::kernels::smoke::smoke_saxpy;
+use ferrocuda_lessons::smoke;
 use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite};
 use libtest_mimic::Trial;
 
@@ -133,7 +134,10 @@ fn masks_for(lanes: u32, rng: &mut SplitMix64) -> Vec<u32> {
 }
 
 fn shuffle_matches_emulator<T: Element>(gpu: &Gpu, mode: ShflMode) -> TestResult {
-    let kernel = gpu.kernel(k::selftest_shfl::<T>().context("no selftest_shfl instance")?)?;
+    let kernel = ferrocuda_lessons::kernel(
+        gpu,
+        k::selftest_shfl::<T>().context("no selftest_shfl instance")?,
+    )?;
     let mut rng = SplitMix64::new(0x5f1 + mode as u64);
     let mut cases = 0;
     for lanes in [32u32, 16, 7] {
@@ -187,7 +191,7 @@ fn shuffle_matches_emulator<T: Element>(gpu: &Gpu, mode: ShflMode) -> TestResult
 }
 
 fn vote_matches_emulator(gpu: &Gpu) -> TestResult {
-    let kernel = gpu.kernel(k::selftest_vote())?;
+    let kernel = ferrocuda_lessons::kernel(gpu, k::selftest_vote())?;
     let mut rng = SplitMix64::new(77);
     for lanes in [32u32, 16, 5, 1] {
         for mask in masks_for(lanes, &mut rng) {
@@ -255,8 +259,10 @@ macro_rules! atomic_float {
 atomic_float!(f32, f64);
 
 fn atomic_add_exact<T: AtomicElement>(gpu: &Gpu) -> TestResult {
-    let kernel =
-        gpu.kernel(k::selftest_atomic_add::<T>().context("no selftest_atomic_add instance")?)?;
+    let kernel = ferrocuda_lessons::kernel(
+        gpu,
+        k::selftest_atomic_add::<T>().context("no selftest_atomic_add instance")?,
+    )?;
     let n: usize = (1 << 20) + 3;
     let mut rng = SplitMix64::new(11);
     let values: Vec<T> = (0..n).map(|_| T::contention_value(&mut rng)).collect();
@@ -281,7 +287,8 @@ fn atomic_add_exact<T: AtomicElement>(gpu: &Gpu) -> TestResult {
 }
 
 fn atomic_min_max<T: Element + Ord>(gpu: &Gpu) -> TestResult {
-    let kernel = gpu.kernel(
+    let kernel = ferrocuda_lessons::kernel(
+        gpu,
         k::selftest_atomic_min_max::<T>().context("no selftest_atomic_min_max instance")?,
     )?;
     for (n, seed) in [(1usize, 1u64), (33, 2), (1 << 20, 3)] {
@@ -311,7 +318,7 @@ fn atomic_min_max<T: Element + Ord>(gpu: &Gpu) -> TestResult {
 }
 
 fn atomic_cas_counter(gpu: &Gpu) -> TestResult {
-    let kernel = gpu.kernel(k::selftest_atomic_cas_counter())?;
+    let kernel = ferrocuda_lessons::kernel(gpu, k::selftest_atomic_cas_counter())?;
     let counter = gpu.upload(&[5u64], "counter")?;
     let config = LaunchConfig::linear(133, 192, 0);
     // SAFETY: one counter.
@@ -339,7 +346,7 @@ fn run_reverse(
     block: u32,
     dynamic_shared: u32,
 ) -> TestResult {
-    let kernel = gpu.kernel(entry)?;
+    let kernel = ferrocuda_lessons::kernel(gpu, entry)?;
     let symbol = entry.symbol();
     let input: Vec<u32> = random_vec(n, n as u64 ^ block as u64);
     let d = gpu.upload(&input, "reverse input")?;
@@ -367,7 +374,7 @@ fn shared_static(gpu: &Gpu) -> TestResult {
             0,
         )?;
     }
-    let attrs = gpu.kernel(k::selftest_shared_static())?.attributes();
+    let attrs = ferrocuda_lessons::kernel(gpu, k::selftest_shared_static())?.attributes();
     ensure!(
         attrs.static_shared_bytes == 4 * SELFTEST_SHARED_BLOCK,
         "static shared bytes: {}",
@@ -392,7 +399,7 @@ fn shared_dynamic(gpu: &Gpu) -> TestResult {
 }
 
 fn sync_predicates(gpu: &Gpu) -> TestResult {
-    let kernel = gpu.kernel(k::selftest_sync_predicates())?;
+    let kernel = ferrocuda_lessons::kernel(gpu, k::selftest_sync_predicates())?;
     let (grid, block) = (7usize, 96usize);
     let mut rng = SplitMix64::new(5);
     let preds: Vec<u32> = (0..grid * block)
@@ -425,7 +432,10 @@ fn sync_predicates(gpu: &Gpu) -> TestResult {
 }
 
 fn tile_matches_emulator(gpu: &Gpu, n: u32) -> TestResult {
-    let kernel = gpu.kernel(k::selftest_tile(n).context("no selftest_tile instance")?)?;
+    let kernel = ferrocuda_lessons::kernel(
+        gpu,
+        k::selftest_tile(n).context("no selftest_tile instance")?,
+    )?;
     for block in [32u32, 64, 96, 48, 128, 1024] {
         let input: Vec<u32> = random_vec::<u32>(block as usize, (block * n) as u64)
             .iter()
@@ -482,7 +492,7 @@ fn tile_matches_emulator(gpu: &Gpu, n: u32) -> TestResult {
 }
 
 fn indices_3d(gpu: &Gpu) -> TestResult {
-    let kernel = gpu.kernel(k::selftest_indices_3d())?;
+    let kernel = ferrocuda_lessons::kernel(gpu, k::selftest_indices_3d())?;
     let config = LaunchConfig {
         grid: [2, 3, 2],
         block: [4, 2, 3],
@@ -517,7 +527,7 @@ fn indices_3d(gpu: &Gpu) -> TestResult {
 }
 
 fn grid_stride_copy(gpu: &Gpu) -> TestResult {
-    let kernel = gpu.kernel(k::selftest_grid_stride_copy())?;
+    let kernel = ferrocuda_lessons::kernel(gpu, k::selftest_grid_stride_copy())?;
     for (n, grid, block) in [
         (0usize, 1u32, 32u32),
         (1, 3, 64),
@@ -543,7 +553,7 @@ fn grid_stride_copy(gpu: &Gpu) -> TestResult {
 }
 
 fn vector_copy(gpu: &Gpu) -> TestResult {
-    let kernel = gpu.kernel(k::selftest_vector_copy_f32())?;
+    let kernel = ferrocuda_lessons::kernel(gpu, k::selftest_vector_copy_f32())?;
     let n_vectors = 250_001usize;
     let input: Vec<f32> = random_vec(4 * n_vectors, 9);
     let d = gpu.upload(&input, "vector input")?;
@@ -566,7 +576,7 @@ fn vector_copy(gpu: &Gpu) -> TestResult {
 }
 
 fn last_block_sum(gpu: &Gpu) -> TestResult {
-    let kernel = gpu.kernel(k::selftest_last_block_sum())?;
+    let kernel = ferrocuda_lessons::kernel(gpu, k::selftest_last_block_sum())?;
     for scope in [0u32, 1] {
         for n in [1usize, 256, 257, 1 << 20] {
             let block = 256u32;

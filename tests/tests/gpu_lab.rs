@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::ensure;
 use ferrocuda::Gpu;
-use ferrocuda::lab::{self, WARP_DEMO_COLUMNS, WarpDemo};
-use ferrocuda::occupancy;
+use ferrocuda_lessons::lab::{self, WARP_DEMO_COLUMNS, WarpDemo};
+use ferrocuda_lessons::occupancy;
 use ferrocuda_tests::{TestResult, gpu_test, run_gpu_suite};
 
 fn main() -> ExitCode {
@@ -115,7 +115,7 @@ fn divergence_results(gpu: &Gpu) -> TestResult {
 
 fn occupancy_everywhere(gpu: &Gpu) -> TestResult {
     let mut rows = 0;
-    for kernel in ferrocuda::runtime::kernel::entry_points() {
+    for kernel in ferrocuda_lessons::all_entry_points() {
         for block in (32..=1024).step_by(32) {
             let o = occupancy::occupancy(gpu, kernel, block)?;
             ensure!(

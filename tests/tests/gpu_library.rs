@@ -5,14 +5,14 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, anyhow, ensure};
-use ferrocuda::cpu::{ReduceReference, check_stencil};
 use ferrocuda::cust::memory::DeviceSlice;
 use ferrocuda::cust::stream::{Stream, StreamFlags};
-use ferrocuda::kernels::smoke::smoke_saxpy;
-use ferrocuda::reduce::{self, ReduceOp, ReducePlan, ReduceRun, ReduceVariant};
 use ferrocuda::runtime::element::Element;
 use ferrocuda::stencil::{self, Boundary, Taps};
 use ferrocuda::{Error, Gpu, LaunchConfig};
+use ferrocuda_lessons::cpu::{ReduceReference, check_stencil};
+use ferrocuda_lessons::kernels::smoke::smoke_saxpy;
+use ferrocuda_lessons::reduce::{self, ReduceOp, ReducePlan, ReduceRun, ReduceVariant};
 use ferrocuda_tests::{TestResult, exact_sum_input, gpu_test, random_vec, run_gpu_suite};
 
 fn main() -> ExitCode {
@@ -172,7 +172,7 @@ fn device_result_chained(gpu: &Gpu) -> TestResult {
     plan.run_to_device(&d, &mut total)?;
     let y = gpu.upload(&[1.0f32], "y")?;
     let out = gpu.alloc::<f32>(1, "saxpy out")?;
-    let saxpy = gpu.kernel(smoke_saxpy())?;
+    let saxpy = ferrocuda_lessons::kernel(gpu, smoke_saxpy())?;
     let config = LaunchConfig::per_element(1, 32, 0).context("a grid")?;
     // SAFETY: `total`, `y` and `out` hold one element each.
     unsafe {
@@ -351,7 +351,7 @@ fn apply_into_checks(gpu: &Gpu) -> TestResult {
 /// barrier needs no reset); a grid one block larger than can be resident, and an ordinary
 /// launch of a grid-synchronised kernel, are refused with errors that say why.
 fn grid_sync_launches(gpu: &Gpu) -> TestResult {
-    use ferrocuda::kernels::reduce::reduce_grid_sync;
+    use ferrocuda_lessons::kernels::reduce::reduce_grid_sync;
     for n in [1usize, 31, 4099, (1 << 20) + 3, (1 << 24) + 1] {
         let host = random_vec::<i64>(n, n as u64);
         let x = gpu.upload(&host, "grid sync input")?;
@@ -363,7 +363,8 @@ fn grid_sync_launches(gpu: &Gpu) -> TestResult {
             ensure!(got == want, "n = {n}: {got} vs {want}");
         }
     }
-    let kernel = gpu.kernel(reduce_grid_sync::<f32>().context("f32 instance")?)?;
+    let kernel =
+        ferrocuda_lessons::kernel(gpu, reduce_grid_sync::<f32>().context("f32 instance")?)?;
     let resident = kernel.max_active_blocks_per_sm(256, 0)? * gpu.props().sm_count;
     let x = gpu.upload(&vec![1.0f32; 1000], "x")?;
     let partials = gpu.alloc::<f32>(resident as usize + 1, "partials")?;
@@ -441,7 +442,7 @@ fn grid_sync_launches(gpu: &Gpu) -> TestResult {
 /// its own declared memory (for the stencil with R = 16 whose tile grows with the block, and
 /// for a kernel that declares none).
 fn suggested_block_with_declared_shared(gpu: &Gpu) -> TestResult {
-    use ferrocuda::kernels::stencil::stencil_1d_shared;
+    use ferrocuda_lessons::kernels::stencil::stencil_1d_shared;
     let entries = [
         stencil_1d_shared::<f64>(16)
             .context("stencil instance")?
@@ -449,7 +450,7 @@ fn suggested_block_with_declared_shared(gpu: &Gpu) -> TestResult {
         smoke_saxpy().info(),
     ];
     for entry in entries {
-        let kernel = gpu.kernel_info(entry)?;
+        let kernel = ferrocuda_lessons::kernel_info(gpu, entry)?;
         let (_, suggested) = kernel.suggested_block_size_declared()?;
         let warps = |b: u32| -> anyhow::Result<u32> {
             Ok(kernel.max_active_blocks_per_sm(b, entry.dynamic_shared_bytes(b))? * b.div_ceil(32))
@@ -472,7 +473,7 @@ fn suggested_block_with_declared_shared(gpu: &Gpu) -> TestResult {
 /// operations takes at least as long as the longer one alone). How much overlaps is measured
 /// by `ferrocuda streams`, not asserted here.
 fn streams_and_events(gpu: &Gpu) -> TestResult {
-    let r = ferrocuda::lab::stream_overlap(gpu, (1 << 22) + 5, 4, 3)?;
+    let r = ferrocuda_lessons::lab::stream_overlap(gpu, (1 << 22) + 5, 4, 3)?;
     ensure!(r.correct, "the copy or the stencil output is wrong");
     let longer = r.copy_s.max(r.kernel_s);
     ensure!(

@@ -1,5 +1,5 @@
 //! GPU tests of the reductions: every variant of the notes and the library's fast path,
-//! against the CPU references of `ferrocuda::cpu`.
+//! against the CPU references of `ferrocuda_lessons::cpu`.
 //!
 //! - Every [`ReduceVariant`] x every element type it supports x the sizes 1, 2, 31, 32, 33,
 //!   1000, block - 1, block, block + 1, 8 * block + 5, 2^20 + 3 and 2^24 x the block sizes 64,
@@ -11,12 +11,12 @@
 //!
 //! The oracle is [`ReduceReference::check`]. Integer sums (wrapping, as the kernels compute
 //! them), `min` and `max` must equal the CPU's bit for bit. So must every float sum of the
-//! sweep: its floats are exactly summable (`ferrocuda::cpu::exact`: non-negative integers whose
+//! sweep: its floats are exactly summable (`ferrocuda_lessons::cpu::exact`: non-negative integers whose
 //! total stays within `2^EXACT_INT_BITS`, a non-zero value in every aligned group of four), so every
 //! order of addition gives the exact sum, and a block missing or counted twice, a zero or a
 //! doubled sum all differ from it. Only the constant `0.1` input and the reproducibility tests'
 //! uniform `[-1, 1)` input are checked against a rounding bound, `(depth + 2) * eps * sum(|x|)`
-//! with `depth` from [`ferrocuda::reduce::rounding_depth`], counted from the variant's actual
+//! with `depth` from [`ferrocuda_lessons::reduce::rounding_depth`], counted from the variant's actual
 //! order; the atomic-finish variants, whose bound is too loose to catch a missing block, get no
 //! such input. `cpu_oracle`'s oracle-rejection test proves, for every configuration here, that
 //! the check rejects the four wrong answers.
@@ -40,10 +40,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context, bail, ensure};
 use cust::memory::{DeviceBuffer, DeviceSlice};
-use ferrocuda::cpu::{ReduceReference, SplitMix64};
-use ferrocuda::reduce::{self, ReduceOp, ReduceRun, ReduceVariant};
 use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::{Error, Gpu, with_elem_type};
+use ferrocuda_lessons::cpu::{ReduceReference, SplitMix64};
+use ferrocuda_lessons::reduce::{self, ReduceOp, ReduceRun, ReduceVariant};
 use ferrocuda_tests::reduce_suite::{
     LARGEST, PATTERN_SIZES, POOL_LEN, alternating_pool, blocks, constant_pool, exact_pool_seed,
     seed, sizes,

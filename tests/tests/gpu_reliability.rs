@@ -4,10 +4,11 @@
 use std::process::ExitCode;
 
 use anyhow::{anyhow, ensure};
-use ferrocuda::cpu::{ReduceReference, check_stencil};
-use ferrocuda::reduce::{self, ReduceOp, ReduceRun, ReduceVariant};
-use ferrocuda::stencil::{self, Boundary, StencilVariant, Taps};
-use ferrocuda::{Gpu, cpu::SplitMix64};
+use ferrocuda::Gpu;
+use ferrocuda_lessons::cpu::SplitMix64;
+use ferrocuda_lessons::cpu::{ReduceReference, check_stencil};
+use ferrocuda_lessons::reduce::{self, ReduceOp, ReduceRun, ReduceVariant};
+use ferrocuda_lessons::stencil::{self, Boundary, StencilVariant, Taps};
 use ferrocuda_tests::{TestResult, exact_sum_input, gpu_test, random_vec, run_gpu_suite};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -70,7 +71,7 @@ fn two_threads(gpu: &Gpu) -> TestResult {
                         let out =
                             gpu.download(&stencil::apply(gpu, &dy, &taps, Boundary::Periodic)?)?;
                         ensure!(
-                            out == ferrocuda::cpu::stencil(&y, &taps, Boundary::Periodic),
+                            out == ferrocuda_lessons::cpu::stencil(&y, &taps, Boundary::Periodic),
                             "thread {t} round {round}: stencil differs"
                         );
                     }

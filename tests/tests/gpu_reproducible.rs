@@ -5,10 +5,12 @@ use std::process::ExitCode;
 
 use anyhow::{Context, ensure};
 // `same`: bit equality, with any NaN equal to any NaN (the payload is the device's).
-use ferrocuda::cpu::reproducible::{Reproducible, same_sum as same, sum_reproducible as cpu_sum};
 use ferrocuda::cust::memory::DeviceSlice;
 use ferrocuda::reduce;
 use ferrocuda::{Error, Gpu};
+use ferrocuda_lessons::cpu::reproducible::{
+    Reproducible, same_sum as same, sum_reproducible as cpu_sum,
+};
 use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite};
 
 fn main() -> ExitCode {
@@ -88,7 +90,7 @@ fn every_size(gpu: &Gpu) -> TestResult {
 /// mixed, subnormals, negative zeros, infinities.
 fn adversarial(gpu: &Gpu) -> TestResult {
     let n = (1 << 20) + 77;
-    let mut rng = ferrocuda::cpu::SplitMix64::new(7);
+    let mut rng = ferrocuda_lessons::cpu::SplitMix64::new(7);
     let cancel: Vec<f32> = (0..n)
         .map(|i| match i % 3 {
             0 => 1e30,

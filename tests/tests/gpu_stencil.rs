@@ -1,5 +1,5 @@
 //! GPU tests of the 1D stencil (一维模板, issue 4): every [`StencilVariant`] against the CPU
-//! stencil of `ferrocuda::cpu`.
+//! stencil of `ferrocuda_lessons::cpu`.
 //!
 //! - One trial per element type x taps (the sum; coefficients for `f32` and `f64`) x radius
 //!   (1, 2, 3, 4, 8, 16) x boundary (zero, clamp, periodic). Each runs every variant that
@@ -37,11 +37,11 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail, ensure};
 use cust::memory::{CopyDestination, DeviceBuffer, DeviceSlice};
-use ferrocuda::cpu::{self, SplitMix64, StencilPoint};
 use ferrocuda::runtime::element::{ElemType, Element};
-use ferrocuda::stencil::{self, Boundary, StencilRun, StencilVariant, Taps};
 use ferrocuda::{Error, Gpu, with_elem_type};
-use ferrocuda_kernels::config::STENCIL_RADII;
+use ferrocuda_lessons::cpu::{self, SplitMix64, StencilPoint};
+use ferrocuda_lessons::kernels::config::STENCIL_RADII;
+use ferrocuda_lessons::stencil::{self, Boundary, StencilRun, StencilVariant, Taps};
 use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite};
 
 fn main() -> ExitCode {

@@ -1,10 +1,35 @@
-//! The embedded PTX, checked without a GPU: the declared kernels (`#[kernel]`) are exactly the
-//! entry points of every architecture's PTX, and kernels that use shared memory reach it with `ld.shared` /
-//! `st.shared` rather than generic loads and stores.
+//! The embedded PTX, checked without a GPU: the kernels each crate declares (`#[kernel]`) are
+//! exactly the entry points of every architecture of its PTX (the library's holds no lesson,
+//! the lessons' no library kernel), and kernels that use shared memory reach it with
+//! `ld.shared` / `st.shared` rather than generic loads and stores.
+use ferrocuda::EmbeddedPtx;
 use ferrocuda::kernels as k;
 use ferrocuda::kernels::entry::EntryInfo;
 use ferrocuda::runtime::gpu::EMBEDDED_PTX;
-use ferrocuda::runtime::kernel::entry_points;
+use ferrocuda_lessons::LESSON_PTX;
+use ferrocuda_lessons::kernels as lesson;
+
+/// Each PTX table with the entry points its crate declares: the library's, the lessons'.
+fn tables() -> [(&'static [EmbeddedPtx], Vec<&'static EntryInfo>); 2] {
+    [
+        (EMBEDDED_PTX, ferrocuda::runtime::kernel::entry_points()),
+        (LESSON_PTX, ferrocuda_lessons::entry_points()),
+    ]
+}
+
+/// Every declared entry point, of both crates.
+fn entry_points() -> Vec<&'static EntryInfo> {
+    tables().into_iter().flat_map(|(_, e)| e).collect()
+}
+
+/// The PTX table of the crate that declares `symbol`.
+fn ptx_of(symbol: &str) -> &'static [EmbeddedPtx] {
+    tables()
+        .into_iter()
+        .find(|(_, entries)| entries.iter().any(|e| e.symbol == symbol))
+        .unwrap_or_else(|| panic!("{symbol} is declared by neither crate"))
+        .0
+}
 
 /// The body of `.entry name` in `ptx`, if present.
 fn entry_body<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
@@ -16,41 +41,51 @@ fn entry_body<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
 
 #[test]
 fn every_declared_kernel_is_an_entry_of_every_ptx_and_nothing_else_is() {
-    let declared: Vec<&str> = entry_points().iter().map(|e| e.symbol).collect();
+    let [(library, library_entries), (lessons, lesson_entries)] = tables();
+    // The library's module holds its own kernels only: the fast reductions, the reproducible
+    // sum and the fast stencils (51 entry points), none of the lessons' (185).
     assert!(
-        declared.len() > 200,
-        "{} declared entry points",
-        declared.len()
+        (40..100).contains(&library_entries.len()),
+        "{} library entry points",
+        library_entries.len()
     );
-    for ptx in EMBEDDED_PTX {
-        assert!(
-            ptx.source.contains(&format!(".target {}", ptx.arch)),
-            "{} PTX has the wrong target",
-            ptx.arch
-        );
-        let missing: Vec<&&str> = declared
-            .iter()
-            .filter(|s| entry_body(ptx.source, s).is_none())
-            .collect();
-        assert!(
-            missing.is_empty(),
-            "{}: missing entries {missing:?}",
-            ptx.arch
-        );
-        let undeclared: Vec<&str> = ptx
-            .source
-            .match_indices(".visible .entry ")
-            .map(|(i, m)| {
-                let name = &ptx.source[i + m.len()..];
-                &name[..name.find('(').unwrap()]
-            })
-            .filter(|s| !declared.contains(s))
-            .collect();
-        assert!(
-            undeclared.is_empty(),
-            "{}: entries without a declaration {undeclared:?}",
-            ptx.arch
-        );
+    assert!(
+        lesson_entries.len() > 150,
+        "{} lesson entry points",
+        lesson_entries.len()
+    );
+    for (table, entries) in [(library, library_entries), (lessons, lesson_entries)] {
+        let declared: Vec<&str> = entries.iter().map(|e| e.symbol).collect();
+        for ptx in table {
+            assert!(
+                ptx.source.contains(&format!(".target {}", ptx.arch)),
+                "{} PTX has the wrong target",
+                ptx.arch
+            );
+            let missing: Vec<&&str> = declared
+                .iter()
+                .filter(|s| entry_body(ptx.source, s).is_none())
+                .collect();
+            assert!(
+                missing.is_empty(),
+                "{}: missing entries {missing:?}",
+                ptx.arch
+            );
+            let undeclared: Vec<&str> = ptx
+                .source
+                .match_indices(".visible .entry ")
+                .map(|(i, m)| {
+                    let name = &ptx.source[i + m.len()..];
+                    &name[..name.find('(').unwrap()]
+                })
+                .filter(|s| !declared.contains(s))
+                .collect();
+            assert!(
+                undeclared.is_empty(),
+                "{}: entries without a declaration {undeclared:?}",
+                ptx.arch
+            );
+        }
     }
 }
 
@@ -78,8 +113,10 @@ fn generic_accesses(body: &str) -> Vec<&str> {
 /// The 1D stencil kernels that stage their input in a shared tile.
 fn stencil_shared_tile_kernels() -> Vec<&'static EntryInfo> {
     [
-        k::stencil::stencil_1d_shared::<f32>(3).unwrap().info(),
-        k::stencil::stencil_1d_weighted::<f32>(3).unwrap().info(),
+        lesson::stencil::stencil_1d_shared::<f32>(3).unwrap().info(),
+        lesson::stencil::stencil_1d_weighted::<f32>(3)
+            .unwrap()
+            .info(),
         k::stencil::stencil_1d_fast::<f32>(3).unwrap().info(),
         k::stencil::stencil_1d_fast_weighted::<f32>(3)
             .unwrap()
@@ -93,15 +130,15 @@ fn stencil_shared_tile_kernels() -> Vec<&'static EntryInfo> {
 #[test]
 fn shared_memory_kernels_use_ld_st_shared_only() {
     let mut shared_kernels: Vec<&str> = [
-        k::selftest::selftest_shared_static().symbol(),
-        k::selftest::selftest_shared_dynamic().symbol(),
-        k::selftest::selftest_last_block_sum().symbol(),
-        k::selftest::selftest_sync_predicates().symbol(),
+        lesson::selftest::selftest_shared_static().symbol(),
+        lesson::selftest::selftest_shared_dynamic().symbol(),
+        lesson::selftest::selftest_last_block_sum().symbol(),
+        lesson::selftest::selftest_sync_predicates().symbol(),
     ]
     .to_vec();
     shared_kernels.extend(stencil_shared_tile_kernels().iter().map(|e| e.symbol));
-    for ptx in EMBEDDED_PTX {
-        for k in &shared_kernels {
+    for k in &shared_kernels {
+        for ptx in ptx_of(k) {
             let body =
                 entry_body(ptx.source, k).unwrap_or_else(|| panic!("{k} missing in {}", ptx.arch));
             assert!(
@@ -116,8 +153,13 @@ fn shared_memory_kernels_use_ld_st_shared_only() {
                 ptx.arch
             );
         }
-        let reverse =
-            entry_body(ptx.source, k::selftest::selftest_shared_static().symbol()).unwrap();
+    }
+    for ptx in LESSON_PTX {
+        let reverse = entry_body(
+            ptx.source,
+            lesson::selftest::selftest_shared_static().symbol(),
+        )
+        .unwrap();
         assert!(
             reverse.contains("st.shared") && reverse.contains("ld.shared"),
             "{}: no shared access",
@@ -128,9 +170,12 @@ fn shared_memory_kernels_use_ld_st_shared_only() {
 
 #[test]
 fn vector_copy_uses_16_byte_accesses() {
-    for ptx in EMBEDDED_PTX {
-        let body =
-            entry_body(ptx.source, k::selftest::selftest_vector_copy_f32().symbol()).unwrap();
+    for ptx in LESSON_PTX {
+        let body = entry_body(
+            ptx.source,
+            lesson::selftest::selftest_vector_copy_f32().symbol(),
+        )
+        .unwrap();
         assert!(
             body.contains("ld.global.v4") && body.contains("st.global.v4"),
             "{}: {body}",
@@ -150,8 +195,10 @@ fn stencil_kernels_use_16_byte_global_and_shared_accesses() {
             .info(),
     ];
     let textbook = [
-        k::stencil::stencil_1d_shared::<f32>(3).unwrap().info(),
-        k::stencil::stencil_1d_weighted::<f32>(3).unwrap().info(),
+        lesson::stencil::stencil_1d_shared::<f32>(3).unwrap().info(),
+        lesson::stencil::stencil_1d_weighted::<f32>(3)
+            .unwrap()
+            .info(),
     ];
     for ptx in EMBEDDED_PTX {
         for k in fast.into_iter().flat_map(instances_of).map(|e| e.symbol) {
@@ -169,6 +216,8 @@ fn stencil_kernels_use_16_byte_global_and_shared_accesses() {
                 );
             }
         }
+    }
+    for ptx in LESSON_PTX {
         for k in textbook
             .into_iter()
             .flat_map(instances_of)

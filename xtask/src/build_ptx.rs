@@ -1,10 +1,11 @@
-//! `cargo xtask build-ptx`: compiles the kernels crate to one PTX file per GPU architecture,
-//! with `ferrocuda-builder` (the same builder the host crate's `build.rs` runs, sharing its
-//! nested target directory, so whichever runs second finds the work done).
+//! `cargo xtask build-ptx`: compiles the kernel crates (the library's, `kernels-crate/`, and
+//! the lessons', `kernels-crate/lessons/`) to one PTX file per GPU architecture each, with
+//! `ferrocuda-builder` (the same builder the host crates' `build.rs` run, sharing their nested
+//! target directories, so whichever runs second finds the work done).
 //!
-//! Results land in `target/ptx/<arch>.ptx`, for `ptx-check` and `gpu-bundle`, described by
-//! `target/ptx/manifest.txt`, one line per architecture with its file, relative to the
-//! manifest:
+//! Results land in `target/ptx/<arch>.ptx` (the library's) and `target/ptx/lessons/<arch>.ptx`,
+//! for `ptx-check` and `gpu-bundle`, each directory described by its `manifest.txt`, one line
+//! per architecture with its file, relative to the manifest:
 //!
 //! ```text
 //! arch sm_70 sm_70.ptx
@@ -18,8 +19,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use ferrocuda_builder::{ARCHS, PtxBuilder, write_atomically};
 
-/// The kernels crate, relative to the workspace root.
-const KERNELS_DIR: &str = "kernels-crate";
+/// The kernel crates, relative to the workspace root, each with the directory its PTX goes to
+/// under [`ptx_dir`].
+const KERNEL_CRATES: [(&str, &str); 2] =
+    [("kernels-crate", ""), ("kernels-crate/lessons", "lessons")];
 
 /// What `build-ptx` builds; the default is every architecture, release.
 #[derive(Default)]
@@ -30,19 +33,43 @@ pub struct Options {
 
 pub use ferrocuda_builder::is_arch;
 
-/// Where `build-ptx` leaves its results.
+/// Where `build-ptx` leaves its results: the library's PTX, with the lessons' in a
+/// subdirectory (see [`ptx_dirs`]).
 pub fn ptx_dir(root: &Path) -> PathBuf {
     root.join("target/ptx")
 }
 
-/// Builds the PTX and writes the manifest; returns the architectures built.
+/// The directory of each kernel crate's PTX: the library's, then the lessons'.
+pub fn ptx_dirs(root: &Path) -> Vec<PathBuf> {
+    KERNEL_CRATES
+        .iter()
+        .map(|(_, sub)| ptx_dir(root).join(sub))
+        .collect()
+}
+
+/// Builds the PTX of every kernel crate and writes their manifests; returns the architectures
+/// built.
 pub fn run(root: &Path, options: &Options) -> Result<Vec<String>> {
     let archs: Vec<String> = if options.archs.is_empty() {
         ARCHS.iter().map(|arch| arch.to_string()).collect()
     } else {
         options.archs.clone()
     };
-    let out_dir = ptx_dir(root);
+    let mut built = Vec::new();
+    for (crate_dir, sub) in KERNEL_CRATES {
+        built = build_crate(root, crate_dir, &ptx_dir(root).join(sub), &archs)?;
+    }
+    Ok(built)
+}
+
+/// Builds the PTX of the kernel crate in `crate_dir` into `out_dir` and writes its manifest.
+fn build_crate(
+    root: &Path,
+    crate_dir: &str,
+    out_dir: &Path,
+    archs: &[String],
+) -> Result<Vec<String>> {
+    let out_dir = out_dir.to_path_buf();
     fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     // Until the new manifest is written there is none: a build that fails halfway leaves
     // nothing that `ptx-check` or `gpu-bundle` would trust.
@@ -50,13 +77,13 @@ pub fn run(root: &Path, options: &Options) -> Result<Vec<String>> {
     if manifest.exists() {
         fs::remove_file(&manifest).with_context(|| format!("removing {}", manifest.display()))?;
     }
-    let builder = PtxBuilder::new(root.join(KERNELS_DIR));
+    let builder = PtxBuilder::new(root.join(crate_dir));
     let lib = builder.lib_name()?;
     let built = builder
-        .archs(&archs)
+        .archs(archs)
         .target_dir(root.join("target/ferrocuda-builder").join(&lib))
         .build()
-        .context("building the PTX of the kernels crate")?;
+        .with_context(|| format!("building the PTX of {crate_dir}"))?;
     let mut listed = BTreeMap::new();
     for ptx in &built {
         let dest = out_dir.join(format!("{}.ptx", ptx.arch));

@@ -134,11 +134,15 @@ fn stage(
             &bin.join("examples").join(&example.target),
         )?;
     }
-    let ptx_dir = build_ptx::ptx_dir(root);
-    for file in Manifest::read(&ptx_dir)?.archs.into_values() {
-        copy(&ptx_dir.join(&file), &ptx.join(&file))?;
+    let top = build_ptx::ptx_dir(root);
+    for ptx_dir in build_ptx::ptx_dirs(root) {
+        let dest = ptx.join(ptx_dir.strip_prefix(&top).unwrap_or(Path::new("")));
+        fs::create_dir_all(&dest).with_context(|| format!("creating {}", dest.display()))?;
+        for file in Manifest::read(&ptx_dir)?.archs.into_values() {
+            copy(&ptx_dir.join(&file), &dest.join(&file))?;
+        }
+        copy(&Manifest::path(&ptx_dir), &dest.join("manifest.txt"))?;
     }
-    copy(&Manifest::path(&ptx_dir), &ptx.join("manifest.txt"))?;
     // Every executable embeds the PTX of all architectures (2.5 MiB each); packed, the bundle
     // stays far below the 64 MiB that travels to the GPU machine.
     let mut tar = std::process::Command::new("tar");

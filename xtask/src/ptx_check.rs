@@ -23,7 +23,8 @@ use crate::cuda::{Cuda, PROVISION_FIX};
 /// What `ptx-check` checks.
 #[derive(Default)]
 pub struct Options {
-    /// PTX files to check; empty means those listed in `target/ptx/manifest.txt`.
+    /// PTX files to check; empty means those listed in `target/ptx/manifest.txt` and
+    /// `target/ptx/lessons/manifest.txt`.
     pub files: Vec<PathBuf>,
     /// The architecture to assemble `files` for; by default each file's `.target`.
     pub arch: Option<String>,
@@ -50,22 +51,24 @@ pub fn run(root: &Path, options: &Options) -> Result<()> {
     check(&ptxas, &jobs)
 }
 
-/// Checks every architecture `build-ptx` recorded in the manifest.
+/// Checks every architecture `build-ptx` recorded in the manifests, of every kernel crate.
 pub fn check_built(root: &Path, ptxas: &Path) -> Result<()> {
-    let dir = build_ptx::ptx_dir(root);
-    let manifest = Manifest::read(&dir)?;
-    let jobs: Vec<_> = manifest
-        .archs
-        .into_iter()
-        .map(|(arch, file)| (arch.1, dir.join(file)))
-        .collect();
-    if jobs.is_empty() {
-        bail!(
-            "{} lists no PTX; run `cargo xtask build-ptx`",
-            Manifest::path(&dir).display()
-        );
+    for dir in build_ptx::ptx_dirs(root) {
+        let manifest = Manifest::read(&dir)?;
+        let jobs: Vec<_> = manifest
+            .archs
+            .into_iter()
+            .map(|(arch, file)| (arch.1, dir.join(file)))
+            .collect();
+        if jobs.is_empty() {
+            bail!(
+                "{} lists no PTX; run `cargo xtask build-ptx`",
+                Manifest::path(&dir).display()
+            );
+        }
+        check(ptxas, &jobs)?;
     }
-    check(ptxas, &jobs)
+    Ok(())
 }
 
 /// The architecture in a PTX file's `.target` directive.

@@ -1,8 +1,8 @@
 //! The `ferrocuda` command line on bad input: a clear message and a non-zero exit, never a
 //! panic or a backtrace. These run with or without a GPU; each case states what it expects in
 //! both situations.
-use ferrocuda::kernels::lab::{math_kernel1, warp_functions_demo};
-use ferrocuda::kernels::smoke::smoke_saxpy;
+use ferrocuda_lessons::kernels::lab::{math_kernel1, warp_functions_demo};
+use ferrocuda_lessons::kernels::smoke::smoke_saxpy;
 use std::process::{Command, Output};
 
 /// The binary under test: `FERROCUDA_BIN` when set (the GPU bundle runs tests away from the

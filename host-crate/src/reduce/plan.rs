@@ -21,23 +21,19 @@
 //! reused by its next run, so a plan orders its runs itself: a run on another stream than the
 //! previous one first waits (`cuStreamWaitEvent`) for the previous run to finish on the device.
 //!
-//! The result is the same bits as [`ReduceRun`](super::ReduceRun) with the fast variant gives
+//! The result is the same bits as the lessons' `ReduceRun` with the fast variant gives
 //! for the same input on the same device: the same kernel, grid and block.
 use cust::memory::{DeviceBuffer, DevicePointer, DeviceSlice};
 use cust::stream::Stream;
 use ferrocuda_kernels::config::REDUCE_FAST_ITEMS;
 
-use super::variant::{Entries, ReduceVariant};
-use crate::cpu::reduce::ReduceOp;
+use super::kernel::{FAST_BLOCK, FastArgs, ReduceOp, fast_entry};
 use crate::runtime::config::LaunchConfig;
 use crate::runtime::element::Element;
 use crate::runtime::error::{Error, KernelLaunch, Result, check_raw, check_raw_launch};
 use crate::runtime::event::Marker;
 use crate::runtime::gpu::{Gpu, Wait, WorkspaceKey};
 use crate::runtime::kernel::Kernel;
-
-/// The fast kernel's parameter list: `x, n, partials, ticket, out`.
-type FastArgs<T, A> = (*const T, usize, *mut A, *mut u32, *mut A);
 
 /// What a plan owns; `'static`, so that a [`Gpu`] can keep one per type and operator.
 pub(crate) struct PlanState<T: Element, A: Element> {
@@ -64,7 +60,7 @@ pub(crate) struct PlanState<T: Element, A: Element> {
 impl<T: Element, A: Element> PlanState<T, A> {
     fn new(gpu: &Gpu, op: ReduceOp) -> Result<Self> {
         let kernel = fast_kernel::<T, A>(gpu, op)?;
-        let block = ReduceVariant::Fast.default_block();
+        let block = FAST_BLOCK;
         let resident = kernel.resident_blocks(block, 0)?;
         let max_grid = resident.max(1);
         gpu.make_current()?;
@@ -295,10 +291,9 @@ fn fast_kernel<T: Element, A: Element>(
     gpu: &Gpu,
     op: ReduceOp,
 ) -> Result<Kernel<'_, FastArgs<T, A>>> {
-    let block = ReduceVariant::Fast.default_block();
-    match Entries::<T, A>::of(ReduceVariant::Fast, op, block) {
-        Some(Entries::Fast(entry)) => gpu.kernel(entry),
-        _ => Err(Error::InvalidArgument {
+    match fast_entry::<T, A>(op) {
+        Some(entry) => gpu.kernel(entry),
+        None => Err(Error::InvalidArgument {
             what: format!(
                 "the fast reduction has no {} kernel for {}{}",
                 op.name(),

@@ -1,6 +1,6 @@
 //! The reproducible sum: `f32` / `f64` sums whose bits depend on the input alone, the same on
-//! every GPU and on the CPU ([`cpu::reproducible`](crate::cpu::reproducible) follows the same
-//! order). The order: chunks of [`reduce_repro_chunk`] elements, each summed in one fixed tree,
+//! every GPU and on the CPU (the lessons' CPU reference, `ferrocuda_lessons::cpu::reproducible`,
+//! follows the same order). The order: chunks of [`reduce_repro_chunk`] elements, each summed in one fixed tree,
 //! then the chunk sums chunked and summed the same way until one value is left (see
 //! `docs/reduction.md`).
 //!
@@ -12,11 +12,36 @@ use ferrocuda_kernels::config::{REDUCE_REPRO_BLOCK, reduce_repro_chunk};
 use ferrocuda_kernels::entry::Entry;
 
 use super::plan::MappedSlot;
-use crate::cpu::reproducible::Reproducible;
 use crate::runtime::config::LaunchConfig;
+use crate::runtime::element::Element;
 use crate::runtime::error::{Error, KernelLaunch, Result};
 use crate::runtime::event::Marker;
 use crate::runtime::gpu::{Gpu, WorkspaceKey};
+
+/// The element types of the reproducible sum: `f32` and `f64` (integers are reproducible in
+/// any order; `reduce::sum` is already the same on every GPU for them).
+pub trait Reproducible: Element + private::Sealed {}
+impl Reproducible for f32 {}
+impl Reproducible for f64 {}
+
+mod private {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+/// How many chunks each level of the order has for `n` elements of `T` (one launch per level;
+/// the last level has one chunk): `[]` for an empty input.
+pub fn chunks_per_level<T: Reproducible>(n: usize) -> Vec<usize> {
+    let chunk = reduce_repro_chunk(size_of::<T>());
+    let mut levels = Vec::new();
+    let mut len = n;
+    while len > 0 && levels.last() != Some(&1) {
+        len = len.div_ceil(chunk);
+        levels.push(len);
+    }
+    levels
+}
 
 /// The kernel's parameter list: `x, n, out`.
 type ReproArgs<T> = (*const T, usize, *mut T);
@@ -166,7 +191,7 @@ fn with_state<T: Reproducible, R>(
 }
 
 /// The sum of `input` in the reproducible order: the same bits on every GPU and as
-/// [`cpu::reproducible::sum_reproducible`](crate::cpu::reproducible::sum_reproducible), for
+/// a CPU that adds in the same order (`ferrocuda_lessons::cpu::reproducible`), for
 /// any length and any alignment of the slice (a NaN result is a NaN; its payload is the
 /// device's). `+0.0` for an empty input. Runs on the GPU's stream with a workspace the `Gpu`
 /// caches per type, and waits for the value.
@@ -174,10 +199,9 @@ fn with_state<T: Reproducible, R>(
 /// ```no_run
 /// # fn main() -> ferrocuda::Result<()> {
 /// let gpu = ferrocuda::Gpu::new(0)?;
-/// let x = gpu.upload(&vec![0.1f32; 1 << 20], "x")?;
-/// let host: Vec<f32> = vec![0.1; 1 << 20];
-/// let sum = ferrocuda::reduce::sum_reproducible(&gpu, &x)?;
-/// assert_eq!(sum.to_bits(), ferrocuda::cpu::reproducible::sum_reproducible(&host).to_bits());
+/// let x = gpu.upload(&vec![0.5f32; 1 << 20], "x")?;
+/// // Every partial sum of halves is exact: any order gives 2^19.
+/// assert_eq!(ferrocuda::reduce::sum_reproducible(&gpu, &x)?, 524_288.0);
 /// # Ok(()) }
 /// ```
 pub fn sum_reproducible<T: Reproducible>(gpu: &Gpu, input: &DeviceSlice<T>) -> Result<T> {

@@ -134,14 +134,6 @@ pub trait Element:
         // pattern.
         unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<Self>()) }
     }
-    /// A value from 64 random bits spread over the type's range: every bit pattern for
-    /// integers, uniform in `[-1, 1)` for floats (the tests' inputs).
-    fn from_random_bits(bits: u64) -> Self;
-}
-
-/// `bits` as a float uniform in `[-1, 1)` (53 random bits).
-pub fn signed_unit(bits: u64) -> f64 {
-    (bits >> 11) as f64 / (1u64 << 52) as f64 - 1.0
 }
 
 macro_rules! element_int {
@@ -157,7 +149,6 @@ macro_rules! element_int {
             fn from_f64(v: f64) -> Self { v as $t }
             fn same_bits(self, other: Self) -> bool { self == other }
             const POISON_BYTE: u8 = 0xA5;
-            fn from_random_bits(bits: u64) -> Self { bits as $t }
         }
     )*};
 }
@@ -176,7 +167,6 @@ macro_rules! element_float {
             fn from_f64(v: f64) -> Self { v as $t }
             fn same_bits(self, other: Self) -> bool { self.to_bits() == other.to_bits() }
             const POISON_BYTE: u8 = 0xFF;
-            fn from_random_bits(bits: u64) -> Self { signed_unit(bits) as $t }
         }
     )*};
 }

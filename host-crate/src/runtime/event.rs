@@ -8,14 +8,14 @@ use crate::runtime::wait::Wait;
 
 /// An event created with `CU_EVENT_DISABLE_TIMING`; each `record` moves it to the end of what
 /// a stream holds so far.
-pub(crate) struct Marker(cust::sys::CUevent);
+pub struct Marker(cust::sys::CUevent);
 
 // SAFETY: an event handle may be used from any thread with its context current.
 unsafe impl Send for Marker {}
 
 impl Marker {
     /// A new event, in the current context.
-    pub(crate) fn new() -> Result<Self> {
+    pub fn new() -> Result<Self> {
         let mut event = std::ptr::null_mut();
         // SAFETY: a writable handle; flag 2 is CU_EVENT_DISABLE_TIMING.
         let status = unsafe { cust::sys::cuEventCreate(&mut event, 2) };
@@ -24,7 +24,7 @@ impl Marker {
     }
 
     /// Marks the end of what `stream` holds now.
-    pub(crate) fn record(&self, stream: &Stream) -> Result<()> {
+    pub fn record(&self, stream: &Stream) -> Result<()> {
         // SAFETY: live handles.
         check_raw("cuEventRecord", unsafe {
             cust::sys::cuEventRecord(self.0, stream.as_inner())
@@ -32,7 +32,7 @@ impl Marker {
     }
 
     /// Makes `stream` wait for the last record.
-    pub(crate) fn wait_on(&self, stream: &Stream) -> Result<()> {
+    pub fn wait_on(&self, stream: &Stream) -> Result<()> {
         // SAFETY: live handles.
         check_raw("cuStreamWaitEvent", unsafe {
             cust::sys::cuStreamWaitEvent(stream.as_inner(), self.0, 0)

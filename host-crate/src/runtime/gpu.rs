@@ -2,11 +2,10 @@
 //! best embedded PTX for it.
 use cust::context::Context;
 use cust::device::{Device, DeviceAttribute};
-use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy, DevicePointer, DeviceSlice};
+use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy, DeviceSlice};
 use cust::module::Module;
 use cust::stream::{Stream, StreamFlags};
 use ferrocuda_kernels::config::WARP_SIZE;
-use ferrocuda_kernels::entry::DeviceGlobal;
 
 use crate::runtime::element::Element;
 use crate::runtime::error::{
@@ -124,6 +123,76 @@ pub(crate) fn load_ptx(ptx: &EmbeddedPtx, driver_version: i32) -> Result<Module>
         hint: "update the NVIDIA driver if it is older than the PTX ISA version, or build PTX for an older architecture",
         cause,
     })
+}
+
+/// The newest of `ptx` that `gpu` runs, or an error naming what was offered.
+pub(crate) fn choose_ptx(gpu: &Gpu, ptx: &'static [EmbeddedPtx]) -> Result<&'static EmbeddedPtx> {
+    let cc = gpu.props().compute_capability;
+    best_ptx_in(ptx, cc).ok_or_else(|| Error::InvalidArgument {
+        what: format!(
+            "none of the {} PTX architectures given ({}) runs on {} (compute capability {}.{})",
+            ptx.len(),
+            ptx.iter().map(|p| p.arch).collect::<Vec<_>>().join(", "),
+            gpu.props().name,
+            cc.0,
+            cc.1
+        ),
+    })
+}
+
+/// A module loaded from one PTX table, with the architecture chosen.
+type CachedModule = (Module, &'static EmbeddedPtx);
+
+/// The modules [`Gpu::kernel_in`] loaded, by the address of their PTX table: each loaded once
+/// and kept until the cache is dropped (with the `Gpu`, before its context).
+#[derive(Default)]
+pub(crate) struct ModuleCache(std::sync::Mutex<Vec<(usize, *mut CachedModule)>>);
+
+// SAFETY: the raw pointers are owned boxes of `Module`s (which are `Send + Sync`), reached only
+// through the mutex and freed only by `drop`.
+unsafe impl Send for ModuleCache {}
+// SAFETY: as above.
+unsafe impl Sync for ModuleCache {}
+
+impl ModuleCache {
+    /// The module of `ptx`, loaded by `load` if it is not yet. The lock is held while it loads,
+    /// so that two threads asking at once load it once.
+    pub(crate) fn get_or_load(
+        &self,
+        ptx: &'static [EmbeddedPtx],
+        load: impl FnOnce() -> Result<CachedModule>,
+    ) -> Result<(&Module, &'static EmbeddedPtx)> {
+        let key = ptx.as_ptr() as usize;
+        let mut modules = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let found = match modules.iter().find(|(k, _)| *k == key) {
+            Some(&(_, module)) => module,
+            None => {
+                let module = Box::into_raw(Box::new(load()?));
+                modules.push((key, module));
+                module
+            }
+        };
+        // SAFETY: `found` came from `Box::into_raw` and is freed only in `drop`, which takes
+        // `&mut self`: the shared borrow returned cannot outlive it.
+        let (module, chosen) = unsafe { &*found };
+        Ok((module, chosen))
+    }
+}
+
+impl Drop for ModuleCache {
+    fn drop(&mut self) {
+        let modules = self
+            .0
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (_, module) in modules.drain(..) {
+            // SAFETY: made by `Box::into_raw` in `get_or_load`, freed once, here.
+            drop(unsafe { Box::from_raw(module) });
+        }
+    }
 }
 
 /// What the host needs to know about a device, read once at start-up.
@@ -277,8 +346,10 @@ pub struct Gpu {
     order: crate::runtime::order::StreamOrder,
     /// [`Wait`], as its code (a `Gpu` is shared between threads).
     wait: std::sync::atomic::AtomicU8,
-    /// Kernels already resolved in `module`, by symbol.
-    kernels: Memo<&'static str, ResolvedKernel>,
+    /// Kernels already resolved, by module (its address) and symbol.
+    kernels: Memo<(usize, &'static str), ResolvedKernel>,
+    /// Other kernel crates' modules, loaded by [`kernel_in`](Self::kernel_in) on first use.
+    modules: ModuleCache,
     /// `cuOccupancyMaxActiveBlocksPerMultiprocessor` answers, by (function, block, shared).
     occupancy: Memo<(usize, u32, u32), u32>,
     module: Module,
@@ -340,6 +411,7 @@ impl Gpu {
             workspaces: Default::default(),
             order: Default::default(),
             kernels: Default::default(),
+            modules: Default::default(),
             occupancy: Default::default(),
             module,
             stream,
@@ -420,10 +492,25 @@ impl Gpu {
     /// cached (a module's functions live as long as the module, which lives as long as `self`).
     pub(crate) fn resolved_kernel(
         &self,
+        module: &Module,
         symbol: &'static str,
         resolve: impl FnOnce() -> Result<ResolvedKernel>,
     ) -> Result<ResolvedKernel> {
-        self.kernels.get_or_try(symbol, resolve)
+        let module = std::ptr::from_ref(module) as usize;
+        self.kernels.get_or_try((module, symbol), resolve)
+    }
+
+    /// The module of `ptx` (the newest architecture the device runs), loaded on first use and
+    /// kept until this `Gpu` is dropped.
+    pub(crate) fn cached_module(
+        &self,
+        ptx: &'static [EmbeddedPtx],
+    ) -> Result<(&Module, &'static EmbeddedPtx)> {
+        self.modules.get_or_load(ptx, || {
+            let chosen = choose_ptx(self, ptx)?;
+            self.make_current()?;
+            Ok((load_ptx(chosen, self.props.driver_version)?, chosen))
+        })
     }
 
     /// The resident blocks per SM of `function` for `block` threads and `shared` bytes: cached,
@@ -532,49 +619,6 @@ impl Gpu {
         cust::context::CurrentContext::set_current(&self._context).call("cuCtxSetCurrent")
     }
 
-    /// The address of a `#[no_mangle]` device static of the kernels crate (the notes'
-    /// `cudaGetSymbolAddress`), checked against its declared length: `cuFuncGetModule` on a
-    /// kernel of the module, then `cuModuleGetGlobal`.
-    pub fn device_global<T: DeviceCopy>(
-        &self,
-        global: &DeviceGlobal<T>,
-    ) -> Result<DevicePointer<T>> {
-        let name = global.symbol;
-        let probe = self.kernel(ferrocuda_kernels::smoke::smoke_saxpy())?;
-        let cname = std::ffi::CString::new(name).map_err(|_| Error::InvalidArgument {
-            what: format!("symbol `{name}` contains a NUL"),
-        })?;
-        let mut module = std::ptr::null_mut();
-        let (mut ptr, mut bytes) = (0, 0);
-        // SAFETY: valid out-pointers; the function handle belongs to the loaded module.
-        check_raw("cuFuncGetModule", unsafe {
-            cust::sys::cuFuncGetModule(&mut module, probe.raw_function())
-        })?;
-        // SAFETY: as above; `cname` is NUL-terminated.
-        let r = unsafe {
-            cust::sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, module, cname.as_ptr())
-        };
-        if r == cust::sys::CUresult::CUDA_ERROR_NOT_FOUND {
-            return Err(Error::InvalidArgument {
-                what: format!(
-                    "no device global `{name}` in the loaded {} PTX",
-                    self.ptx.arch
-                ),
-            });
-        }
-        check_raw("cuModuleGetGlobal", r)?;
-        if bytes != global.len * size_of::<T>() {
-            return Err(Error::InvalidArgument {
-                what: format!(
-                    "device global `{name}` has {bytes} bytes; its declaration says {} elements of {} bytes",
-                    global.len,
-                    size_of::<T>()
-                ),
-            });
-        }
-        Ok(DevicePointer::from_raw(ptr))
-    }
-
     /// Sets every byte of `slice` to `byte` on the stream (`cuMemsetD8Async`, asynchronous).
     pub fn memset_d8_async<T: Element>(&self, slice: &mut DeviceSlice<T>, byte: u8) -> Result<()> {
         self.memset_d8_async_on(&self.stream, slice, byte)
@@ -617,6 +661,13 @@ impl Gpu {
     pub fn synchronize(&self) -> Result<()> {
         self.make_current()?;
         self.wait_for_stream(&self.stream, None)
+    }
+
+    /// [`synchronize`](Self::synchronize) after `launch`: an error the wait reports names that
+    /// kernel and its configuration.
+    pub fn synchronize_launch(&self, launch: &KernelLaunch) -> Result<()> {
+        self.make_current()?;
+        self.wait_for_stream(&self.stream, Some(launch))
     }
 
     /// Free and total device memory in bytes.

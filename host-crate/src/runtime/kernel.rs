@@ -1,7 +1,7 @@
 //! Kernels of a loaded module and their launches, typed by the kernel's own declaration.
 //!
 //! [`Gpu::kernel`] takes the handle `#[kernel]` generated for an entry point
-//! (`ferrocuda_kernels::reduce::textbook::reduce_interleaved::<f32>()`), and the returned
+//! (`ferrocuda_kernels::reduce::reduce_reproducible::<f32>()`), and the returned
 //! [`Kernel`] launches only with arguments of the declared parameter types: a
 //! [`DevicePointer<T>`] for a `*const T` or `*mut T` parameter, the value itself for a
 //! [`ByValue`] one (`usize`, `u32`, `f32`, a `#[repr(C)]` struct). A wrong count or type is a
@@ -17,7 +17,7 @@ use cust::memory::{DeviceCopy, DevicePointer};
 use cust::module::Module;
 use cust::stream::Stream;
 use cust::sys::CUfunction;
-use ferrocuda_kernels::entry::{ByValue, Entry, EntryInfo};
+use ferrocuda_kernels::entry::{ByValue, DeviceGlobal, Entry, EntryInfo};
 use ferrocuda_kernels::grid::GridBarrier;
 
 use crate::runtime::config::LaunchConfig;
@@ -25,7 +25,7 @@ use crate::runtime::error::{
     CudaContext, Error, KernelLaunch, Result, check_raw, check_raw_launch,
 };
 pub use crate::runtime::gpu::KernelAttributes;
-use crate::runtime::gpu::{EmbeddedPtx, Gpu, ResolvedKernel, best_ptx_in, load_ptx};
+use crate::runtime::gpu::{EmbeddedPtx, Gpu, ResolvedKernel, choose_ptx, load_ptx};
 
 /// The parameter list of a kernel known only by its [`EntryInfo`] (from the list of every
 /// entry point): such a [`Kernel`] answers attribute and occupancy queries but cannot launch.
@@ -38,9 +38,10 @@ pub struct KernelFunction<'g> {
     /// The driver's handle; valid while the module it came from is loaded, which the `'g`
     /// borrow of the module's owner guarantees.
     raw: CUfunction,
-    /// From the GPU's own module (whose functions live as long as the `Gpu`, so that their
-    /// occupancy answers can be cached by handle), not a [`LoadedModule`].
-    ours: bool,
+    /// From a module the `Gpu` keeps as long as itself (its own, or one of
+    /// [`Gpu::kernel_in`]), whose functions' occupancy answers can be cached by handle; not a
+    /// [`LoadedModule`].
+    kept: bool,
     entry: &'static EntryInfo,
     attributes: KernelAttributes,
 }
@@ -140,24 +141,23 @@ impl Gpu {
     ///
     /// # Example
     /// ```no_run
-    /// use ferrocuda::kernels::smoke::smoke_saxpy;
+    /// use ferrocuda::kernels::reduce::reduce_reproducible;
     /// # fn main() -> ferrocuda::Result<()> {
     /// let gpu = ferrocuda::Gpu::new(0)?;
-    /// let (n, a) = (1000usize, 2.0f32);
+    /// let n = 1000usize;
     /// let x = gpu.upload(&vec![1.0f32; n], "x")?;
-    /// let y = gpu.upload(&vec![3.0f32; n], "y")?;
-    /// let out = gpu.alloc::<f32>(n, "out")?;
-    /// // Kernel<'_, (usize, f32, *const f32, *const f32, *mut f32)>: the declared parameters.
-    /// let saxpy = gpu.kernel(smoke_saxpy())?;
-    /// let config = ferrocuda::LaunchConfig::per_element(n, 256, 0).expect("n fits a grid");
-    /// // SAFETY: x, y and out hold n elements each (the kernel's `# Safety`).
+    /// let out = gpu.alloc::<f32>(1, "out")?;
+    /// // Kernel<'_, (*const f32, usize, *mut f32)>: the declared parameters.
+    /// let chunk_sums = gpu.kernel(reduce_reproducible::<f32>().expect("an f32 instance"))?;
+    /// // SAFETY: x holds n elements and out the one chunk sum of n <= 8192 elements; the block is
+    /// // the 256 threads the kernel's `# Launch` asks for.
     /// unsafe {
-    ///     saxpy.launch_and_wait(
-    ///         config,
-    ///         (n, a, x.as_device_ptr(), y.as_device_ptr(), out.as_device_ptr()),
+    ///     chunk_sums.launch_and_wait(
+    ///         chunk_sums.config(1, 256),
+    ///         (x.as_device_ptr(), n, out.as_device_ptr()),
     ///     )?
     /// };
-    /// assert_eq!(gpu.download(&out)?[0], 5.0);
+    /// assert_eq!(gpu.download(&out)?[0], 1000.0);
     /// # Ok(()) }
     /// ```
     pub fn kernel<Args>(&self, entry: Entry<Args>) -> Result<Kernel<'_, Args>> {
@@ -168,6 +168,7 @@ impl Gpu {
                 self.ptx_arch(),
                 entry.info(),
                 true,
+                Some(KERNELS_PACKAGE),
             )?,
             args: PhantomData,
         })
@@ -177,7 +178,14 @@ impl Gpu {
     /// attribute and occupancy queries.
     pub fn kernel_info(&self, entry: &'static EntryInfo) -> Result<Kernel<'_, Untyped>> {
         Ok(Kernel {
-            function: KernelFunction::load(self, self.module(), self.ptx_arch(), entry, true)?,
+            function: KernelFunction::load(
+                self,
+                self.module(),
+                self.ptx_arch(),
+                entry,
+                true,
+                Some(KERNELS_PACKAGE),
+            )?,
             args: PhantomData,
         })
     }
@@ -195,23 +203,51 @@ impl Gpu {
     /// let dot = module.kernel(my_kernels::dot::<f32>().unwrap())?;
     /// ```
     pub fn load_module(&self, ptx: &'static [EmbeddedPtx]) -> Result<LoadedModule<'_>> {
-        let cc = self.props().compute_capability;
-        let chosen = best_ptx_in(ptx, cc).ok_or_else(|| Error::InvalidArgument {
-            what: format!(
-                "none of the {} PTX architectures given ({}) runs on {} (compute capability {}.{})",
-                ptx.len(),
-                ptx.iter().map(|p| p.arch).collect::<Vec<_>>().join(", "),
-                self.props().name,
-                cc.0,
-                cc.1
-            ),
-        })?;
+        let chosen = choose_ptx(self, ptx)?;
         self.make_current()?;
         let module = load_ptx(chosen, self.props().driver_version)?;
         Ok(LoadedModule {
             gpu: self,
             module,
             ptx: chosen,
+        })
+    }
+
+    /// The kernel behind `entry` in `ptx`, the PTX of another kernel crate (embedded with
+    /// [`include_ptx!`](crate::include_ptx)): that crate's module is loaded on first use (the
+    /// newest architecture the device runs) and kept, with its resolved kernels, until this
+    /// `Gpu` is dropped. For a crate a program uses all along; [`load_module`](Self::load_module)
+    /// loads one for a while and unloads it when dropped.
+    ///
+    /// # Example
+    /// ```ignore
+    /// static KERNELS: &[ferrocuda::EmbeddedPtx] = ferrocuda::include_ptx!("my_kernels");
+    ///
+    /// let dot = gpu.kernel_in(KERNELS, my_kernels::dot::<f32>().unwrap())?;
+    /// ```
+    pub fn kernel_in<Args>(
+        &self,
+        ptx: &'static [EmbeddedPtx],
+        entry: Entry<Args>,
+    ) -> Result<Kernel<'_, Args>> {
+        let (module, chosen) = self.cached_module(ptx)?;
+        Ok(Kernel {
+            function: KernelFunction::load(self, module, chosen.arch, entry.info(), true, None)?,
+            args: PhantomData,
+        })
+    }
+
+    /// [`kernel_info`](Self::kernel_info) for an entry point of the kernel crate whose PTX is
+    /// `ptx`, loaded and kept as [`kernel_in`](Self::kernel_in) does.
+    pub fn kernel_info_in(
+        &self,
+        ptx: &'static [EmbeddedPtx],
+        entry: &'static EntryInfo,
+    ) -> Result<Kernel<'_, Untyped>> {
+        let (module, chosen) = self.cached_module(ptx)?;
+        Ok(Kernel {
+            function: KernelFunction::load(self, module, chosen.arch, entry, true, None)?,
+            args: PhantomData,
         })
     }
 }
@@ -234,6 +270,7 @@ impl<'g> LoadedModule<'g> {
                 self.ptx.arch,
                 entry.info(),
                 false,
+                None,
             )?,
             args: PhantomData,
         })
@@ -251,20 +288,22 @@ impl<'g> LoadedModule<'g> {
 }
 
 impl<'g> KernelFunction<'g> {
-    /// `function` of `module`; `ours` says the module is ferrocuda's own PTX, which holds only
-    /// `ferrocuda-kernels` entry points.
+    /// `function` of `module`. `kept`: the module lives as long as the `Gpu` (its functions'
+    /// answers are cached). `package`: the only package whose entry points the module holds,
+    /// where that is known.
     fn load(
         gpu: &'g Gpu,
         module: &'g Module,
         arch: &'static str,
         entry: &'static EntryInfo,
-        ours: bool,
+        kept: bool,
+        package: Option<&'static str>,
     ) -> Result<Self> {
         let symbol = entry.symbol;
-        if ours && entry.package != KERNELS_PACKAGE {
+        if let Some(package) = package.filter(|p| *p != entry.package) {
             return Err(Error::InvalidArgument {
                 what: format!(
-                    "kernel `{symbol}` belongs to package `{}`, whose PTX is not ferrocuda's: load it with `Gpu::load_module` and take the kernel from that module",
+                    "kernel `{symbol}` belongs to package `{}`, not `{package}` whose PTX this is: take it with `Gpu::kernel_in` (or `Gpu::load_module`) and that package's PTX",
                     entry.package
                 ),
             });
@@ -300,15 +339,15 @@ impl<'g> KernelFunction<'g> {
                 },
             })
         };
-        let resolved = if ours {
-            gpu.resolved_kernel(symbol, resolve)?
+        let resolved = if kept {
+            gpu.resolved_kernel(module, symbol, resolve)?
         } else {
             resolve()?
         };
         Ok(Self {
             gpu,
             raw: resolved.raw,
-            ours,
+            kept,
             entry,
             attributes: resolved.attributes,
         })
@@ -335,9 +374,47 @@ impl<'g> KernelFunction<'g> {
         self.attributes
     }
 
-    /// The driver's handle.
-    pub(crate) fn raw_function(&self) -> CUfunction {
-        self.raw
+    /// The address of a `#[no_mangle]` device static (`device_global!`) of the module this
+    /// kernel belongs to (the notes' `cudaGetSymbolAddress`), checked against its declared
+    /// length: `cuFuncGetModule`, then `cuModuleGetGlobal`.
+    pub fn device_global<T: cust::memory::DeviceCopy>(
+        &self,
+        global: &DeviceGlobal<T>,
+    ) -> Result<cust::memory::DevicePointer<T>> {
+        let name = global.symbol;
+        let cname = std::ffi::CString::new(name).map_err(|_| Error::InvalidArgument {
+            what: format!("symbol `{name}` contains a NUL"),
+        })?;
+        self.gpu.make_current()?;
+        let mut module = std::ptr::null_mut();
+        let (mut ptr, mut bytes) = (0, 0);
+        // SAFETY: valid out-pointers; the function handle belongs to a loaded module.
+        check_raw("cuFuncGetModule", unsafe {
+            cust::sys::cuFuncGetModule(&mut module, self.raw)
+        })?;
+        // SAFETY: as above; `cname` is NUL-terminated.
+        let r = unsafe {
+            cust::sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, module, cname.as_ptr())
+        };
+        if r == cust::sys::CUresult::CUDA_ERROR_NOT_FOUND {
+            return Err(Error::InvalidArgument {
+                what: format!(
+                    "no device global `{name}` in the module of `{}`",
+                    self.symbol()
+                ),
+            });
+        }
+        check_raw("cuModuleGetGlobal", r)?;
+        if bytes != global.len * size_of::<T>() {
+            return Err(Error::InvalidArgument {
+                what: format!(
+                    "device global `{name}` has {bytes} bytes; its declaration says {} elements of {} bytes",
+                    global.len,
+                    size_of::<T>()
+                ),
+            });
+        }
+        Ok(cust::memory::DevicePointer::from_raw(ptr))
     }
 
     /// The GPU this kernel belongs to.
@@ -365,7 +442,7 @@ impl<'g> KernelFunction<'g> {
             })?;
             Ok(blocks.max(0) as u32)
         };
-        if self.ours {
+        if self.kept {
             self.gpu
                 .occupancy(self.raw as usize, block_threads, dynamic_shared_bytes, ask)
         } else {

@@ -1,14 +1,13 @@
 //! The CUDA runtime layer, in cudarc's order: errors, a launch configuration, the device with
-//! its context, stream and modules, typed kernel launches, timing. Nothing here knows a kernel
+//! its context, stream and modules, typed kernel launches. Nothing here knows a kernel
 //! family; the families are built on it.
 pub mod config;
 pub mod driver;
 pub mod element;
 pub mod error;
-pub(crate) mod event;
+pub mod event;
 pub mod gpu;
 pub mod kernel;
 pub(crate) mod order;
-pub mod timing;
 pub mod wait;
 pub(crate) mod workspace;

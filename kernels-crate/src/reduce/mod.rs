@@ -1,36 +1,23 @@
-//! Parallel reduction (归约): every textbook variant of the notes, and the fast path the library
-//! uses.
+//! Parallel reduction (归约): the kernels of the library's reductions.
 //!
-//! - `textbook`: "Professional CUDA C Programming", ch. 3 (seeds 002, 003): neighbored and
-//!   interleaved pairing (相邻配对 / 交错配对), unrolling (循环展开), warp unrolling, complete
-//!   unrolling, template unrolling. In place on a scratch copy, one partial per block.
-//! - `warp_level`: 樊哲勇 ch. 10 (seed 000): `__syncwarp`, shuffles, cooperative-group tiles,
-//!   atomic finish, and the grid-stride two-pass version with a static device buffer.
-//! - `cg_vector`: the cooperative-groups sum with 16-byte loads (seed 004).
 //! - `fast`: one launch, 16-byte loads, a grid sized for the GPU, deterministic.
-//! - `grid_sync`: the sum in one launch with a grid-wide barrier (a cooperative launch).
 //! - `reproducible`: the float sum whose bits depend on `n` alone, the same on every GPU.
+//!
+//! The notes' textbook variants (neighbored and interleaved pairing, unrolling, warp-level
+//! finishes, the cooperative-groups and grid-synchronised sums) are lessons, in the
+//! `ferrocuda-lesson-kernels` crate.
 //!
 //! This file is the family's table of entry points: one `#[kernel]` declaration per kernel, its
 //! `# Launch` and `# Safety` contract, and a call into the algorithm. The host gets each one's
-//! typed handle from the same declaration (`reduce_interleaved::<f32>()`).
+//! typed handle from the same declaration (`reduce_fast::<Sum, f32>()`).
 use crate::entry::kernel;
-use ferrocuda_device::grid::GridBarrier;
 
 #[cfg(target_arch = "nvptx64")]
-pub mod cg_vector;
-#[cfg(target_arch = "nvptx64")]
 pub mod fast;
-#[cfg(target_arch = "nvptx64")]
-pub mod grid_sync;
 #[cfg(target_arch = "nvptx64")]
 mod op;
 #[cfg(target_arch = "nvptx64")]
 pub mod reproducible;
-#[cfg(target_arch = "nvptx64")]
-pub mod textbook;
-#[cfg(target_arch = "nvptx64")]
-pub mod warp_level;
 
 #[cfg(target_arch = "nvptx64")]
 pub use crate::device::element::Element;
@@ -44,229 +31,9 @@ pub struct Min;
 /// `max`: `reduce_fast_max_*`.
 pub struct Max;
 #[cfg(target_arch = "nvptx64")]
-use {crate::device::atomic::AtomicAdd, fast::Widen};
+use fast::Widen;
 
-// ---------------------------------------------------------------------------------------------
-// "Professional CUDA C Programming", ch. 3 (seeds 002, 003): in place on a scratch copy, one
-// partial per block, the host adds the partials. Launch for all of them: block a power of two in
-// 64..=1024 (`reduce_complete_unroll`: exactly `BLOCK`), no dynamic shared memory; grid as
-// stated. Safety for all of them: `g_idata` holds `n` elements (overwritten), `g_odata` one per
-// block of the grid.
-// ---------------------------------------------------------------------------------------------
-
-/// `reduceNeighbored`: neighbored pairing (相邻配对), `tid % (2 * stride) == 0`.
-///
-/// # Launch
-/// grid `ceil(n / block)`, block a power of two in 64..=1024, no dynamic shared memory.
-///
-/// # Safety
-/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
-#[kernel(T in [i32, u32, i64, u64, f32, f64])]
-pub unsafe fn reduce_neighbored<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
-    unsafe { textbook::neighbored(g_idata, g_odata, n) }
-}
-
-/// `reduceNeighboredLess`: neighbored pairing with `index = 2 * stride * tid`.
-///
-/// # Launch
-/// grid `ceil(n / block)`, block a power of two in 64..=1024, no dynamic shared memory.
-///
-/// # Safety
-/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
-#[kernel(T in [i32, u32, i64, u64, f32, f64])]
-pub unsafe fn reduce_neighbored_less<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
-    unsafe { textbook::neighbored_less(g_idata, g_odata, n) }
-}
-
-/// `reduceInterleaved`: interleaved pairing (交错配对), the stride halving from `blockDim / 2`.
-///
-/// # Launch
-/// grid `ceil(n / block)`, block a power of two in 64..=1024, no dynamic shared memory.
-///
-/// # Safety
-/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
-#[kernel(T in [i32, u32, i64, u64, f32, f64])]
-pub unsafe fn reduce_interleaved<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
-    unsafe { textbook::interleaved(g_idata, g_odata, n) }
-}
-
-/// `reduceUnrolling2`: each thread first adds two blocks' worth (循环展开).
-///
-/// # Launch
-/// grid `ceil(n / (2 * block))`, block a power of two in 64..=1024, no dynamic shared memory.
-///
-/// # Safety
-/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
-#[kernel(T in [i32, u32, i64, u64, f32, f64])]
-pub unsafe fn reduce_unrolling2<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
-    unsafe { textbook::unrolling::<T, 2>(g_idata, g_odata, n) }
-}
-
-/// `reduceUnrolling4`: four blocks' worth per thread.
-///
-/// # Launch
-/// grid `ceil(n / (4 * block))`, block a power of two in 64..=1024, no dynamic shared memory.
-///
-/// # Safety
-/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
-#[kernel(T in [i32, u32, i64, u64, f32, f64])]
-pub unsafe fn reduce_unrolling4<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
-    unsafe { textbook::unrolling::<T, 4>(g_idata, g_odata, n) }
-}
-
-/// `reduceUnrolling8`: eight blocks' worth per thread.
-///
-/// # Launch
-/// grid `ceil(n / (8 * block))`, block a power of two in 64..=1024, no dynamic shared memory.
-///
-/// # Safety
-/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
-#[kernel(T in [i32, u32, i64, u64, f32, f64])]
-pub unsafe fn reduce_unrolling8<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
-    unsafe { textbook::unrolling::<T, 8>(g_idata, g_odata, n) }
-}
-
-/// `reduceUnrollWarps8`: unrolling 8, the last warp's steps without block barriers.
-///
-/// # Launch
-/// grid `ceil(n / (8 * block))`, block a power of two in 64..=1024, no dynamic shared memory.
-///
-/// # Safety
-/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
-#[kernel(T in [i32, u32, i64, u64, f32, f64])]
-pub unsafe fn reduce_unroll_warps8<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
-    unsafe { textbook::unroll_warps8(g_idata, g_odata, n) }
-}
-
-/// `reduceCompleteUnrollWarps8`: the tree's loop unrolled for every block size up to 1024.
-///
-/// # Launch
-/// grid `ceil(n / (8 * block))`, block a power of two in 64..=1024, no dynamic shared memory.
-///
-/// # Safety
-/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
-#[kernel(T in [i32, u32, i64, u64, f32, f64])]
-pub unsafe fn reduce_complete_unroll_warps8<T: Element>(
-    g_idata: *mut T,
-    g_odata: *mut T,
-    n: usize,
-) {
-    unsafe { textbook::complete_unroll_warps8(g_idata, g_odata, n) }
-}
-
-/// `reduceCompleteUnroll<iBlockSize>`: the block size a compile-time constant (the book's
-/// template), one entry point per size: `reduce_complete_unroll_b512_f32`.
-///
-/// # Launch
-/// grid `ceil(n / (8 * BLOCK))`, block exactly `BLOCK`, no dynamic shared memory.
-///
-/// # Safety
-/// `g_idata` holds `n` elements (overwritten), `g_odata` one per block.
-#[kernel(T in [i32, u32, i64, u64, f32, f64], BLOCK in [64, 128, 256, 512, 1024])]
-pub unsafe fn reduce_complete_unroll<T: Element, const BLOCK: u32>(
-    g_idata: *mut T,
-    g_odata: *mut T,
-    n: usize,
-) {
-    unsafe { textbook::complete_unroll::<T, BLOCK>(g_idata, g_odata, n) }
-}
-
-// ---------------------------------------------------------------------------------------------
-// 樊哲勇 ch. 10 (seed 000): a shared tree per block, finished by warp-level code.
-// ---------------------------------------------------------------------------------------------
-
-/// `reduce_syncwarp`: shared tree to 32, then `__syncwarp()` steps; one atomic add per block.
-///
-/// # Launch
-/// grid `ceil(n / block)`, block a power of two in 64..=1024, dynamic shared memory
-/// `block * size_of::<T>()`; `*d_y` zeroed before the launch.
-///
-/// # Safety
-/// `x` holds `n` elements; `d_y` one.
-#[kernel(T in [f32, f64], dynamic_shared = block * size_of::<T>())]
-pub unsafe fn reduce_syncwarp<T: Element + AtomicAdd>(x: *const T, d_y: *mut T, n: usize) {
-    unsafe { warp_level::syncwarp_atomic(x, d_y, n) }
-}
-
-/// `reduce_shfl`: shared tree to 32, then `__shfl_down_sync`; one atomic add per block.
-///
-/// # Launch
-/// grid `ceil(n / block)`, block a power of two in 64..=1024, dynamic shared memory
-/// `block * size_of::<T>()`; `*d_y` zeroed before the launch.
-///
-/// # Safety
-/// `x` holds `n` elements; `d_y` one.
-#[kernel(T in [f32, f64], dynamic_shared = block * size_of::<T>())]
-pub unsafe fn reduce_shfl<T: Element + AtomicAdd>(x: *const T, d_y: *mut T, n: usize) {
-    unsafe { warp_level::shfl_atomic(x, d_y, n) }
-}
-
-/// `reduce_cp`: as `reduce_shfl` through a cooperative-group tile (`g.shfl_down`).
-///
-/// # Launch
-/// grid `ceil(n / block)`, block a power of two in 64..=1024, dynamic shared memory
-/// `block * size_of::<T>()`; `*d_y` zeroed before the launch.
-///
-/// # Safety
-/// `x` holds `n` elements; `d_y` one.
-#[kernel(T in [f32, f64], dynamic_shared = block * size_of::<T>())]
-pub unsafe fn reduce_cg<T: Element + AtomicAdd>(x: *const T, d_y: *mut T, n: usize) {
-    unsafe { warp_level::cg_atomic(x, d_y, n) }
-}
-
-/// `reduce1parallelism`: grid-stride partial sums, one per block into `d_y`; the second pass
-/// is the same kernel launched `<<<1, 1024>>>` over the partials.
-///
-/// # Launch
-/// any grid (10240 by default), block a power of two in 64..=1024, dynamic shared memory
-/// `block * size_of::<T>()`.
-///
-/// # Safety
-/// `x` holds `n` elements; `d_y` one per block.
-#[kernel(T in [f32, f64], dynamic_shared = block * size_of::<T>())]
-pub unsafe fn reduce1_parallelism<T: Element>(x: *const T, n: usize, d_y: *mut T) {
-    unsafe { warp_level::parallelism(x, n, d_y) }
-}
-
-/// `reduce2static`: as `reduce1_parallelism`, the partials in the static device array
-/// [`reduce2_static_partials`] (`__device__ real static_y[GRID_SIZE]`): no allocation per call.
-///
-/// # Launch
-/// grid at most `REDUCE_STATIC_GRID`, block a power of two in 64..=1024, dynamic shared memory
-/// `block * size_of::<T>()`.
-///
-/// # Safety
-/// `x` holds `n` elements; the grid is at most `REDUCE_STATIC_GRID` blocks.
-#[kernel(T in [f32, f64], dynamic_shared = block * size_of::<T>())]
-pub unsafe fn reduce2_static<T: Element + warp_level::StaticPartials>(x: *const T, n: usize) {
-    unsafe { warp_level::parallelism(x, n, T::static_partials()) }
-}
-
-crate::device_global! {
-    /// The partials of [`reduce2_static`] (`static_y`), one per block.
-    pub fn reduce2_static_partials<T>() -> [T; crate::config::REDUCE_STATIC_GRID as usize] {
-        f32 => REDUCE2_STATIC_PARTIALS_F32,
-        f64 => REDUCE2_STATIC_PARTIALS_F64,
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Seed 004: the cooperative-groups sum with 16-byte loads.
-// ---------------------------------------------------------------------------------------------
-
-/// The cooperative-groups vector-load sum (`sum_kernel_block`) with an atomic finish.
-///
-/// # Launch
-/// grid `ceil(n / (LANES * block))` (at least 1), block a power of two in 32..=1024, dynamic
-/// shared memory `block * size_of::<T>()`; `*sum` zeroed first.
-///
-/// # Safety
-/// `x` holds `n` elements aligned to their size; `sum` one element.
-#[kernel(T in [i32, f32], dynamic_shared = block * size_of::<T>())]
-pub unsafe fn reduce_cg_vector4<T: Element + AtomicAdd>(sum: *mut T, x: *const T, n: usize) {
-    unsafe { cg_vector::sum_kernel_block(sum, x, n) }
-}
-
+entry_points! {
 // ---------------------------------------------------------------------------------------------
 // The library's fast path: one launch, deterministic (see `fast`). Launch for all of them: block
 // a multiple of 32 up to 1024, grid at most the length of `partials`, no dynamic shared memory;
@@ -332,23 +99,4 @@ pub unsafe fn reduce_fast_sum_i32_to_i64(
 pub unsafe fn reduce_reproducible<T: Element>(x: *const T, n: usize, out: *mut T) {
     unsafe { reproducible::chunk_sums(x, n, out) }
 }
-
-/// The grid-synchronised sum: per-block partials, `grid.sync()`, block 0 adds the partials in
-/// index order into `out[0]` (integers wrap).
-///
-/// # Launch
-/// Cooperative (`Kernel::launch_cooperative`): every block resident at once; block a multiple
-/// of 32 up to 1024, no dynamic shared memory.
-///
-/// # Safety
-/// `x` holds `n` elements, `partials` one per block, `out` one; `barrier` is the launch's own.
-#[kernel(T in [i32, u32, i64, u64, f32, f64])]
-pub unsafe fn reduce_grid_sync<T: Element>(
-    x: *const T,
-    n: usize,
-    partials: *mut T,
-    barrier: GridBarrier,
-    out: *mut T,
-) {
-    unsafe { grid_sync::sum(x, n, partials, barrier, out) }
 }

@@ -30,14 +30,13 @@
 //! 1), leftmost tap first: the error is at most `(2R + 1) * eps / 2 * sum |c_k * x|`.
 //!
 //! This file is the family's table of entry points, one `#[kernel]` declaration each; the
-//! algorithms are in `textbook` and `fast`, the window they share in `window`.
+//! algorithm is in `fast`, the window it shares with the notes' kernels (`naive`,
+//! `shared_tile`, in `ferrocuda-lesson-kernels`) in `window`.
 use crate::config::STENCIL_MAX_TAPS;
 use crate::entry::kernel;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod fast;
-#[cfg(target_arch = "nvptx64")]
-pub mod textbook;
 #[cfg(target_arch = "nvptx64")]
 mod window;
 
@@ -58,76 +57,7 @@ pub struct Coefficients<T>(pub [T; STENCIL_MAX_TAPS]);
 #[cfg(not(target_arch = "nvptx64"))]
 unsafe impl<T: crate::entry::ByValue> crate::entry::ByValue for Coefficients<T> {}
 
-/// Seed 001's 1D stencil (一维模板), every input read from global memory: the baseline the
-/// shared tile improves on.
-///
-/// # Launch
-/// grid `ceil(n / block)`, any block size, no dynamic shared memory.
-///
-/// # Safety
-/// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`; `boundary` is
-/// a `STENCIL_BOUNDARY_*` mode.
-#[kernel(T in [i32, f32, f64], R in [1, 2, 3, 4, 8, 16])]
-pub unsafe fn stencil_1d_naive<T: Element, const R: usize>(
-    input: *const T,
-    out: *mut T,
-    n: usize,
-    boundary: u32,
-) {
-    unsafe { textbook::naive::<T, R>(input, out, n, boundary) }
-}
-
-/// Seed 001's shared-memory 1D stencil: the `blockDim + 2R` tile with halos,
-/// `__syncthreads()`, the sum of the window.
-///
-/// # Launch
-/// grid `ceil(n / block)`, block at least `R`, dynamic shared memory
-/// `(block + 2R) * size_of::<T>()` bytes.
-///
-/// # Safety
-/// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`; `boundary` is
-/// a `STENCIL_BOUNDARY_*` mode; the launch is as above.
-#[kernel(
-    T in [i32, f32, f64],
-    R in [1, 2, 3, 4, 8, 16],
-    dynamic_shared = crate::config::stencil_shared_tile_len(block as u32, R as u32) as usize
-        * size_of::<T>()
-)]
-pub unsafe fn stencil_1d_shared<T: Element, const R: usize>(
-    input: *const T,
-    out: *mut T,
-    n: usize,
-    boundary: u32,
-) {
-    unsafe { textbook::shared_tile::<T, Ones, R>(input, out, n, boundary, Ones) }
-}
-
-/// Seed 001's shared-memory 1D stencil with arbitrary coefficients `weights.0[0 ..= 2R]`
-/// (leftmost first), passed by value.
-///
-/// # Launch
-/// grid `ceil(n / block)`, block at least `R`, dynamic shared memory
-/// `(block + 2R) * size_of::<T>()` bytes.
-///
-/// # Safety
-/// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`; `boundary` is
-/// a `STENCIL_BOUNDARY_*` mode; the launch is as above.
-#[kernel(
-    T in [f32, f64],
-    R in [1, 2, 3, 4, 8, 16],
-    dynamic_shared = crate::config::stencil_shared_tile_len(block as u32, R as u32) as usize
-        * size_of::<T>()
-)]
-pub unsafe fn stencil_1d_weighted<T: Float, const R: usize>(
-    input: *const T,
-    out: *mut T,
-    n: usize,
-    boundary: u32,
-    weights: Coefficients<T>,
-) {
-    unsafe { textbook::shared_tile::<T, _, R>(input, out, n, boundary, weights) }
-}
-
+entry_points! {
 /// The library's 1D stencil: seed 001's shared tile with 16-byte loads and stores, several
 /// outputs per thread, grid-stride.
 ///
@@ -182,4 +112,5 @@ pub unsafe fn stencil_1d_fast_weighted<T: Float, const R: usize>(
     weights: Coefficients<T>,
 ) {
     unsafe { fast::fast::<T, _, R>(input, out, n, boundary, weights) }
+}
 }

@@ -19,12 +19,12 @@
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use ferrocuda::cpu::{Check, ReduceReference, check_stencil};
-use ferrocuda::reduce::{self, ReduceOp, ReducePlan, ReduceRun, ReduceVariant};
 use ferrocuda::runtime::error::Result;
 use ferrocuda::runtime::gpu::Gpu;
-use ferrocuda::runtime::timing::{Stats, time_samples};
-use ferrocuda::stencil::{self, Boundary, StencilRun, StencilVariant, Taps};
+use ferrocuda_lessons::cpu::{Check, ReduceReference, check_stencil};
+use ferrocuda_lessons::reduce::{self, ReduceOp, ReducePlan, ReduceRun, ReduceVariant};
+use ferrocuda_lessons::stencil::{self, Boundary, StencilRun, StencilVariant, Taps};
+use ferrocuda_lessons::timing::{Stats, time_samples};
 
 use super::report::{Baseline, BaselineCheck, Row};
 
@@ -306,7 +306,7 @@ mod tests {
         ] {
             let x = api_input(n);
             let taps = Taps::Sum { radius: 3 };
-            let stencil: f64 = ferrocuda::cpu::stencil(&x, &taps, Boundary::Zero)
+            let stencil: f64 = ferrocuda_lessons::cpu::stencil(&x, &taps, Boundary::Zero)
                 .iter()
                 .map(|&v| f64::from(v))
                 .sum();

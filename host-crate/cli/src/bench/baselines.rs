@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::report::{Baseline, BaselineCheck, BenchConfig, Row};
-use ferrocuda::cpu::{Boundary, Check, ReduceReference, Split, Taps, stencil_at};
-use ferrocuda::reduce::ReduceVariant;
 use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::runtime::gpu::Gpu;
-use ferrocuda::stencil::StencilVariant;
+use ferrocuda_lessons::cpu::{Boundary, Check, ReduceReference, Split, Taps, stencil_at};
+use ferrocuda_lessons::reduce::ReduceVariant;
+use ferrocuda_lessons::stencil::StencilVariant;
 
 /// The CUDA C and CUB programs, compiled with nvcc for this device.
 pub(super) struct Baselines {
@@ -269,7 +269,7 @@ pub(super) fn fnv1a_elements<T: ResultBits>(x: &[T], mut h: u64) -> u64 {
     h
 }
 
-/// FNV-1a of the bytes of `ferrocuda::cpu::stencil(x, Sum { radius }, Zero)`, the textbook
+/// FNV-1a of the bytes of `ferrocuda_lessons::cpu::stencil(x, Sum { radius }, Zero)`, the textbook
 /// stencils' taps and boundary, computed `chunk` outputs at a time over the host's cores (the
 /// whole output of 2^28 `f64` would be 2 GiB more).
 pub(super) fn stencil_fnv1a<T: ResultBits>(x: &[T], radius: u32, chunk: usize) -> u64 {
@@ -396,7 +396,7 @@ pub(super) fn outcomes(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferrocuda::cpu::{ReduceOp, book_input, exact::exact_value, exact::splitmix_at};
+    use ferrocuda_lessons::cpu::{ReduceOp, book_input, exact::exact_value, exact::splitmix_at};
 
     const N: usize = 1 << 12;
     const BLOCK: usize = 512;
@@ -576,7 +576,7 @@ mod tests {
     fn a_stencil_output_hash_is_checked_against_the_cpu_stencil() {
         let x: Vec<f32> = book_input(1000, 1000);
         let want = stencil_fnv1a(&x, 3, 1 << 22);
-        let mut out = ferrocuda::cpu::stencil(&x, &Taps::Sum { radius: 3 }, Boundary::Zero);
+        let mut out = ferrocuda_lessons::cpu::stencil(&x, &Taps::Sum { radius: 3 }, Boundary::Zero);
         assert_eq!(fnv1a_elements(&out, FNV_OFFSET), want);
         assert!(check_hash(want, Some(want)).passed);
         // One output one unit off.
@@ -590,7 +590,7 @@ mod tests {
     #[test]
     fn the_stencil_hash_is_the_same_in_any_chunks() {
         let x: Vec<i32> = book_input(100, 7);
-        let whole = ferrocuda::cpu::stencil(&x, &Taps::Sum { radius: 2 }, Boundary::Zero);
+        let whole = ferrocuda_lessons::cpu::stencil(&x, &Taps::Sum { radius: 2 }, Boundary::Zero);
         let want = fnv1a_elements(&whole, FNV_OFFSET);
         for chunk in [1, 7, 64, 100, 1000] {
             assert_eq!(stencil_fnv1a(&x, 2, chunk), want, "chunk {chunk}");
@@ -692,7 +692,7 @@ int main(int argc, char** argv) {
         if T::TYPE.is_float() {
             T::from_f64(exact_value(n, seed, T::EXACT_INT_BITS, i) as f64)
         } else {
-            T::from_random_bits(splitmix_at(seed, i as u64) & 0xFF)
+            ferrocuda_lessons::cpu::from_random_bits::<T>(splitmix_at(seed, i as u64) & 0xFF)
         }
     }
 

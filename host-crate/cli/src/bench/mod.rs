@@ -7,7 +7,7 @@
 //! exceed four times the L2 cache, so that small sizes are measured from device memory and
 //! not from L2 (the in-place reductions, which copy their input to a scratch buffer first,
 //! also flush L2 after that copy); `rounds` rounds, each of three warm-up runs and `reps`
-//! event-timed runs with the blocking kernel of [`timing`](ferrocuda::runtime::timing) (GPU time only);
+//! event-timed runs with the blocking kernel of [`timing`](ferrocuda_lessons::timing) (GPU time only);
 //! median, min and max over all rounds. The first round of each size and type runs as its
 //! buffers are set up, the later rounds take every row of the whole run in turn, so a row's
 //! min..max covers the GPU's drift over the run. (All sizes' buffers stay allocated until
@@ -19,14 +19,14 @@ use std::path::{Path, PathBuf};
 
 use cust::memory::{AsyncCopyDestination, DeviceBuffer};
 
-use ferrocuda::cpu::reproducible::{self as cpu_reproducible, Reproducible};
-use ferrocuda::cpu::{Check, ReduceReference, book_input, check_stencil};
-use ferrocuda::reduce::{ReduceOp, ReduceRun, ReduceVariant};
 use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::runtime::error::{CudaContext, Error, Result};
 use ferrocuda::runtime::gpu::Gpu;
-use ferrocuda::runtime::timing::{L2Flush, Stats, time_samples};
-use ferrocuda::stencil::{Boundary, StencilRun, StencilVariant, Taps};
+use ferrocuda_lessons::cpu::reproducible::{self as cpu_reproducible, Reproducible};
+use ferrocuda_lessons::cpu::{Check, ReduceReference, book_input, check_stencil};
+use ferrocuda_lessons::reduce::{ReduceOp, ReduceRun, ReduceVariant};
+use ferrocuda_lessons::stencil::{Boundary, StencilRun, StencilVariant, Taps};
+use ferrocuda_lessons::timing::{L2Flush, Stats, time_samples};
 
 pub mod api;
 mod baselines;
@@ -480,7 +480,7 @@ impl<'g> Pending<'g> {
                 block: match job {
                     Job::Copy => 0,
                     Job::Reduce(_, b) | Job::Stencil(_, b) => b,
-                    Job::Reproducible => ferrocuda::kernels::config::REDUCE_REPRO_BLOCK,
+                    Job::Reproducible => ferrocuda_lessons::kernels::config::REDUCE_REPRO_BLOCK,
                 },
                 grid,
                 bytes,

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use ferrocuda::reduce::ReduceVariant;
 use ferrocuda::runtime::element::ElemType;
-use ferrocuda::stencil::StencilVariant;
+use ferrocuda_lessons::reduce::ReduceVariant;
+use ferrocuda_lessons::stencil::StencilVariant;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -51,7 +51,7 @@ impl BenchConfig {
             stencil_variants: StencilVariant::ALL.to_vec(),
             reproducible: true,
             blocks: Vec::new(),
-            radius: ferrocuda::stencil::STENCIL_DEFAULT_RADIUS,
+            radius: ferrocuda_lessons::stencil::STENCIL_DEFAULT_RADIUS,
             reps: 20,
             rounds: 3,
             out: PathBuf::from("target/ferrocuda/report"),

@@ -2,12 +2,12 @@
 //! `ferrocuda reduce --variant reproducible` time and check it: every level's kernel
 //! event-timed as one operation (`sum_reproducible_to_device`, no host wait inside), the
 //! result checked bit for bit against the CPU order.
-use ferrocuda::cpu::Check;
-use ferrocuda::cpu::reproducible::{Reproducible, same_sum};
 use ferrocuda::cust::memory::DeviceBuffer;
 use ferrocuda::reduce::sum_reproducible_to_device;
-use ferrocuda::runtime::timing::time_samples;
 use ferrocuda::{Gpu, Result};
+use ferrocuda_lessons::cpu::Check;
+use ferrocuda_lessons::cpu::reproducible::{Reproducible, same_sum};
+use ferrocuda_lessons::timing::time_samples;
 
 /// The variant name of the reproducible sum, in the bench and the CLI.
 pub const REPRODUCIBLE: &str = "reproducible";

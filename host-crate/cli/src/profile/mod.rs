@@ -35,7 +35,7 @@ pub const METRICS: [(&str, &str); 8] = [
 ];
 
 /// Kernels that run in the profiled program but are not among its cases: the blocking kernel
-/// that [`timing`](ferrocuda::runtime::timing) launches before a timed run.
+/// that [`timing`](ferrocuda_lessons::timing) launches before a timed run.
 pub const NOT_CASES: [&str; 1] = ["timing_spin"];
 
 /// The `--metrics` argument of `ncu`.

@@ -7,23 +7,25 @@
 use std::collections::BTreeMap;
 
 use cust::memory::DeviceBuffer;
-use ferrocuda::kernels::broken::{broken_reduce_volatile_warp_i32, broken_stencil_1d_no_sync_f32};
-use ferrocuda::kernels::config::STENCIL_RADII;
-use ferrocuda::kernels::config::{REDUCE_FAST_ITEMS, reduce_repro_chunk};
 use ferrocuda::kernels::entry::EntryInfo;
-use ferrocuda::kernels::lab::{print_thread_indices, warp_functions_demo};
 use ferrocuda::kernels::reduce::{reduce_fast_sum_i32_to_i64, reduce_reproducible};
-use ferrocuda::kernels::smoke::smoke_saxpy;
-use ferrocuda::kernels::timing::timing_spin;
+use ferrocuda_lessons::kernels::broken::{
+    broken_reduce_volatile_warp_i32, broken_stencil_1d_no_sync_f32,
+};
+use ferrocuda_lessons::kernels::config::STENCIL_RADII;
+use ferrocuda_lessons::kernels::config::{REDUCE_FAST_ITEMS, reduce_repro_chunk};
+use ferrocuda_lessons::kernels::lab::{print_thread_indices, warp_functions_demo};
+use ferrocuda_lessons::kernels::smoke::smoke_saxpy;
+use ferrocuda_lessons::kernels::timing::timing_spin;
 
-use ferrocuda::cpu::reproducible::Reproducible;
-use ferrocuda::cpu::{ReduceReference, SplitMix64, check_stencil};
-use ferrocuda::reduce::{ReduceOp, ReduceRun, ReduceVariant};
 use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::runtime::error::Result;
 use ferrocuda::runtime::gpu::Gpu;
-use ferrocuda::runtime::kernel::entry_points;
-use ferrocuda::stencil::{Boundary, StencilRun, StencilVariant, Taps};
+use ferrocuda_lessons::all_entry_points as entry_points;
+use ferrocuda_lessons::cpu::reproducible::Reproducible;
+use ferrocuda_lessons::cpu::{ReduceReference, SplitMix64, check_stencil};
+use ferrocuda_lessons::reduce::{ReduceOp, ReduceRun, ReduceVariant};
+use ferrocuda_lessons::stencil::{Boundary, StencilRun, StencilVariant, Taps};
 
 /// The sanitizer tools, in the order of the table.
 pub const TOOLS: [&str; 4] = ["memcheck", "racecheck", "synccheck", "initcheck"];
@@ -57,7 +59,7 @@ pub const CASE_SIZES: [usize; 2] = [33, 4099];
 /// `resident blocks * tiles + 1 tile + 7` makes a block loop over two tiles. Both have a ragged
 /// tail, and run at offset 1 too (the scalar head).
 fn fast_path_sizes<T: Element>(gpu: &Gpu) -> Result<[usize; 2]> {
-    let plan = ferrocuda::reduce::ReducePlan::<T>::new(gpu, ReduceOp::Sum)?;
+    let plan = ferrocuda_lessons::reduce::ReducePlan::<T>::new(gpu, ReduceOp::Sum)?;
     let tile = plan.block() as usize * REDUCE_FAST_ITEMS * (16 / size_of::<T>());
     let resident = plan.grid(usize::MAX) as usize;
     Ok([3 * tile + 5, resident * tile + tile + 7])
@@ -71,7 +73,7 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
         *results.entry(symbol.to_string()).or_insert(true) &= ok;
     };
     for n in CASE_SIZES {
-        let r = ferrocuda::smoke::run(gpu, n, 100, 0, n as u64)?;
+        let r = ferrocuda_lessons::smoke::run(gpu, n, 100, 0, n as u64)?;
         record(smoke_saxpy().symbol(), r.mismatches == 0);
     }
     for ty in ElemType::ALL {
@@ -87,27 +89,27 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
     let want: i64 = wide.iter().map(|&v| v as i64).sum();
     record(
         reduce_fast_sum_i32_to_i64().symbol(),
-        ferrocuda::reduce::sum_i32_to_i64(gpu, &d)? == want,
+        ferrocuda_lessons::reduce::sum_i32_to_i64(gpu, &d)? == want,
     );
-    let demo = ferrocuda::lab::WarpDemo::NOTES;
+    let demo = ferrocuda_lessons::lab::WarpDemo::NOTES;
     let rows = demo.run(gpu)?;
     let ok = rows
         .iter()
         .zip(demo.expected())
         .all(|(g, w)| g.iter().zip(w).all(|(&g, w)| w.is_none_or(|w| w == g)));
     record(warp_functions_demo().symbol(), ok);
-    for row in ferrocuda::lab::divergence(gpu, 1000, 128, 4, 1)? {
+    for row in ferrocuda_lessons::lab::divergence(gpu, 1000, 128, 4, 1)? {
         record(row.kernel, row.mismatches == 0);
     }
     // Device printf: two warps print a line each thread (the output goes to this process's
     // stdout, where the `kernel ...` lines are parsed; these lines start otherwise).
-    let print = gpu.kernel(print_thread_indices())?;
+    let print = ferrocuda_lessons::kernel(gpu, print_thread_indices())?;
     // SAFETY: the kernel touches no memory.
     let printed = unsafe { print.launch_and_wait(print.config(1, 64), (0u32,)) };
     record(print_thread_indices().symbol(), printed.is_ok());
     record(
         timing_spin().symbol(),
-        ferrocuda::runtime::timing::spin_holds_the_gpu(gpu)?,
+        ferrocuda_lessons::timing::spin_holds_the_gpu(gpu)?,
     );
     Ok(results)
 }
@@ -121,12 +123,12 @@ fn reproducible_cases<T: Reproducible>(
     let chunk = reduce_repro_chunk(size_of::<T>());
     let mut rng = SplitMix64::new(11);
     let host: Vec<T> = (0..3 * chunk + 6)
-        .map(|_| T::from_random_bits(rng.next_u64()))
+        .map(|_| ferrocuda_lessons::cpu::from_random_bits::<T>(rng.next_u64()))
         .collect();
     let input = gpu.upload(&host, "sanitize reproducible input")?;
     for (lo, hi) in [(0, CASE_SIZES[1]), (0, 3 * chunk + 5), (1, 3 * chunk + 6)] {
-        let got = ferrocuda::reduce::sum_reproducible(gpu, &input.index(lo..hi))?;
-        let want = ferrocuda::cpu::reproducible::sum_reproducible(&host[lo..hi]);
+        let got = ferrocuda_lessons::reduce::sum_reproducible(gpu, &input.index(lo..hi))?;
+        let want = ferrocuda_lessons::cpu::reproducible::sum_reproducible(&host[lo..hi]);
         record(
             reduce_reproducible::<T>().map_or("reduce_reproducible", |e| e.symbol()),
             got.same_bits(want),
@@ -139,7 +141,7 @@ fn reduce_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> R
     let mut rng = SplitMix64::new(7);
     let fast_sizes = fast_path_sizes::<T>(gpu)?;
     let host: Vec<T> = (0..fast_sizes[1] + 1)
-        .map(|_| T::from_random_bits(rng.next_u64()))
+        .map(|_| ferrocuda_lessons::cpu::from_random_bits::<T>(rng.next_u64()))
         .collect();
     let input = gpu.upload(&host, "sanitize reduce input")?;
     for v in ReduceVariant::ALL
@@ -147,7 +149,7 @@ fn reduce_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> R
         .filter(|v| v.supports_type(T::TYPE))
     {
         let blocks: Vec<u32> = if v == ReduceVariant::CompleteUnroll {
-            ferrocuda::reduce::complete_unroll_blocks()
+            ferrocuda_lessons::reduce::complete_unroll_blocks()
         } else {
             vec![v.default_block()]
         };
@@ -184,7 +186,7 @@ fn stencil_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> 
     let mut rng = SplitMix64::new(9);
     let n_max = CASE_SIZES[1];
     let host: Vec<T> = (0..n_max)
-        .map(|_| T::from_random_bits(rng.next_u64() & 0xFF))
+        .map(|_| ferrocuda_lessons::cpu::from_random_bits::<T>(rng.next_u64() & 0xFF))
         .collect();
     for v in StencilVariant::ALL
         .into_iter()
@@ -240,7 +242,7 @@ pub fn broken_cases(gpu: &Gpu) -> Result<()> {
     let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let d = gpu.upload(&x, "broken stencil input")?;
     let out = gpu.alloc::<f32>(n, "broken stencil output")?;
-    let k = gpu.kernel(broken_stencil_1d_no_sync_f32())?;
+    let k = ferrocuda_lessons::kernel(gpu, broken_stencil_1d_no_sync_f32())?;
     // SAFETY: `n` floats each way.
     unsafe {
         k.launch_and_wait(
@@ -251,7 +253,7 @@ pub fn broken_cases(gpu: &Gpu) -> Result<()> {
     let xi: Vec<i32> = (0..n as i32).collect();
     let di = gpu.upload(&xi, "broken reduce input")?;
     let partials = gpu.alloc::<i32>(grid as usize, "broken reduce partials")?;
-    let k = gpu.kernel(broken_reduce_volatile_warp_i32())?;
+    let k = ferrocuda_lessons::kernel(gpu, broken_reduce_volatile_warp_i32())?;
     // SAFETY: `n` ints in, one partial per block out.
     unsafe {
         k.launch_and_wait(

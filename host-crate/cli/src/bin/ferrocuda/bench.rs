@@ -4,12 +4,12 @@ use std::path::PathBuf;
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use ferrocuda::Gpu;
-use ferrocuda::reduce::ReduceVariant;
 use ferrocuda::runtime::element::ElemType;
-use ferrocuda::stencil::StencilVariant;
 use ferrocuda_cli::args::parse_count;
 use ferrocuda_cli::bench::reproducible::REPRODUCIBLE;
 use ferrocuda_cli::bench::{self, BenchConfig};
+use ferrocuda_lessons::reduce::ReduceVariant;
+use ferrocuda_lessons::stencil::StencilVariant;
 
 /// `ferrocuda bench`.
 #[derive(Args)]
@@ -27,7 +27,7 @@ pub struct BenchArgs {
     #[arg(long)]
     blocks: Option<String>,
     /// Stencil radius.
-    #[arg(long, default_value_t = ferrocuda::stencil::STENCIL_DEFAULT_RADIUS)]
+    #[arg(long, default_value_t = ferrocuda_lessons::stencil::STENCIL_DEFAULT_RADIUS)]
     radius: u32,
     /// Timed repetitions per round.
     #[arg(long, default_value_t = 20)]
@@ -114,7 +114,7 @@ impl BenchArgs {
                 })
                 .collect::<Result<_>>()?,
         };
-        if let Some(e) = ferrocuda::stencil::radius_error(self.radius) {
+        if let Some(e) = ferrocuda_lessons::stencil::radius_error(self.radius) {
             bail!("{e}");
         }
         if self.reps == 0 {

@@ -2,14 +2,15 @@
 use anyhow::{Result, bail};
 use clap::Args;
 use ferrocuda::Gpu;
-use ferrocuda::cpu::SplitMix64;
-use ferrocuda::kernels::lab::print_thread_indices;
+use ferrocuda::kernels::entry::entry_point;
 use ferrocuda::kernels::reduce::{Sum, reduce_fast};
-use ferrocuda::lab::{self, WARP_DEMO_COLUMNS, WarpDemo};
-use ferrocuda::occupancy::{self, Occupancy};
-use ferrocuda::reduce::{ReduceOp, ReduceRun};
-use ferrocuda::runtime::kernel::{entry_point, entry_points};
-use ferrocuda::runtime::timing::time_on_stream;
+use ferrocuda_lessons::all_entry_points as entry_points;
+use ferrocuda_lessons::cpu::SplitMix64;
+use ferrocuda_lessons::kernels::lab::print_thread_indices;
+use ferrocuda_lessons::lab::{self, WARP_DEMO_COLUMNS, WarpDemo};
+use ferrocuda_lessons::occupancy::{self, Occupancy};
+use ferrocuda_lessons::reduce::{ReduceOp, ReduceRun};
+use ferrocuda_lessons::timing::time_on_stream;
 
 /// `ferrocuda streams`.
 #[derive(Args)]
@@ -125,7 +126,7 @@ pub fn print_indices(gpu: &Gpu, a: &PrintIndicesArgs) -> Result<()> {
         gpu.props().name
     );
     std::io::stdout().flush()?;
-    let kernel = gpu.kernel(print_thread_indices())?;
+    let kernel = ferrocuda_lessons::kernel(gpu, print_thread_indices())?;
     // SAFETY: the kernel touches no memory.
     unsafe { kernel.launch_and_wait(kernel.config(a.grid, a.block), (a.tag,))? };
     Ok(())
@@ -171,7 +172,7 @@ pub fn warp(gpu: &Gpu, a: &WarpArgs) -> Result<()> {
     let want = demo.expected();
     println!(
         "{}<<<1, {}>>> on {}: width {}, shfl from lane {}, offset {}",
-        ferrocuda::kernels::lab::warp_functions_demo().symbol(),
+        ferrocuda_lessons::kernels::lab::warp_functions_demo().symbol(),
         demo.block,
         gpu.props().name,
         demo.width,

@@ -9,15 +9,15 @@ mod sanitize;
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
 use ferrocuda::DeviceBuffer;
-use ferrocuda::cpu::reproducible::Reproducible;
-use ferrocuda::cpu::{ReduceReference, book_input};
-use ferrocuda::reduce::{self, ReduceOp, ReduceVariant};
 use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::runtime::gpu::{EMBEDDED_PTX, Gpu};
-use ferrocuda::runtime::timing;
-use ferrocuda::smoke;
 use ferrocuda_cli::args::parse_count;
 use ferrocuda_cli::bench::reproducible::{self, Measured, REPRODUCIBLE};
+use ferrocuda_lessons::cpu::reproducible::Reproducible;
+use ferrocuda_lessons::cpu::{ReduceReference, book_input};
+use ferrocuda_lessons::reduce::{self, ReduceOp, ReduceVariant};
+use ferrocuda_lessons::smoke;
+use ferrocuda_lessons::timing;
 
 #[derive(Parser)]
 #[command(
@@ -354,7 +354,7 @@ fn reproducible_row<T: Reproducible>(
     host: &[T],
     reps: usize,
 ) -> Result<Measured<T>> {
-    let want = ferrocuda::cpu::reproducible::sum_reproducible(host);
+    let want = ferrocuda_lessons::cpu::reproducible::sum_reproducible(host);
     Ok(reproducible::measure(
         gpu,
         std::slice::from_ref(input),
@@ -425,14 +425,14 @@ fn reduce_table<T: Element>(
     }
     if let Some(row) = reproducible.filter(|_| a.reproducible) {
         let m = row(gpu, &input, &host, a.reps)?;
-        let stats = ferrocuda::runtime::timing::Stats::from_samples(m.samples);
+        let stats = ferrocuda_lessons::timing::Stats::from_samples(m.samples);
         let gbs = stats.gbs(bytes as u64);
         all_passed &= m.check.passed;
         println!(
             "{:<24}{:>9}{:>7}{:>12.2}{:>10.0}{:>7.0}%  {} (sum {}: {})",
             REPRODUCIBLE,
             "-",
-            ferrocuda::kernels::config::REDUCE_REPRO_BLOCK,
+            ferrocuda_lessons::kernels::config::REDUCE_REPRO_BLOCK,
             stats.median_s * 1e6,
             gbs,
             100.0 * gbs / copy_gbs,
@@ -461,7 +461,7 @@ fn stencil(
     reps: usize,
     seed: u64,
 ) -> Result<()> {
-    use ferrocuda::stencil::{Boundary, STENCIL_DEFAULT_RADIUS, StencilVariant, Taps};
+    use ferrocuda_lessons::stencil::{Boundary, STENCIL_DEFAULT_RADIUS, StencilVariant, Taps};
 
     #[allow(clippy::too_many_arguments)]
     fn table<T: Element>(
@@ -517,8 +517,9 @@ fn stencil(
         let mut all_passed = true;
         for &v in variants {
             let block = block.unwrap_or(v.default_block());
-            let m =
-                ferrocuda::stencil::measure(gpu, v, taps, boundary, &input, &host, block, 3, reps)?;
+            let m = ferrocuda_lessons::stencil::measure(
+                gpu, v, taps, boundary, &input, &host, block, 3, reps,
+            )?;
             let gbs = m.stats.gbs(m.bytes);
             all_passed &= m.check.passed;
             println!(

@@ -4,10 +4,10 @@ use std::path::PathBuf;
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use ferrocuda::Gpu;
-use ferrocuda::cpu::book_input;
-use ferrocuda::reduce::{ReduceOp, ReduceRun, ReduceVariant};
-use ferrocuda::stencil::{Boundary, StencilRun, StencilVariant, Taps};
 use ferrocuda_cli::profile;
+use ferrocuda_lessons::cpu::book_input;
+use ferrocuda_lessons::reduce::{ReduceOp, ReduceRun, ReduceVariant};
+use ferrocuda_lessons::stencil::{Boundary, StencilRun, StencilVariant, Taps};
 
 /// `ferrocuda profile`.
 #[derive(Args)]
@@ -35,7 +35,7 @@ pub fn cases(gpu: &Gpu) -> Result<()> {
         let mut run = ReduceRun::<i32>::new(gpu, v, ReduceOp::Sum, &input, 512)?;
         run.run()?;
     }
-    ferrocuda::lab::divergence(gpu, 1 << 20, 128, 64, 1)?;
+    ferrocuda_lessons::lab::divergence(gpu, 1 << 20, 128, 64, 1)?;
     let x: Vec<f32> = book_input(n, 2);
     let x = gpu.upload(&x, "profile stencil input")?;
     let mut y = gpu.alloc::<f32>(n, "profile stencil output")?;

@@ -1,6 +1,7 @@
 //! The reduction as the CPU computes it: what each operation means and what a GPU result must be.
 use super::check::{Check, compensated_parts, compensated_sum};
-use crate::runtime::element::Element;
+use ferrocuda::reduce::ReduceOp;
+use ferrocuda::runtime::element::Element;
 
 /// What a reduction of some input must produce, computed on the CPU.
 #[derive(Clone, Debug)]
@@ -106,37 +107,14 @@ impl<A: Element> ReduceReference<A> {
     }
 }
 
-/// What a reduction computes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ReduceOp {
-    /// Sum (wrapping for integers).
-    Sum,
-    /// Minimum.
-    Min,
-    /// Maximum.
-    Max,
+/// The CPU reference of a [`ReduceOp`].
+pub trait ReduceOpCpu {
+    /// The result of this operation over `x` on the CPU (`None` for `min`/`max` of nothing).
+    fn cpu<T: Element>(self, x: &[T]) -> Option<T>;
 }
 
-impl ReduceOp {
-    /// All three.
-    pub const ALL: [ReduceOp; 3] = [Self::Sum, Self::Min, Self::Max];
-
-    /// `sum`, `min`, `max`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Sum => "sum",
-            Self::Min => "min",
-            Self::Max => "max",
-        }
-    }
-
-    /// From its name.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|o| o.name() == name)
-    }
-
-    /// The CPU reference of this operation over `x` (`None` for `min`/`max` of nothing).
-    pub fn cpu<T: Element>(self, x: &[T]) -> Option<T> {
+impl ReduceOpCpu for ReduceOp {
+    fn cpu<T: Element>(self, x: &[T]) -> Option<T> {
         match self {
             Self::Sum => Some(x.iter().fold(T::default(), |a, &b| a.add(b))),
             Self::Min => x.iter().copied().reduce(T::min_of),

@@ -1,16 +1,16 @@
 //! The warp and execution-model lab: the notes' warp-function program (`ferrocuda warp`) and
 //! the `simpleDivergence` kernels (`ferrocuda divergence`), each checked against the CPU.
-use ferrocuda_kernels::config::WARP_DEMO_WORDS;
 use ferrocuda_kernels::entry::Entry;
-use ferrocuda_kernels::lab::{
+use ferrocuda_lesson_kernels::config::WARP_DEMO_WORDS;
+use ferrocuda_lesson_kernels::lab::{
     math_kernel1, math_kernel2, math_kernel3, math_kernel4, warp_functions_demo,
 };
 
 use crate::cpu::warp::{self as model, ShflMode, WARP_SIZE};
-use crate::runtime::config::LaunchConfig;
-use crate::runtime::error::{Error, Result};
-use crate::runtime::gpu::Gpu;
-use crate::runtime::timing::{Stats, time_on_stream};
+use crate::timing::{Stats, time_on_stream};
+use ferrocuda::runtime::config::LaunchConfig;
+use ferrocuda::runtime::error::{Error, Result};
+use ferrocuda::runtime::gpu::Gpu;
 
 /// The column names of the demo's table.
 pub const WARP_DEMO_COLUMNS: [&str; WARP_DEMO_WORDS] = [
@@ -299,11 +299,11 @@ impl StreamOverlap {
 /// (`cuCtxSynchronize`) and the results are checked. The copy engine and the SMs are separate
 /// units, so the two can overlap; the fraction hidden is measured, not assumed.
 pub fn stream_overlap(gpu: &Gpu, n: usize, kernels: usize, reps: usize) -> Result<StreamOverlap> {
-    use crate::cpu::stencil::{Boundary, Taps, check_stencil};
-    use crate::runtime::error::CudaContext;
+    use crate::cpu::{Boundary, Taps, check_stencil};
     use cust::event::{Event, EventFlags};
     use cust::memory::{AsyncCopyDestination, LockedBuffer};
     use cust::stream::Stream;
+    use ferrocuda::runtime::error::CudaContext;
 
     if n == 0 || kernels == 0 {
         return Err(Error::InvalidArgument {
@@ -324,7 +324,7 @@ pub fn stream_overlap(gpu: &Gpu, n: usize, kernels: usize, reps: usize) -> Resul
 
     // `cuStreamWaitEvent` through one untimed event, recorded on `from` each time (the wait
     // is enqueued with the record it sees, so reusing the event is safe).
-    let gate = crate::runtime::event::Marker::new()?;
+    let gate = ferrocuda::runtime::event::Marker::new()?;
     let wait = |stream: &Stream, from: &Stream| -> Result<()> {
         gate.record(from)?;
         gate.wait_on(stream)

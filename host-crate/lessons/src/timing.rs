@@ -2,11 +2,11 @@
 use cust::event::{Event, EventFlags};
 use cust::memory::{AsyncCopyDestination, DeviceBuffer};
 
-use ferrocuda_kernels::timing::timing_spin;
+use ferrocuda_lesson_kernels::timing::timing_spin;
 
-use crate::runtime::config::LaunchConfig;
-use crate::runtime::error::{CudaContext, Result};
-use crate::runtime::gpu::Gpu;
+use ferrocuda::runtime::config::LaunchConfig;
+use ferrocuda::runtime::error::{CudaContext, Result};
+use ferrocuda::runtime::gpu::Gpu;
 
 /// Repetition statistics of one timed operation, in seconds.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -6,7 +6,7 @@ pub fn saxpy(a: f32, x: &[f32], y: &[f32]) -> Vec<f32> {
     x.iter().zip(y).map(|(&x, &y)| a * x + y).collect()
 }
 
-use crate::runtime::element::{Element, signed_unit};
+use ferrocuda::runtime::element::Element;
 
 pub mod check;
 pub mod exact;
@@ -17,11 +17,13 @@ pub mod stencil;
 pub mod warp;
 
 pub use check::{Check, compensated_sum};
+pub use ferrocuda::reduce::ReduceOp;
+pub use ferrocuda::stencil::{Boundary, Taps, radius_error};
 pub use parallel::Split;
-pub use reduce::{ReduceOp, ReduceReference};
+pub use reduce::{ReduceOpCpu, ReduceReference};
 pub use stencil::{
-    Boundary, StencilPoint, Taps, check_stencil, radius_error, stencil, stencil_at, stencil_point,
-    stencil_source, stencil_tolerance,
+    StencilPoint, check_stencil, stencil, stencil_at, stencil_point, stencil_source,
+    stencil_tolerance,
 };
 
 use exact::{ExactLayout, GAMMA, mix};
@@ -58,7 +60,7 @@ pub fn book_input<T: Element>(n: usize, seed: u64) -> Vec<T> {
         exact_floats(n, seed)
     } else {
         generate(Split::host(), n, seed, |bits| {
-            T::from_random_bits(bits & 0xFF)
+            from_random_bits::<T>(bits & 0xFF)
         })
     }
 }
@@ -85,10 +87,27 @@ fn exact_floats<T: Element>(n: usize, seed: u64) -> Vec<T> {
     out
 }
 
-/// `n` values spread over `T`'s range ([`Element::from_random_bits`]) from `seed`, generated
+/// `n` values spread over `T`'s range ([`from_random_bits`]) from `seed`, generated
 /// like [`book_input`].
 pub fn random_vec<T: Element>(n: usize, seed: u64) -> Vec<T> {
-    generate(Split::host(), n, seed, T::from_random_bits)
+    generate(Split::host(), n, seed, from_random_bits::<T>)
+}
+
+/// `bits` as a float uniform in `[-1, 1)` (53 random bits).
+pub fn signed_unit(bits: u64) -> f64 {
+    (bits >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+}
+
+/// A value of `T` from 64 random bits spread over the type's range: every bit pattern for
+/// integers (the low bits), uniform in `[-1, 1)` for floats (the tests' inputs).
+pub fn from_random_bits<T: Element>(bits: u64) -> T {
+    if T::TYPE.is_float() {
+        return T::from_f64(signed_unit(bits));
+    }
+    let bytes = bits.to_le_bytes();
+    // SAFETY: every integer `Element` is at most 8 bytes and valid for every bit pattern; its
+    // little-endian first bytes are `bits as T`.
+    unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
 }
 
 /// `sample` of the first `n` outputs of [`SplitMix64::new(seed)`](SplitMix64), the parts of

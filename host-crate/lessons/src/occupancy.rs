@@ -7,8 +7,8 @@
 //! device limits alone, so the two can be checked against each other.
 use ferrocuda_kernels::entry::EntryInfo;
 
-use crate::runtime::error::Result;
-use crate::runtime::gpu::{DeviceProps, Gpu};
+use ferrocuda::runtime::error::Result;
+use ferrocuda::runtime::gpu::{DeviceProps, Gpu};
 
 /// The resource that bounds the number of resident blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,7 +131,7 @@ pub struct Occupancy {
 /// The occupancy of kernel `entry` at `block` threads, with the dynamic shared memory its
 /// declaration asks for at that block.
 pub fn occupancy(gpu: &Gpu, entry: &'static EntryInfo, block: u32) -> Result<Occupancy> {
-    let kernel = gpu.kernel_info(entry)?;
+    let kernel = crate::kernel_info(gpu, entry)?;
     let a = kernel.attributes();
     let props = gpu.props();
     let dynamic_shared = entry.dynamic_shared_bytes(block);

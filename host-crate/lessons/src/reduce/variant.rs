@@ -1,10 +1,10 @@
 //! The reduction variants of the notes and the library, by name, with the typed handles of the
 //! kernels each one launches.
-use ferrocuda_kernels::entry::{DeviceGlobal, Entry};
-use ferrocuda_kernels::grid::GridBarrier;
+use ferrocuda::kernels::entry::{DeviceGlobal, Entry};
+use ferrocuda::kernels::grid::GridBarrier;
 
-use crate::cpu::reduce::ReduceOp;
-use crate::runtime::element::{ElemType, Element};
+use ferrocuda::reduce::ReduceOp;
+use ferrocuda::runtime::element::{ElemType, Element};
 
 /// Every reduction kernel family, by the name the CLI and the reports use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -138,14 +138,14 @@ impl ReduceVariant {
 
     /// Element types with an entry point (from the kernels' declarations).
     pub fn supports_type(self, ty: ElemType) -> bool {
-        crate::with_elem_type!(ty, T => Entries::<T, T>::of(self, ReduceOp::Sum, self.default_block()).is_some())
+        ferrocuda::with_elem_type!(ty, T => Entries::<T, T>::of(self, ReduceOp::Sum, self.default_block()).is_some())
     }
 
     /// Operations with an entry point (from the kernels' declarations): only the fast path has
     /// min and max.
     pub fn supports_op(self, op: ReduceOp) -> bool {
         ElemType::ALL.into_iter().any(|ty| {
-            crate::with_elem_type!(ty, T => Entries::<T, T>::of(self, op, self.default_block()).is_some())
+            ferrocuda::with_elem_type!(ty, T => Entries::<T, T>::of(self, op, self.default_block()).is_some())
         })
     }
 
@@ -154,7 +154,7 @@ impl ReduceVariant {
         match self {
             _ if self.is_textbook() => 512,
             V::CgVector4 | V::GridSync => 256,
-            V::Fast => 512,
+            V::Fast => ferrocuda::reduce::FAST_BLOCK,
             _ => 128,
         }
     }
@@ -224,7 +224,7 @@ impl ReduceVariant {
 pub fn complete_unroll_blocks() -> Vec<u32> {
     (0..=10)
         .map(|e| 1u32 << e)
-        .filter(|&b| ferrocuda_kernels::reduce::reduce_complete_unroll::<i32>(b).is_some())
+        .filter(|&b| ferrocuda_lesson_kernels::reduce::reduce_complete_unroll::<i32>(b).is_some())
         .collect()
 }
 
@@ -256,7 +256,7 @@ pub(super) enum Entries<T, A> {
 
 impl<T: Element, A: Element> Entries<T, A> {
     pub(super) fn of(variant: ReduceVariant, op: ReduceOp, block: u32) -> Option<Self> {
-        use ferrocuda_kernels::reduce as k;
+        use ferrocuda_lesson_kernels::reduce as k;
         if op != ReduceOp::Sum && variant != V::Fast {
             return None;
         }
@@ -286,19 +286,7 @@ impl<T: Element, A: Element> Entries<T, A> {
                 k::reduce2_static_partials::<A>()?,
             )),
             V::GridSync => Some(Self::GridSync(k::reduce_grid_sync::<T>()?.retype()?)),
-            V::Fast => {
-                let widening = k::reduce_fast_sum_i32_to_i64().retype();
-                let same = match op {
-                    ReduceOp::Sum => k::reduce_fast::<k::Sum, T>(),
-                    ReduceOp::Min => k::reduce_fast::<k::Min, T>(),
-                    ReduceOp::Max => k::reduce_fast::<k::Max, T>(),
-                };
-                let entry = match (widening, op) {
-                    (Some(e), ReduceOp::Sum) => e,
-                    _ => same?.retype()?,
-                };
-                Some(Self::Fast(entry))
-            }
+            V::Fast => Some(Self::Fast(ferrocuda::reduce::fast_entry::<T, A>(op)?)),
         }
     }
 }

@@ -1,11 +1,11 @@
 //! `ferrocuda smoke`: one tiny kernel (`smoke_saxpy`) run and checked against the CPU.
-use ferrocuda_kernels::config::SMOKE_BLOCK;
-use ferrocuda_kernels::smoke::smoke_saxpy;
+use ferrocuda_lesson_kernels::config::SMOKE_BLOCK;
+use ferrocuda_lesson_kernels::smoke::smoke_saxpy;
 
 use crate::cpu;
-use crate::runtime::config::LaunchConfig;
-use crate::runtime::error::{Error, KernelLaunch, Result};
-use crate::runtime::gpu::Gpu;
+use ferrocuda::runtime::config::LaunchConfig;
+use ferrocuda::runtime::error::{Error, KernelLaunch, Result};
+use ferrocuda::runtime::gpu::Gpu;
 
 /// Default threads per block.
 pub const DEFAULT_BLOCK: u32 = SMOKE_BLOCK;

@@ -1,23 +1,12 @@
 //! The reproducible sum's order on the CPU: the same additions, in the same order, as the
 //! kernel (`kernels-crate/src/reduce/reproducible.rs`), so the same bits for every input whose
 //! sum is not a NaN.
-use ferrocuda_kernels::config::{
+use ferrocuda_lesson_kernels::config::{
     REDUCE_REPRO_BLOCK, REDUCE_REPRO_LOADS, WARP_SIZE, reduce_repro_chunk,
 };
 
-use crate::runtime::element::Element;
-
-/// The element types of the reproducible sum: `f32` and `f64` (integers are reproducible in
-/// any order; `reduce::sum` is already the same on every GPU for them).
-pub trait Reproducible: Element + private::Sealed {}
-impl Reproducible for f32 {}
-impl Reproducible for f64 {}
-
-mod private {
-    pub trait Sealed {}
-    impl Sealed for f32 {}
-    impl Sealed for f64 {}
-}
+pub use ferrocuda::reduce::{Reproducible, chunks_per_level};
+use ferrocuda::runtime::element::Element;
 
 /// The sum of `x` in the reproducible order: chunk sums, then chunk sums of those, until one
 /// value is left; `+0.0` for an empty input.
@@ -30,19 +19,6 @@ pub fn sum_reproducible<T: Reproducible>(x: &[T]) -> T {
         sums = chunk_sums(&sums);
     }
     sums[0]
-}
-
-/// How many chunks each level of the order has for `n` elements of `T` (one launch per level;
-/// the last level has one chunk): `[]` for an empty input.
-pub fn chunks_per_level<T: Reproducible>(n: usize) -> Vec<usize> {
-    let chunk = reduce_repro_chunk(size_of::<T>());
-    let mut levels = Vec::new();
-    let mut len = n;
-    while len > 0 && levels.last() != Some(&1) {
-        len = len.div_ceil(chunk);
-        levels.push(len);
-    }
-    levels
 }
 
 /// Whether two results of the reproducible sum agree: the same bits, or both a NaN (a NaN's

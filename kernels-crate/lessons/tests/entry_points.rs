@@ -3,7 +3,8 @@
 //! `_<type>`), the instances a declaration lists and no others, the parameter lists, and the
 //! declared dynamic shared memory.
 use ferrocuda_kernels::entry::{ENTRY_POINTS, entry_point, entry_points_of};
-use ferrocuda_kernels::{reduce, selftest, smoke, stencil};
+use ferrocuda_kernels::{reduce as fast_reduce, stencil as fast_stencil};
+use ferrocuda_lesson_kernels::{reduce, selftest, smoke, stencil};
 
 #[test]
 fn symbols_follow_the_notes_names() {
@@ -41,11 +42,13 @@ fn symbols_follow_the_notes_names() {
             "reduce_cg_vector4_i32",
         ),
         (
-            reduce::reduce_fast::<reduce::Max, f64>().unwrap().symbol(),
+            fast_reduce::reduce_fast::<fast_reduce::Max, f64>()
+                .unwrap()
+                .symbol(),
             "reduce_fast_max_f64",
         ),
         (
-            reduce::reduce_fast_sum_i32_to_i64().symbol(),
+            fast_reduce::reduce_fast_sum_i32_to_i64().symbol(),
             "reduce_fast_sum_i32_to_i64",
         ),
         (
@@ -57,7 +60,7 @@ fn symbols_follow_the_notes_names() {
             "stencil_1d_naive_r16_i32",
         ),
         (
-            stencil::stencil_1d_fast_weighted::<f32>(3)
+            fast_stencil::stencil_1d_fast_weighted::<f32>(3)
                 .unwrap()
                 .symbol(),
             "stencil_1d_fast_weighted_r3_f32",
@@ -79,25 +82,35 @@ fn a_combination_without_an_instance_has_no_handle() {
     assert!(reduce::reduce_cg_vector4::<u32>().is_none());
     assert!(reduce::reduce_complete_unroll::<f32>(32).is_none());
     assert!(reduce::reduce_complete_unroll::<u8>(512).is_none());
-    assert!(stencil::stencil_1d_fast::<f32>(5).is_none());
+    assert!(fast_stencil::stencil_1d_fast::<f32>(5).is_none());
     assert!(stencil::stencil_1d_weighted::<i32>(3).is_none());
 }
 
 #[test]
 fn every_instance_is_listed_once_with_its_parameters() {
-    let all = entry_points_of("ferrocuda-kernels");
-    assert_eq!(all.len(), ENTRY_POINTS.len());
+    let library = entry_points_of("ferrocuda-kernels");
+    let lessons = entry_points_of("ferrocuda-lesson-kernels");
+    assert_eq!(library.len() + lessons.len(), ENTRY_POINTS.len());
+    let mut all = [library.clone(), lessons.clone()].concat();
+    all.sort_by_key(|e| e.symbol);
     let mut symbols: Vec<&str> = all.iter().map(|e| e.symbol).collect();
     symbols.dedup();
     assert_eq!(symbols.len(), all.len(), "a symbol is listed twice");
-    let count = |module: &str| all.iter().filter(|e| e.module.ends_with(module)).count();
-    // 9 textbook kernels x 6 types (complete_unroll x 5 blocks), 3 float seed-000 trees, the two
-    // grid-stride kernels, the CG vector sum on 2 types, sum/min/max x 6, the widening sum, the
-    // reproducible sum on 2 types and the grid-synchronised sum on 6.
+    let count = |package: &[&ferrocuda_kernels::entry::EntryInfo], module: &str| {
+        package
+            .iter()
+            .filter(|e| e.module.ends_with(module))
+            .count()
+    };
+    // The lessons: 9 textbook kernels x 6 types (complete_unroll x 5 blocks), 3 float warp-level
+    // trees, the two grid-stride kernels, the CG vector sum on 2 types and the
+    // grid-synchronised sum on 6. The library: sum/min/max x 6, the widening sum and the
+    // reproducible sum on 2 types.
     assert_eq!(
-        count("::reduce"),
-        8 * 6 + 5 * 6 + 3 * 2 + 2 * 2 + 2 + 3 * 6 + 1 + 2 + 6
+        count(&lessons, "::reduce"),
+        8 * 6 + 5 * 6 + 3 * 2 + 2 * 2 + 2 + 6
     );
+    assert_eq!(count(&library, "::reduce"), 3 * 6 + 1 + 2);
     let e = entry_point("reduce_grid_sync_f32").unwrap();
     assert_eq!(
         e.params,
@@ -113,8 +126,10 @@ fn every_instance_is_listed_once_with_its_parameters() {
         );
     }
     assert!(e.cooperative);
-    // naive, shared and fast on 3 types, weighted and fast weighted on 2, 6 radii each.
-    assert_eq!(count("::stencil"), (3 + 3 + 3 + 2 + 2) * 6);
+    // naive and shared on 3 types and weighted on 2 in the lessons, fast on 3 and fast weighted
+    // on 2 in the library, 6 radii each.
+    assert_eq!(count(&lessons, "::stencil"), (3 + 3 + 2) * 6);
+    assert_eq!(count(&library, "::stencil"), (3 + 2) * 6);
     let e = entry_point("reduce_fast_sum_i32_to_i64").unwrap();
     assert_eq!(
         e.params,
@@ -127,7 +142,7 @@ fn every_instance_is_listed_once_with_its_parameters() {
 
 #[test]
 fn dynamic_shared_memory_is_what_the_declaration_says() {
-    // `block * size_of::<T>()` for seed 000's trees.
+    // `block * size_of::<T>()` for the warp-level trees.
     let e = reduce::reduce_shfl::<f64>().unwrap();
     assert_eq!(e.dynamic_shared_bytes(128), 128 * 8);
     // The slide's `BLOCK_SIZE + 2 * RADIUS` tile.
@@ -135,7 +150,7 @@ fn dynamic_shared_memory_is_what_the_declaration_says() {
     assert_eq!(e.dynamic_shared_bytes(256), (256 + 6) * 4);
     // None declared: zero.
     assert_eq!(
-        reduce::reduce_fast::<reduce::Sum, f32>()
+        fast_reduce::reduce_fast::<fast_reduce::Sum, f32>()
             .unwrap()
             .dynamic_shared_bytes(512),
         0
@@ -144,7 +159,7 @@ fn dynamic_shared_memory_is_what_the_declaration_says() {
 
 #[test]
 fn retype_succeeds_only_for_the_same_parameter_list() {
-    let e = reduce::reduce_fast::<reduce::Sum, f32>().unwrap();
+    let e = fast_reduce::reduce_fast::<fast_reduce::Sum, f32>().unwrap();
     assert!(
         e.retype::<(*const f32, usize, *mut f32, *mut u32, *mut f32)>()
             .is_some()

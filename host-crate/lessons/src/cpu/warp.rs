@@ -1,7 +1,7 @@
 //! A model of one warp executing the PTX `shfl.sync` and `vote.sync` instructions, lane by
 //! lane, exactly as the PTX ISA specifies them (including widths and deltas past a segment).
 /// Lanes per warp.
-pub const WARP_SIZE: u32 = ferrocuda_kernels::config::WARP_SIZE;
+pub const WARP_SIZE: u32 = ferrocuda_lesson_kernels::config::WARP_SIZE;
 
 /// The four shuffle modes (numbered as the `selftest_shfl_*` kernels expect).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

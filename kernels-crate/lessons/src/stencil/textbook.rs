@@ -1,14 +1,14 @@
-//! Seed 001's two kernels, one output per thread: the naive stencil that reads every input from
+//! The notes' two kernels, one output per thread: the naive stencil that reads every input from
 //! global memory, and the slide's shared-memory tile (also with arbitrary coefficients).
 //!
 //! Launch (all three): grid `ceil(n / block)`, one thread per output. `stencil_1d_shared_*` and
 //! `stencil_1d_weighted_*` need `block >= R` (the threads below `R` load the halos) and
 //! `(block + 2R) * size_of::<T>()` bytes of dynamic shared memory
 //! ([`stencil_shared_tile_len`](crate::config::stencil_shared_tile_len)).
-use super::{Element, Ones, Taps, fetch, point};
 use crate::device::shared::dynamic_shared;
 use crate::device::sync::syncthreads;
 use crate::device::thread::{block_dim_x, block_idx_x, index_1d, thread_idx_x};
+use ferrocuda_kernels::stencil::{Element, Ones, Taps, fetch, point};
 
 /// `stencil_1d` without shared memory: every thread reads its `2R + 1` inputs from global
 /// memory, through the boundary rule.
