@@ -6,9 +6,23 @@
 //! - **fixed-size** (`__shared__ T s[N];`): declared with [`shared_array!`](crate::shared_array),
 //!   which emits a `.shared` PTX variable and a function returning a pointer to it.
 //!
-//! Both pointers are derived from the launch-sized base, which LLVM knows lives in the shared
-//! address space, so every access compiles to `ld.shared`/`st.shared` rather than a generic
-//! `ld`/`st` (the PTX test in `tests/` checks this).
+//! Every access through either pointer compiles to `ld.shared`/`st.shared` rather than a
+//! generic `ld`/`st` (the PTX test in `tests/` checks this): LLVM knows that the launch-sized
+//! base lives in the shared address space, and the address of a fixed-size array is computed
+//! from that base in a way LLVM's address-space inference follows.
+//!
+//! # Provenance
+//!
+//! The dynamic base comes from the compiler (`gpu_launch_sized_workgroup_mem`), and its
+//! provenance covers the bytes given at launch. A fixed-size array is a separate `.shared`
+//! variable, declared in PTX and placed in the block's shared memory by the CUDA runtime: the
+//! Rust abstract machine did not allocate it, so a pointer to it must not carry the dynamic
+//! base's provenance (reaching it with `base.wrapping_offset(distance)` and dereferencing would
+//! be undefined behaviour, even though the address is right). Rust treats memory outside its
+//! control as having exposed provenance, so `shared_array!` makes the array's pointer with
+//! [`core::ptr::with_exposed_provenance_mut`] from its address, the sanctioned way to point at
+//! such memory. How that address is computed keeps the accesses in the shared state space; the
+//! documentation of `shared_symbol_ptr` (the function the macro calls) says why.
 
 /// `extern __shared__ T s[];`: the base of the dynamic shared memory given at launch.
 ///
@@ -32,6 +46,30 @@ pub fn shared_window_address<T>(p: *mut T) -> u32 {
     a as u32
 }
 
+/// A pointer to the `.shared` PTX variable whose shared-window address is `window_address`
+/// (`mov.u32 r, symbol;`), with the provenance of that variable.
+///
+/// The generic address of the variable is the generic address of the launch-sized base plus the
+/// distance between the two in the shared window. It is computed with `wrapping_offset` on the
+/// base, which only does address arithmetic (the result is never dereferenced), and only its
+/// integer value is kept: the pointer returned is [`core::ptr::with_exposed_provenance_mut`] of
+/// that integer, which takes the provenance of the variable, memory the Rust abstract machine did
+/// not allocate and so treats as exposed. It does not take the base's provenance, which covers
+/// only the dynamic shared memory given at launch.
+///
+/// Keeping the arithmetic on the shared-space base, rather than on integers, is what keeps the
+/// accesses in the shared state space: LLVM sees `inttoptr (ptrtoint p)` of a pointer `p` it
+/// knows to be shared, a round trip that its address-space inference (and instruction
+/// combining) looks through. An address built as an integer (`cvta.shared` of the symbol in
+/// asm, or the base's address plus the distance) is opaque to LLVM and gives generic `ld`/`st`.
+#[doc(hidden)]
+#[inline(always)]
+pub fn shared_symbol_ptr<T>(window_address: u32) -> *mut T {
+    let base = dynamic_shared::<u8>();
+    let distance = window_address as isize - shared_window_address(base) as isize;
+    core::ptr::with_exposed_provenance_mut(base.wrapping_offset(distance).addr())
+}
+
 /// Declares a fixed-size shared array (`__shared__ T NAME[N];`) and a function `NAME()` that
 /// returns a `*mut T` to its first element.
 ///
@@ -40,7 +78,18 @@ pub fn shared_window_address<T>(p: *mut T) -> u32 {
 /// let tile = stencil_tile();
 /// ```
 /// The name becomes a PTX symbol and must be unique in the crate. The size must be a plain
-/// constant expression (not depend on a const generic parameter).
+/// constant expression (not depend on a const generic parameter). The array is aligned to
+/// `max(align_of::<T>(), 16)` bytes, and every call in a block returns the same pointer.
+///
+/// # Safety
+///
+/// Calling `NAME()` is safe; dereferencing the pointer is what needs care. The pointer is valid
+/// for reads and writes of the `N` elements of the array (its provenance is that of the `.shared`
+/// variable, see [the module documentation](crate::shared#provenance)), for the duration of the
+/// kernel, and is shared by all threads of the block. As in CUDA, the array starts uninitialised
+/// in every block: write an element before reading it, and order the writes of one thread before
+/// the reads of another with a barrier (`syncthreads`); unsynchronised conflicting accesses are
+/// a data race.
 #[macro_export]
 macro_rules! shared_array {
     ($(#[$meta:meta])* $vis:vis fn $name:ident() -> [$t:ty; $n:expr]) => {
@@ -52,15 +101,13 @@ macro_rules! shared_array {
         $(#[$meta])*
         #[inline(always)]
         $vis fn $name() -> *mut $t {
-            let base = $crate::shared::dynamic_shared::<u8>();
             let sym: u32;
             // SAFETY: `mov` of a symbol's address accesses no memory.
             unsafe {
                 core::arch::asm!(concat!("mov.u32 {s}, ", stringify!($name), ";"), s = out(reg32) sym,
                     options(pure, nomem, nostack));
             }
-            let offset = sym as isize - $crate::shared::shared_window_address(base) as isize;
-            base.wrapping_offset(offset).cast::<$t>()
+            $crate::shared::shared_symbol_ptr::<$t>(sym)
         }
     };
 }
