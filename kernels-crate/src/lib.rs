@@ -9,7 +9,11 @@
 //! host it compiles as an ordinary library: [`config`], and for every
 //! kernel its typed handle (see [`entry`]).
 #![cfg_attr(target_arch = "nvptx64", no_std)]
-#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
+#![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch))]
+#![cfg_attr(
+    all(target_arch = "nvptx64", feature = "entry-points"),
+    feature(abi_ptx)
+)]
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 pub mod config;

@@ -92,7 +92,7 @@ impl WarpDemo {
     /// Runs the demo: one row of [`WARP_DEMO_COLUMNS`] per lane.
     pub fn run(&self, gpu: &Gpu) -> Result<Vec<[u32; WARP_DEMO_WORDS]>> {
         self.validate()?;
-        let kernel = gpu.kernel(warp_functions_demo())?;
+        let kernel = crate::kernel(gpu, warp_functions_demo())?;
         let out = gpu.upload(
             &vec![0xA5A5_A5A5u32; WARP_DEMO_WORDS * self.block as usize],
             "warp demo output",
@@ -228,7 +228,7 @@ pub fn divergence(
     let mut rows = Vec::new();
     for (k, (entry, branch)) in divergence_kernels().into_iter().enumerate() {
         let c = gpu.upload(&vec![f32::NAN; n], "divergence output (poisoned)")?;
-        let kernel = gpu.kernel(entry)?;
+        let kernel = crate::kernel(gpu, entry)?;
         kernel.validate(config)?;
         let launch = || {
             if n == 0 {

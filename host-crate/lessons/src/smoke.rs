@@ -54,7 +54,7 @@ pub fn saxpy(
     }
     let n = x.len();
     let config = launch_config(n, block, dynamic_shared_bytes)?;
-    let kernel = gpu.kernel(smoke_saxpy())?;
+    let kernel = crate::kernel(gpu, smoke_saxpy())?;
     if n == 0 {
         kernel.validate(LaunchConfig {
             grid: [1, 1, 1],

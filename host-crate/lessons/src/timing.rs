@@ -55,7 +55,7 @@ pub const SPIN_NS: u64 = 50_000;
 /// cases; slower tools only lengthen it).
 pub fn spin_holds_the_gpu(gpu: &Gpu) -> Result<bool> {
     gpu.synchronize()?;
-    let spin = gpu.kernel(timing_spin())?;
+    let spin = crate::kernel(gpu, timing_spin())?;
     let start = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
     let stop = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
     start.record(gpu.stream()).call("cuEventRecord")?;
@@ -98,7 +98,7 @@ pub fn time_samples(
         op(i)?;
     }
     gpu.synchronize()?;
-    let spin = gpu.kernel(timing_spin())?;
+    let spin = crate::kernel(gpu, timing_spin())?;
     let start = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
     let stop = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
     let mut samples = Vec::with_capacity(reps.max(1));

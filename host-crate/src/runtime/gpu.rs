@@ -346,7 +346,7 @@ pub struct Gpu {
     order: crate::runtime::order::StreamOrder,
     /// [`Wait`], as its code (a `Gpu` is shared between threads).
     wait: std::sync::atomic::AtomicU8,
-    /// Kernels already resolved, by module (its address) and symbol.
+    /// Kernels already resolved, by module (0 for `module`, else its box's address) and symbol.
     kernels: Memo<(usize, &'static str), ResolvedKernel>,
     /// Other kernel crates' modules, loaded by [`kernel_in`](Self::kernel_in) on first use.
     modules: ModuleCache,
@@ -496,7 +496,13 @@ impl Gpu {
         symbol: &'static str,
         resolve: impl FnOnce() -> Result<ResolvedKernel>,
     ) -> Result<ResolvedKernel> {
-        let module = std::ptr::from_ref(module) as usize;
+        // The `Gpu`'s own module is 0 (its address moves with the `Gpu`); a cached module is
+        // the address of its box, fixed until the `Gpu` is dropped.
+        let module = if std::ptr::eq(module, &self.module) {
+            0
+        } else {
+            std::ptr::from_ref(module) as usize
+        };
         self.kernels.get_or_try((module, symbol), resolve)
     }
 

@@ -10,6 +10,7 @@
 //! This file is the family's table of entry points: one `#[kernel]` declaration per kernel, its
 //! `# Launch` and `# Safety` contract, and a call into the algorithm. The host gets each one's
 //! typed handle from the same declaration (`reduce_fast::<Sum, f32>()`).
+#[cfg(any(not(target_arch = "nvptx64"), feature = "entry-points"))]
 use crate::entry::kernel;
 
 #[cfg(target_arch = "nvptx64")]
@@ -30,7 +31,7 @@ pub struct Sum;
 pub struct Min;
 /// `max`: `reduce_fast_max_*`.
 pub struct Max;
-#[cfg(target_arch = "nvptx64")]
+#[cfg(all(target_arch = "nvptx64", feature = "entry-points"))]
 use fast::Widen;
 
 entry_points! {

@@ -33,6 +33,7 @@
 //! algorithm is in `fast`, the window it shares with the notes' kernels (`naive`,
 //! `shared_tile`, in `ferrocuda-lesson-kernels`) in `window`.
 use crate::config::STENCIL_MAX_TAPS;
+#[cfg(any(not(target_arch = "nvptx64"), feature = "entry-points"))]
 use crate::entry::kernel;
 
 #[cfg(target_arch = "nvptx64")]
