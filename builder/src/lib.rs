@@ -191,6 +191,16 @@ impl PtxBuilder {
         lib_name_of(&text).with_context(|| format!("{} names no package", manifest.display()))
     }
 
+    /// The kernel crate's package name (what its `#[kernel]` entries record as their package).
+    pub fn package_name(&self) -> Result<String> {
+        let manifest = self.crate_dir().join("Cargo.toml");
+        let text = fs::read_to_string(&manifest)
+            .with_context(|| format!("reading the kernel crate's {}", manifest.display()))?;
+        names_of(&text)
+            .0
+            .with_context(|| format!("{} has no [package] name", manifest.display()))
+    }
+
     fn default_target_dir(&self, lib: &str) -> PathBuf {
         // OUT_DIR is <target-dir>[/<triple>]/<profile>/build/<package>-<hash>/out.
         let outer = env::var_os("OUT_DIR")
@@ -262,6 +272,7 @@ impl PtxBuilder {
         );
         let crate_dir = self.crate_dir();
         let lib = self.lib_name()?;
+        let package = self.package_name()?;
         println!(
             "cargo:rerun-if-changed={}",
             crate_dir.join("Cargo.toml").display()
@@ -271,21 +282,22 @@ impl PtxBuilder {
         println!("cargo:rerun-if-env-changed=DOCS_RS");
         let table = out_dir.join(format!("{lib}_ptx.rs"));
         if env::var_os("DOCS_RS").is_some() {
-            write_atomically(&table, embed_table(&[])?.as_bytes())?;
+            write_atomically(&table, embed_table(&[], &package)?.as_bytes())?;
             return Ok(table);
         }
         let (ptx, sources) = self.build_with_sources()?;
         for source in sources {
             println!("cargo:rerun-if-changed={}", source.display());
         }
-        write_atomically(&table, embed_table(&ptx)?.as_bytes())?;
+        write_atomically(&table, embed_table(&ptx, &package)?.as_bytes())?;
         Ok(table)
     }
 }
 
 /// The Rust expression `ferrocuda::include_ptx!` includes: a `&[::ferrocuda::EmbeddedPtx]`,
-/// lowest architecture first, each PTX embedded with `include_str!`.
-pub fn embed_table(ptx: &[Ptx]) -> Result<String> {
+/// lowest architecture first, each PTX embedded with `include_str!` and marked as the PTX of
+/// the kernel crate `package`.
+pub fn embed_table(ptx: &[Ptx], package: &str) -> Result<String> {
     let mut table = String::from("&[\n");
     for one in ptx {
         let (major, minor) = one.compute_capability();
@@ -295,7 +307,7 @@ pub fn embed_table(ptx: &[Ptx]) -> Result<String> {
             .with_context(|| format!("resolving {}", one.path.display()))?;
         writeln!(
             table,
-            "    ::ferrocuda::EmbeddedPtx {{ arch: {:?}, compute_capability: ({major}, {minor}), source: include_str!({:?}) }},",
+            "    ::ferrocuda::EmbeddedPtx {{ package: {package:?}, arch: {:?}, compute_capability: ({major}, {minor}), source: include_str!({:?}) }},",
             one.arch,
             path.display().to_string()
         )
@@ -307,6 +319,12 @@ pub fn embed_table(ptx: &[Ptx]) -> Result<String> {
 
 /// `[lib] name`, else `[package] name` with `-` -> `_`, from a `Cargo.toml`'s text.
 fn lib_name_of(manifest: &str) -> Option<String> {
+    let (package, lib) = names_of(manifest);
+    lib.or(package).map(|name| name.replace('-', "_"))
+}
+
+/// `[package] name` and `[lib] name`, as written in a `Cargo.toml`'s text.
+fn names_of(manifest: &str) -> (Option<String>, Option<String>) {
     let mut section = "";
     let (mut package, mut lib) = (None, None);
     for line in manifest.lines() {
@@ -329,7 +347,7 @@ fn lib_name_of(manifest: &str) -> Option<String> {
             _ => {}
         }
     }
-    lib.or(package).map(|name| name.replace('-', "_"))
+    (package, lib)
 }
 
 /// Runs the nested cargo for one architecture; returns the PTX it produced and the files it

@@ -142,14 +142,18 @@ pub fn radius_error(radius: u32) -> Option<String> {
         .then(|| format!("the stencil radius must be one of {STENCIL_RADII:?}, not {radius}"))
 }
 
-/// The coefficients a kernel receives by value for `taps` (`None` for a sum).
-pub fn coefficients<T: Element>(taps: &Taps<T>) -> Option<Coefficients<T>> {
+/// The coefficients a kernel receives by value for `taps` (`None` for a sum), or why `taps`
+/// cannot be used ([`Taps::error`]: more than [`STENCIL_MAX_TAPS`] coefficients among others).
+pub fn coefficients<T: Element>(taps: &Taps<T>) -> Result<Option<Coefficients<T>>> {
+    if let Some(what) = taps.error() {
+        return Err(Error::InvalidArgument { what });
+    }
     let Taps::Weighted(w) = taps else {
-        return None;
+        return Ok(None);
     };
     let mut c = Coefficients([T::default(); STENCIL_MAX_TAPS]);
     c.0[..w.len()].copy_from_slice(w);
-    Some(c)
+    Ok(Some(c))
 }
 
 /// A stencil kernel ready to launch, with the coefficients it takes by value.
@@ -215,28 +219,40 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         }
         let r = radius as usize;
         let none = || invalid(format!("the fast stencil has no {} kernel", T::TYPE));
-        let kernel = match coefficients(taps) {
+        let kernel = match coefficients(taps)? {
             None => StencilKernel::Sum(gpu.kernel(k::stencil_1d_fast::<T>(r).ok_or_else(none)?)?),
             Some(c) => StencilKernel::Weighted(
                 gpu.kernel(k::stencil_1d_fast_weighted::<T>(r).ok_or_else(none)?)?,
                 c,
             ),
         };
-        Self::with_kernel(
-            gpu,
-            kernel,
-            StencilGrid::ResidentTiles,
-            boundary,
-            input,
-            output,
-            FAST_BLOCK,
-        )
+        // SAFETY: the fast kernels keep the contract for any block and grid: each output
+        // element is written by the thread (or tile) that owns it, and reads go through the
+        // boundary rule, never outside `input[..n]`.
+        unsafe {
+            Self::with_kernel(
+                gpu,
+                kernel,
+                StencilGrid::ResidentTiles,
+                boundary,
+                input,
+                output,
+                FAST_BLOCK,
+            )
+        }
     }
 
     /// Prepares `kernel` (a kernel with the stencil's parameters, ferrocuda's or one's own)
     /// over `input` into `output` (the same length, not overlapping) with `block` threads per
-    /// block and the grid `grid` says.
-    pub fn with_kernel(
+    /// block and the grid `grid` says. The lengths, the overlap, the boundary and the launch
+    /// configuration are checked here; what the kernel does with its pointers cannot be.
+    ///
+    /// # Safety
+    /// Launched with `block` threads per block and the grid `grid` gives for `n =
+    /// input.len()`, `kernel` must read no element outside `input[..n]`, write none outside
+    /// `output[..n]`, and write each output element from one thread only (as ferrocuda's
+    /// stencil kernels do for the block sizes their entry declares).
+    pub unsafe fn with_kernel(
         gpu: &'g Gpu,
         kernel: StencilKernel<'g, T>,
         grid: StencilGrid,

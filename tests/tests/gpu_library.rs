@@ -57,6 +57,14 @@ fn main() -> ExitCode {
             "soak_100000_mixed_calls_on_two_threads_end_with_the_memory_they_started_with",
             soak,
         ),
+        gpu_test(
+            "a_kernel_asked_of_another_crates_ptx_is_refused_by_package",
+            kernels_are_taken_from_their_own_package,
+        ),
+        gpu_test(
+            "a_plan_outlives_the_gpu_handle_it_was_made_from_and_runs_on_another_thread",
+            plans_own_their_gpu,
+        ),
     ])
 }
 
@@ -628,5 +636,60 @@ fn soak(gpu: &Gpu) -> TestResult {
             check.detail
         );
     }
+    Ok(())
+}
+
+/// A `#[kernel]` handle names its package; a module of another package's PTX refuses it by
+/// name before looking the symbol up (a kernel of the same symbol in two crates would otherwise
+/// launch with the wrong parameter list).
+fn kernels_are_taken_from_their_own_package(gpu: &Gpu) -> TestResult {
+    let library = ferrocuda::kernels::reduce::reduce_reproducible::<f32>().context("f32 entry")?;
+    let lesson = smoke_saxpy();
+    let refused = |err: Option<Error>, entry: &str| -> TestResult {
+        let err = err.with_context(|| format!("`{entry}` was taken from the wrong PTX"))?;
+        let text = err.to_string();
+        ensure!(
+            text.contains("belongs to package") && text.contains(entry),
+            "{text}"
+        );
+        Ok(())
+    };
+    refused(
+        gpu.kernel_in(ferrocuda_lessons::LESSON_PTX, library).err(),
+        library.info().symbol,
+    )?;
+    refused(gpu.kernel(lesson).err(), lesson.info().symbol)?;
+    // Each from its own package's PTX.
+    gpu.kernel(library)?;
+    gpu.kernel_in(ferrocuda_lessons::LESSON_PTX, lesson)?;
+    Ok(())
+}
+
+/// A plan holds a clone of the `Gpu`: it keeps working after the handle it was made from is
+/// dropped, and on a thread that never touched the GPU before.
+fn plans_own_their_gpu(gpu: &Gpu) -> TestResult {
+    let handle = gpu.clone();
+    let mut plan = ReducePlan::<f32>::new(&handle, ReduceOp::Sum)?;
+    drop(handle);
+    let host = exact_sum_input(100_003, 7);
+    let input = gpu.upload(&host, "x")?;
+    // Small integers: every partial sum is exact, so the result is too, in any order.
+    let expected = host.iter().map(|&x| f64::from(x)).sum::<f64>() as f32;
+    ensure!(expected != 0.0, "an input whose sum tells a missing block");
+    let got = plan.run(&input)?;
+    ensure!(
+        got == expected,
+        "after the handle was dropped: {got}, expected {expected}"
+    );
+    let on_thread = std::thread::scope(|scope| {
+        scope
+            .spawn(|| plan.run(&input).map_err(anyhow::Error::from))
+            .join()
+            .map_err(|_| anyhow!("the thread panicked"))?
+    })?;
+    ensure!(
+        on_thread == expected,
+        "on another thread: {on_thread}, expected {expected}"
+    );
     Ok(())
 }

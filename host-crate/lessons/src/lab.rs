@@ -302,7 +302,7 @@ pub fn stream_overlap(gpu: &Gpu, n: usize, kernels: usize, reps: usize) -> Resul
     use crate::cpu::{Boundary, Taps, check_stencil};
     use cust::event::{Event, EventFlags};
     use cust::memory::{AsyncCopyDestination, LockedBuffer};
-    use cust::stream::Stream;
+    use cust::stream::{Stream, StreamWaitEventFlags};
     use ferrocuda::runtime::error::CudaContext;
 
     if n == 0 || kernels == 0 {
@@ -322,12 +322,14 @@ pub fn stream_overlap(gpu: &Gpu, n: usize, kernels: usize, reps: usize) -> Resul
     let event = || Event::new(EventFlags::DEFAULT).call("cuEventCreate");
     let (start, stop) = (event()?, event()?);
 
-    // `cuStreamWaitEvent` through one untimed event, recorded on `from` each time (the wait
-    // is enqueued with the record it sees, so reusing the event is safe).
-    let gate = ferrocuda::runtime::event::Marker::new()?;
+    // `cuStreamWaitEvent` on a new untimed event recorded on `from`: cust's `wait_event` takes
+    // the event and destroys it, which the driver allows once the wait is enqueued.
     let wait = |stream: &Stream, from: &Stream| -> Result<()> {
-        gate.record(from)?;
-        gate.wait_on(stream)
+        let gate = Event::new(EventFlags::DISABLE_TIMING).call("cuEventCreate")?;
+        gate.record(from).call("cuEventRecord")?;
+        stream
+            .wait_event(gate, StreamWaitEventFlags::DEFAULT)
+            .call("cuStreamWaitEvent")
     };
     // One timed round: `copy` and/or `kernel`, on one stream or two.
     let mut round =

@@ -193,7 +193,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             Entries::Sum(e) => StencilKernel::Sum(load(gpu, variant, e)?),
             Entries::Weighted(e) => {
                 let w = weights.expect("a weighted kernel is chosen for weights only");
-                let c = coefficients(&Taps::Weighted(w)).expect("weights give coefficients");
+                let c = coefficients(&Taps::Weighted(w))?.expect("weighted taps give coefficients");
                 StencilKernel::Weighted(load(gpu, variant, e)?, c)
             }
         };
@@ -201,9 +201,15 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             V::Fast => StencilGrid::ResidentTiles,
             V::Naive | V::Shared | V::Weighted => StencilGrid::PerElement,
         };
-        let run = ferrocuda::stencil::StencilRun::with_kernel(
-            gpu, kernel, grid, boundary, input, output, block,
-        )?;
+        // SAFETY: `kernel` is `variant`'s entry point for these taps, and `variant.error`
+        // accepted `block` for it: every variant's kernel keeps the stencil contract (reads
+        // within `input[..n]` through the boundary rule, one writer per output element) for
+        // the blocks its rule admits, with the grid its variant uses.
+        let run = unsafe {
+            ferrocuda::stencil::StencilRun::with_kernel(
+                gpu, kernel, grid, boundary, input, output, block,
+            )?
+        };
         Ok(Self { run, variant })
     }
 

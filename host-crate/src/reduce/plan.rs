@@ -329,17 +329,52 @@ fn fast_kernel<T: Element, A: Element>(
 /// assert_eq!(gpu.download(&total)?[0], 200.0);
 /// # Ok(()) }
 /// ```
-pub struct ReducePlan<'g, T: Element, A: Element = T> {
-    gpu: &'g Gpu,
+///
+/// The plan holds a clone of the [`Gpu`] (a cheap handle), not a borrow: it can live in a
+/// struct beside the `Gpu`, or alone, as long as the program needs it.
+///
+/// ```no_run
+/// use ferrocuda::reduce::{ReduceOp, ReducePlan};
+/// use ferrocuda::{DeviceBuffer, Gpu};
+///
+/// /// A long-running program's state: the device, its data and the plans it reuses.
+/// struct Simulation {
+///     gpu: Gpu,
+///     field: DeviceBuffer<f64>,
+///     total: ReducePlan<f64>,
+/// }
+///
+/// # fn main() -> ferrocuda::Result<()> {
+/// let gpu = Gpu::new(0)?;
+/// let mut sim = Simulation {
+///     field: gpu.upload(&vec![0.5f64; 1 << 16], "field")?,
+///     total: ReducePlan::new(&gpu, ReduceOp::Sum)?,
+///     gpu,
+/// };
+/// assert_eq!(sim.total.run(&sim.field)?, 32768.0);
+/// # let _ = &sim.gpu;
+/// # Ok(()) }
+/// ```
+pub struct ReducePlan<T: Element, A: Element = T> {
+    // Fields drop in declaration order: the state's buffers and events before the `Gpu`
+    // clone, which may be the last one holding the context.
     state: PlanState<T, A>,
+    gpu: Gpu,
 }
 
-impl<'g, T: Element, A: Element> ReducePlan<'g, T, A> {
+impl<T: Element, A: Element> Drop for ReducePlan<T, A> {
+    /// Makes the context current on the dropping thread, for the state's buffers and events.
+    fn drop(&mut self) {
+        let _ = self.gpu.make_current();
+    }
+}
+
+impl<T: Element, A: Element> ReducePlan<T, A> {
     /// A plan for `op` over `T` into `A` (`A = T`, or `i32` into `i64` for sums): resolves the
     /// kernel, reads its occupancy and allocates the buffers, once.
-    pub fn new(gpu: &'g Gpu, op: ReduceOp) -> Result<Self> {
+    pub fn new(gpu: &Gpu, op: ReduceOp) -> Result<Self> {
         Ok(Self {
-            gpu,
+            gpu: gpu.clone(),
             state: PlanState::new(gpu, op)?,
         })
     }
@@ -347,13 +382,13 @@ impl<'g, T: Element, A: Element> ReducePlan<'g, T, A> {
     /// The reduction of `input`, brought to the host (0 for the sum of nothing; `min` and `max`
     /// of nothing are an error). Runs on the GPU's stream and waits for the result.
     pub fn run(&mut self, input: &DeviceSlice<T>) -> Result<A> {
-        self.run_on(self.gpu.stream(), input)
+        self.state.run_on(&self.gpu, self.gpu.stream(), input)
     }
 
     /// [`run`](Self::run) on the caller's `stream` (of this GPU's context): ordered after what
     /// the caller enqueued there before, and waited for.
     pub fn run_on(&mut self, stream: &Stream, input: &DeviceSlice<T>) -> Result<A> {
-        self.state.run_on(self.gpu, stream, input)
+        self.state.run_on(&self.gpu, stream, input)
     }
 
     /// Enqueues the reduction of `input` into `result[0]` on the GPU's stream and returns
@@ -364,7 +399,7 @@ impl<'g, T: Element, A: Element> ReducePlan<'g, T, A> {
         input: &DeviceSlice<T>,
         result: &mut DeviceSlice<A>,
     ) -> Result<()> {
-        self.run_to_device_on(self.gpu.stream(), input, result)
+        to_device(&mut self.state, &self.gpu, self.gpu.stream(), input, result)
     }
 
     /// [`run_to_device`](Self::run_to_device) on the caller's `stream`.
@@ -374,20 +409,7 @@ impl<'g, T: Element, A: Element> ReducePlan<'g, T, A> {
         input: &DeviceSlice<T>,
         result: &mut DeviceSlice<A>,
     ) -> Result<()> {
-        if result.is_empty() {
-            return Err(Error::InvalidArgument {
-                what: "reduce plan: the device result buffer is empty; it needs one element".into(),
-            });
-        }
-        if input.is_empty() && self.state.op == ReduceOp::Sum {
-            // The sum of nothing: zero bits, written on the stream like a result would be.
-            // SAFETY: `result` holds at least one element (checked above).
-            let mut first = unsafe { DeviceSlice::from_raw_parts_mut(result.as_device_ptr(), 1) };
-            return self.gpu.memset_d8_async_on(stream, &mut first, 0);
-        }
-        // A failed enqueue leaves `ticket_clean` false, so the next run zeroes the ticket.
-        self.state
-            .enqueue(self.gpu, stream, input, result.as_device_ptr())
+        to_device(&mut self.state, &self.gpu, stream, input, result)
     }
 
     /// The grid this plan launches for `n` elements (at most the resident block count).
@@ -399,6 +421,29 @@ impl<'g, T: Element, A: Element> ReducePlan<'g, T, A> {
     pub fn block(&self) -> u32 {
         self.state.block
     }
+}
+
+/// [`ReducePlan::run_to_device_on`], with the plan's two halves borrowed apart.
+fn to_device<T: Element, A: Element>(
+    state: &mut PlanState<T, A>,
+    gpu: &Gpu,
+    stream: &Stream,
+    input: &DeviceSlice<T>,
+    result: &mut DeviceSlice<A>,
+) -> Result<()> {
+    if result.is_empty() {
+        return Err(Error::InvalidArgument {
+            what: "reduce plan: the device result buffer is empty; it needs one element".into(),
+        });
+    }
+    if input.is_empty() && state.op == ReduceOp::Sum {
+        // The sum of nothing: zero bits, written on the stream like a result would be.
+        // SAFETY: `result` holds at least one element (checked above).
+        let mut first = unsafe { DeviceSlice::from_raw_parts_mut(result.as_device_ptr(), 1) };
+        return gpu.memset_d8_async_on(stream, &mut first, 0);
+    }
+    // A failed enqueue leaves `ticket_clean` false, so the next run zeroes the ticket.
+    state.enqueue(gpu, stream, input, result.as_device_ptr())
 }
 
 /// `op` over `input` with the state the GPU caches for (`T`, `A`, `op`).

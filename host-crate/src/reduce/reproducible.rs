@@ -199,9 +199,14 @@ fn with_state<T: Reproducible, R>(
 /// ```no_run
 /// # fn main() -> ferrocuda::Result<()> {
 /// let gpu = ferrocuda::Gpu::new(0)?;
-/// let x = gpu.upload(&vec![0.5f32; 1 << 20], "x")?;
-/// // Every partial sum of halves is exact: any order gives 2^19.
-/// assert_eq!(ferrocuda::reduce::sum_reproducible(&gpu, &x)?, 524_288.0);
+/// // Values whose sum rounds: another order would give other bits.
+/// let data: Vec<f32> = (0..1_000_003u32).map(|i| (i % 997) as f32 / 7.0 - 71.0).collect();
+/// let x = gpu.upload(&data, "x")?;
+/// // The same values one element into another buffer: another alignment, the same bits.
+/// let shifted = gpu.upload(&[&[0.0f32][..], &data].concat(), "shifted")?;
+/// let a = ferrocuda::reduce::sum_reproducible(&gpu, &x)?;
+/// let b = ferrocuda::reduce::sum_reproducible(&gpu, &shifted.index(1..))?;
+/// assert_eq!(a.to_bits(), b.to_bits());
 /// # Ok(()) }
 /// ```
 pub fn sum_reproducible<T: Reproducible>(gpu: &Gpu, input: &DeviceSlice<T>) -> Result<T> {

@@ -18,6 +18,8 @@ use crate::runtime::workspace::WorkspacePool;
 /// [`include_ptx!`](crate::include_ptx) from what `ferrocuda-builder` built.
 #[derive(Clone, Copy, Debug)]
 pub struct EmbeddedPtx {
+    /// The package of the kernel crate it was built from (what its entries' `package` says).
+    pub package: &'static str,
     /// `sm_XY`.
     pub arch: &'static str,
     /// The oldest compute capability that can load it.
@@ -143,10 +145,10 @@ pub(crate) fn choose_ptx(gpu: &Gpu, ptx: &'static [EmbeddedPtx]) -> Result<&'sta
 /// A module loaded from one PTX table, with the architecture chosen.
 type CachedModule = (Module, &'static EmbeddedPtx);
 
-/// The modules [`Gpu::kernel_in`] loaded, by the address of their PTX table: each loaded once
-/// and kept until the cache is dropped (with the `Gpu`, before its context).
+/// The modules [`Gpu::kernel_in`] loaded, by the address and length of their PTX table: each
+/// loaded once and kept until the cache is dropped (with the `Gpu`, before its context).
 #[derive(Default)]
-pub(crate) struct ModuleCache(std::sync::Mutex<Vec<(usize, *mut CachedModule)>>);
+pub(crate) struct ModuleCache(std::sync::Mutex<Vec<((usize, usize), *mut CachedModule)>>);
 
 // SAFETY: the raw pointers are owned boxes of `Module`s (which are `Send + Sync`), reached only
 // through the mutex and freed only by `drop`.
@@ -162,7 +164,7 @@ impl ModuleCache {
         ptx: &'static [EmbeddedPtx],
         load: impl FnOnce() -> Result<CachedModule>,
     ) -> Result<(&Module, &'static EmbeddedPtx)> {
-        let key = ptx.as_ptr() as usize;
+        let key = (ptx.as_ptr() as usize, ptx.len());
         let mut modules = self
             .0
             .lock()
@@ -338,8 +340,20 @@ impl std::ops::Deref for GpuStream {
 /// enqueued, whichever thread enqueued it; work on different streams is ordered only by what
 /// the caller orders (a wait, `Gpu::synchronize`, an event).
 ///
+/// Cloning a `Gpu` is cheap (an `Arc`): the clones are one device, one context, one stream,
+/// one cache of kernels and workspaces, released when the last clone is dropped. Objects a
+/// program keeps, such as a [`ReducePlan`](crate::reduce::ReducePlan), hold a clone rather
+/// than a borrow, so that a program can keep them in one struct beside its `Gpu` (the model of
+/// cudarc's `Arc<CudaContext>`). Kernel handles ([`Kernel`](crate::Kernel)) borrow the `Gpu`
+/// instead: they are taken per launch from its cache (a map lookup), and a kernel of a
+/// [`LoadedModule`](crate::LoadedModule) must not outlive that module.
+#[derive(Clone)]
+pub struct Gpu(std::sync::Arc<GpuState>);
+
+/// What a [`Gpu`] and its clones share.
+///
 /// Fields drop in declaration order: module and stream go before the context they live in.
-pub struct Gpu {
+struct GpuState {
     /// The families' cached workspaces (`reduce::sum`'s buffers), by the family's key.
     workspaces: WorkspacePool<WorkspaceKey, Box<dyn std::any::Any + Send>>,
     /// Orders safe calls on a caller's stream through `stream`.
@@ -357,6 +371,14 @@ pub struct Gpu {
     ptx: &'static EmbeddedPtx,
     props: DeviceProps,
     _context: Context,
+}
+
+impl Drop for GpuState {
+    /// Makes the context current on the dropping thread, which may never have used it, so that
+    /// the module and stream are unloaded and destroyed in their own context.
+    fn drop(&mut self) {
+        let _ = cust::context::CurrentContext::set_current(&self._context);
+    }
 }
 
 impl Gpu {
@@ -406,7 +428,7 @@ impl Gpu {
         // synchronous copies (`upload`) go. With NON_BLOCKING, a kernel could start before a
         // pageable host-to-device copy had landed.
         let stream = Stream::new(StreamFlags::DEFAULT, None).call("cuStreamCreate")?;
-        Ok(Self {
+        Ok(Self(std::sync::Arc::new(GpuState {
             wait: std::sync::atomic::AtomicU8::new(Wait::default().code()),
             workspaces: Default::default(),
             order: Default::default(),
@@ -418,28 +440,29 @@ impl Gpu {
             ptx,
             props,
             _context: context,
-        })
+        })))
     }
 
     /// The device's properties.
     pub fn props(&self) -> &DeviceProps {
-        &self.props
+        &self.0.props
     }
 
     /// The PTX architecture loaded for this device.
     pub fn ptx_arch(&self) -> &'static str {
-        self.ptx.arch
+        self.0.ptx.arch
     }
 
     /// How this GPU's waits spend the host thread ([`Wait::Spin`] unless set).
     pub fn wait_policy(&self) -> Wait {
-        Wait::from_code(self.wait.load(std::sync::atomic::Ordering::Relaxed))
+        Wait::from_code(self.0.wait.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Sets how this GPU's waits spend the host thread, for every thread that shares it, from
     /// the next wait on. Affects this `Gpu` only, not the device's context.
     pub fn set_wait(&self, wait: Wait) {
-        self.wait
+        self.0
+            .wait
             .store(wait.code(), std::sync::atomic::Ordering::Relaxed);
     }
 
@@ -466,7 +489,7 @@ impl Gpu {
 
     /// The stream every ferrocuda launch goes to.
     pub fn stream(&self) -> &Stream {
-        &self.stream
+        &self.0.stream
     }
 
     /// A new stream of this GPU's context, for the `_on` methods: made with the context current
@@ -479,7 +502,7 @@ impl Gpu {
     /// so it stays valid after the `Gpu` that made it is dropped.
     pub fn new_stream(&self) -> Result<GpuStream> {
         self.make_current()?;
-        let device = Device::get_device(self.props.ordinal).call("cuDeviceGet")?;
+        let device = Device::get_device(self.0.props.ordinal).call("cuDeviceGet")?;
         let context = Context::new(device).call("cuDevicePrimaryCtxRetain")?;
         let stream = Stream::new(StreamFlags::NON_BLOCKING, None).call("cuStreamCreate")?;
         Ok(GpuStream {
@@ -498,12 +521,12 @@ impl Gpu {
     ) -> Result<ResolvedKernel> {
         // The `Gpu`'s own module is 0 (its address moves with the `Gpu`); a cached module is
         // the address of its box, fixed until the `Gpu` is dropped.
-        let module = if std::ptr::eq(module, &self.module) {
+        let module = if std::ptr::eq(module, &self.0.module) {
             0
         } else {
             std::ptr::from_ref(module) as usize
         };
-        self.kernels.get_or_try((module, symbol), resolve)
+        self.0.kernels.get_or_try((module, symbol), resolve)
     }
 
     /// The module of `ptx` (the newest architecture the device runs), loaded on first use and
@@ -512,10 +535,10 @@ impl Gpu {
         &self,
         ptx: &'static [EmbeddedPtx],
     ) -> Result<(&Module, &'static EmbeddedPtx)> {
-        self.modules.get_or_load(ptx, || {
+        self.0.modules.get_or_load(ptx, || {
             let chosen = choose_ptx(self, ptx)?;
             self.make_current()?;
-            Ok((load_ptx(chosen, self.props.driver_version)?, chosen))
+            Ok((load_ptx(chosen, self.0.props.driver_version)?, chosen))
         })
     }
 
@@ -528,7 +551,7 @@ impl Gpu {
         shared: u32,
         ask: impl FnOnce() -> Result<u32>,
     ) -> Result<u32> {
-        self.occupancy.get_or_try((function, block, shared), ask)
+        self.0.occupancy.get_or_try((function, block, shared), ask)
     }
 
     /// Runs `f` with a workspace of type `W` under `key` that no other call uses meanwhile:
@@ -547,7 +570,7 @@ impl Gpu {
         make: impl FnOnce() -> Result<W>,
         f: impl FnOnce(&mut W) -> Result<R>,
     ) -> Result<R> {
-        self.workspaces.with(
+        self.0.workspaces.with(
             key,
             || Ok(Box::new(make()?) as Box<dyn std::any::Any + Send>),
             |workspace| {
@@ -586,13 +609,13 @@ impl Gpu {
     ) -> Result<R> {
         self.make_current()?;
         self.check_stream(stream)?;
-        self.order.around(&self.stream, stream, enqueue)
+        self.0.order.around(&self.0.stream, stream, enqueue)
     }
 
     /// Fails, naming both, unless `stream` belongs to this GPU's context (a stream of another
     /// context would run the launch there, or fail with an opaque handle error).
     pub fn check_stream(&self, stream: &Stream) -> Result<()> {
-        if stream.as_inner() == self.stream.as_inner() {
+        if stream.as_inner() == self.0.stream.as_inner() {
             return Ok(());
         }
         let mut context = std::ptr::null_mut();
@@ -600,12 +623,12 @@ impl Gpu {
         check_raw("cuStreamGetCtx", unsafe {
             cust::sys::cuStreamGetCtx(stream.as_inner(), &mut context)
         })?;
-        if context != self._context.as_raw() {
+        if context != self.0._context.as_raw() {
             return Err(Error::InvalidArgument {
                 what: format!(
                     "the stream given belongs to another context than device {}'s ({}); create it \
                      with Gpu::new_stream",
-                    self.props.ordinal, self.props.name
+                    self.0.props.ordinal, self.0.props.name
                 ),
             });
         }
@@ -614,7 +637,7 @@ impl Gpu {
 
     /// The loaded module (for symbols such as static device arrays).
     pub fn module(&self) -> &Module {
-        &self.module
+        &self.0.module
     }
 
     /// Makes this GPU's context current on the calling thread. Every entry point of the library
@@ -622,12 +645,12 @@ impl Gpu {
     /// their work goes to the same stream, in the order the calls reach it. Needed only before
     /// driver calls made directly (through `cust`), not before ferrocuda's own.
     pub fn make_current(&self) -> Result<()> {
-        cust::context::CurrentContext::set_current(&self._context).call("cuCtxSetCurrent")
+        cust::context::CurrentContext::set_current(&self.0._context).call("cuCtxSetCurrent")
     }
 
     /// Sets every byte of `slice` to `byte` on the stream (`cuMemsetD8Async`, asynchronous).
     pub fn memset_d8_async<T: Element>(&self, slice: &mut DeviceSlice<T>, byte: u8) -> Result<()> {
-        self.memset_d8_async_on(&self.stream, slice, byte)
+        self.memset_d8_async_on(&self.0.stream, slice, byte)
     }
 
     /// [`memset_d8_async`](Self::memset_d8_async) on `stream`, a stream of this GPU's context.
@@ -666,14 +689,14 @@ impl Gpu {
     /// Waits for all work on the stream, as the [`wait_policy`](Self::wait_policy) says.
     pub fn synchronize(&self) -> Result<()> {
         self.make_current()?;
-        self.wait_for_stream(&self.stream, None)
+        self.wait_for_stream(&self.0.stream, None)
     }
 
     /// [`synchronize`](Self::synchronize) after `launch`: an error the wait reports names that
     /// kernel and its configuration.
     pub fn synchronize_launch(&self, launch: &KernelLaunch) -> Result<()> {
         self.make_current()?;
-        self.wait_for_stream(&self.stream, Some(launch))
+        self.wait_for_stream(&self.0.stream, Some(launch))
     }
 
     /// Free and total device memory in bytes.
@@ -732,7 +755,7 @@ impl Gpu {
                 total,
             })
         };
-        if bytes > self.props.total_memory as u128 {
+        if bytes > self.0.props.total_memory as u128 {
             return Err(out_of_memory()?);
         }
         // SAFETY: reading the contents before they are written is excluded by this function's
@@ -765,7 +788,7 @@ impl Gpu {
                     buf.as_device_ptr().as_raw(),
                     data.as_ptr().cast(),
                     std::mem::size_of_val(data),
-                    self.stream.as_inner(),
+                    self.0.stream.as_inner(),
                 )
             })?;
             self.synchronize()?;

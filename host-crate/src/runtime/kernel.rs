@@ -168,7 +168,7 @@ impl Gpu {
                 self.ptx_arch(),
                 entry.info(),
                 true,
-                Some(KERNELS_PACKAGE),
+                KERNELS_PACKAGE,
             )?,
             args: PhantomData,
         })
@@ -184,7 +184,7 @@ impl Gpu {
                 self.ptx_arch(),
                 entry,
                 true,
-                Some(KERNELS_PACKAGE),
+                KERNELS_PACKAGE,
             )?,
             args: PhantomData,
         })
@@ -232,7 +232,14 @@ impl Gpu {
     ) -> Result<Kernel<'_, Args>> {
         let (module, chosen) = self.cached_module(ptx)?;
         Ok(Kernel {
-            function: KernelFunction::load(self, module, chosen.arch, entry.info(), true, None)?,
+            function: KernelFunction::load(
+                self,
+                module,
+                chosen.arch,
+                entry.info(),
+                true,
+                chosen.package,
+            )?,
             args: PhantomData,
         })
     }
@@ -246,7 +253,7 @@ impl Gpu {
     ) -> Result<Kernel<'_, Untyped>> {
         let (module, chosen) = self.cached_module(ptx)?;
         Ok(Kernel {
-            function: KernelFunction::load(self, module, chosen.arch, entry, true, None)?,
+            function: KernelFunction::load(self, module, chosen.arch, entry, true, chosen.package)?,
             args: PhantomData,
         })
     }
@@ -270,7 +277,7 @@ impl<'g> LoadedModule<'g> {
                 self.ptx.arch,
                 entry.info(),
                 false,
-                None,
+                self.ptx.package,
             )?,
             args: PhantomData,
         })
@@ -289,18 +296,17 @@ impl<'g> LoadedModule<'g> {
 
 impl<'g> KernelFunction<'g> {
     /// `function` of `module`. `kept`: the module lives as long as the `Gpu` (its functions'
-    /// answers are cached). `package`: the only package whose entry points the module holds,
-    /// where that is known.
+    /// answers are cached). `package`: the package whose entry points the module holds.
     fn load(
         gpu: &'g Gpu,
         module: &'g Module,
         arch: &'static str,
         entry: &'static EntryInfo,
         kept: bool,
-        package: Option<&'static str>,
+        package: &'static str,
     ) -> Result<Self> {
         let symbol = entry.symbol;
-        if let Some(package) = package.filter(|p| *p != entry.package) {
+        if package != entry.package {
             return Err(Error::InvalidArgument {
                 what: format!(
                     "kernel `{symbol}` belongs to package `{}`, not `{package}` whose PTX this is: take it with `Gpu::kernel_in` (or `Gpu::load_module`) and that package's PTX",
@@ -376,7 +382,10 @@ impl<'g> KernelFunction<'g> {
 
     /// The address of a `#[no_mangle]` device static (`device_global!`) of the module this
     /// kernel belongs to (the notes' `cudaGetSymbolAddress`), checked against its declared
-    /// length: `cuFuncGetModule`, then `cuModuleGetGlobal`.
+    /// length: `cuFuncGetModule`, then `cuModuleGetGlobal`. The address is valid while that
+    /// module is loaded (for the `Gpu`'s own module and those of [`Gpu::kernel_in`], as long as
+    /// the `Gpu`; for a [`LoadedModule`], until it is dropped); launches that use it are
+    /// `unsafe` and carry that condition.
     pub fn device_global<T: cust::memory::DeviceCopy>(
         &self,
         global: &DeviceGlobal<T>,

@@ -5,7 +5,7 @@ pub mod config;
 pub mod driver;
 pub mod element;
 pub mod error;
-pub mod event;
+pub(crate) mod event;
 pub mod gpu;
 pub mod kernel;
 pub(crate) mod order;

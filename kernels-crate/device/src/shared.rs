@@ -77,7 +77,10 @@ pub fn shared_symbol_ptr<T>(window_address: u32) -> *mut T {
 /// shared_array!(fn stencil_tile() -> [i32; 256 + 2 * 16]);
 /// let tile = stencil_tile();
 /// ```
-/// The name becomes a PTX symbol and must be unique in the crate. The size must be a plain
+/// The name becomes a PTX symbol of the module and must be unique among every kernel crate
+/// linked into one PTX: the crate and the crates it uses (a duplicate is a `ptxas` error, and
+/// a used crate's arrays are declared in the user's PTX even when no kernel there touches them,
+/// at no cost: a kernel gets shared memory only for the arrays it reaches). The size must be a plain
 /// constant expression (not depend on a const generic parameter). The array is aligned to
 /// `max(align_of::<T>(), 16)` bytes, and every call in a block returns the same pointer.
 ///

@@ -104,10 +104,22 @@ pub fn from_random_bits<T: Element>(bits: u64) -> T {
     if T::TYPE.is_float() {
         return T::from_f64(signed_unit(bits));
     }
-    let bytes = bits.to_le_bytes();
-    // SAFETY: every integer `Element` is at most 8 bytes and valid for every bit pattern; its
-    // little-endian first bytes are `bits as T`.
-    unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
+    const {
+        assert!(
+            size_of::<T>() <= size_of::<u64>(),
+            "an Element wider than 64 bits"
+        )
+    };
+    // The bytes of `bits as T`: the low ones, first on a little-endian host, last on a big one.
+    let bytes = bits.to_ne_bytes();
+    let low = if cfg!(target_endian = "little") {
+        0
+    } else {
+        size_of::<u64>() - size_of::<T>()
+    };
+    // SAFETY: `T` is an integer `Element` (valid for every bit pattern) of at most 8 bytes
+    // (asserted above), so `bytes[low..]` holds all of it; `read_unaligned` needs no alignment.
+    unsafe { std::ptr::read_unaligned(bytes[low..].as_ptr().cast::<T>()) }
 }
 
 /// `sample` of the first `n` outputs of [`SplitMix64::new(seed)`](SplitMix64), the parts of
