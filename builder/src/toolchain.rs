@@ -26,7 +26,7 @@ pub const LLVM_TOOLS: [&str; 3] = ["llvm-link", "opt", "llc"];
 /// The nightly that compiles kernels: `-Zbuild-std` and the `ptx-kernel` ABI need one, and this
 /// is the one whose LLVM (22) and PTX output the project verified. A kernel crate is built with
 /// it whatever toolchain builds the host (the workspace's `rust-toolchain.toml` pins the same;
-/// `tests/tidy.rs` checks that the two agree).
+/// `tests/tests/tidy.rs` checks that the two agree).
 pub const NIGHTLY: &str = "nightly-2026-05-20";
 
 /// The `rustup` command that installs [`NIGHTLY`] with what kernels need.

@@ -16,7 +16,7 @@
 //! - [`runtime`]: the driver, loaded at run time ([`runtime::driver`]: a program starts without
 //!   it and says in one line that it is missing), the device ([`Gpu`]), launch configurations,
 //!   typed kernel launches ([`runtime::kernel`], for ferrocuda's kernels and, through
-//!   [`Gpu::load_module`], a kernel crate of your own), errors, timing;
+//!   [`Gpu::load_module`], a kernel crate of your own), errors, events;
 //! - the kernel families: [`reduce`] (sum, min, max, plans, the reproducible sum) and
 //!   [`stencil`].
 //!

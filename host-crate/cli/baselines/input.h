@@ -1,9 +1,9 @@
 // The benchmark's input and output hash, in plain C++ (no CUDA), so that a host compiler can
 // check it against ferrocuda without a GPU. `random_input<T>(n, seed)` is, element for element,
-// `ferrocuda::cpu::book_input::<T>(n, seed)`: integers `splitmix_at(seed, i) & 0xFF`, floats the
-// exactly summable values of `ExactLayout::of(n, digits).value(seed, i)`
-// (host-crate/src/cpu/exact.rs, mirrored here line for line). With the same input on both
-// sides, a baseline's result has one right answer, the CPU reference of the bench's rows.
+// `ferrocuda_lessons::cpu::book_input::<T>(n, seed)`: integers `splitmix_at(seed, i) & 0xFF`,
+// floats the exactly summable values of `ExactLayout::of(n, digits).value(seed, i)`
+// (host-crate/lessons/src/cpu/exact.rs, mirrored here line for line). With the same input on
+// both sides, a baseline's result has one right answer, the CPU reference of the bench's rows.
 // `ferrocuda bench` writes this file next to common.cuh.
 #pragma once
 #include <algorithm>

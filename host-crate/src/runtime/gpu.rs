@@ -51,14 +51,14 @@ pub struct KernelAttributes {
     pub registers: u32,
     /// Static shared memory per block, bytes.
     pub static_shared_bytes: u32,
-    /// Local memory per thread, bytes (spills and stack; 0 for every ferrocuda kernel).
+    /// Local memory per thread, bytes (spills and stack; 0 for every kernel of the library).
     pub local_bytes: u32,
     /// The largest block this kernel can be launched with on this device.
     pub max_threads_per_block: u32,
 }
 
-/// A resolved kernel of a module: its handle and attributes, cached per [`Gpu`] by symbol so
-/// that taking a kernel handle costs a map lookup, not five driver calls.
+/// A resolved kernel of a module: its handle and attributes, cached per [`Gpu`] by module and
+/// symbol so that taking a kernel handle costs a map lookup, not five driver calls.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ResolvedKernel {
     pub(crate) raw: cust::sys::CUfunction,

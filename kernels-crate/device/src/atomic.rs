@@ -1,7 +1,7 @@
 //! Atomic read-modify-write on global or shared memory (`atomicAdd`, `atomicMin`, ...).
 //!
 //! Each function returns the old value. The orderings are relaxed: an atomic is indivisible but
-//! orders nothing else; pair it with a [`fence`](crate::device::sync) where other memory must be
+//! orders nothing else; pair it with a [`fence`](crate::sync) where other memory must be
 //! seen (the atomic-finish reductions publish their partial with `threadfence` first). The one
 //! exception, [`atomic_add_acq_rel`], is a release and an acquire in one instruction: the
 //! counter of a "last block" election, without the two fences around it.

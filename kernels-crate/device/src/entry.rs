@@ -68,7 +68,7 @@ mod host {
     pub struct EntryInfo {
         /// The Cargo package whose PTX holds the entry point.
         pub package: &'static str,
-        /// The module that declares it (`ferrocuda_kernels::reduce::textbook`).
+        /// The module that declares it (`ferrocuda_lesson_kernels::reduce`).
         pub module: &'static str,
         /// The Rust name of the kernel (`reduce_neighbored`).
         pub kernel: &'static str,

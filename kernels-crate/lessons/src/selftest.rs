@@ -1,6 +1,6 @@
 //! Kernels that exercise each device-layer primitive on its own, so that the GPU test suite can
-//! compare it with the CPU model (the warp emulator in `ferrocuda::cpu`). They are not part of
-//! the library's algorithms; their names all start with `selftest_`.
+//! compare it with the CPU model (the warp emulator in `ferrocuda_lessons::cpu`). They are not
+//! part of the library's algorithms; their names all start with `selftest_`.
 #[cfg(target_arch = "nvptx64")]
 use crate::device::{
     atomic::{AtomicAdd, AtomicOrd, atomic_add, atomic_cas, atomic_max, atomic_min},
@@ -15,7 +15,7 @@ use crate::entry::kernel;
 #[cfg(target_arch = "nvptx64")]
 use crate::shared_array;
 
-/// Shuffle modes, numbered as `ferrocuda::cpu::warp::ShflMode`.
+/// Shuffle modes, numbered as `ferrocuda_lessons::cpu::warp::ShflMode`.
 #[cfg(target_arch = "nvptx64")]
 const MODE_IDX: u32 = 0;
 #[cfg(target_arch = "nvptx64")]

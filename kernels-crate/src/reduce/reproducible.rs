@@ -13,9 +13,10 @@
 //!
 //! A launch writes one result per chunk. The host launches again on those results, chunked the
 //! same way, until one value is left. Which block sums which chunk does not matter, so the
-//! grid can be anything. The CPU reference (`ferrocuda::cpu::reduce::sum_reproducible`) follows
-//! the same steps. IEEE addition is commutative, so the operand order within a pair does not
-//! matter. A NaN result is a NaN; its payload is the device's.
+//! grid can be anything. The CPU reference
+//! (`ferrocuda_lessons::cpu::reproducible::sum_reproducible`) follows the same steps. IEEE
+//! addition is commutative, so the operand order within a pair does not matter. A NaN result is
+//! a NaN; its payload is the device's.
 //!
 //! Launch: block exactly [`REDUCE_REPRO_BLOCK`]; any grid (at most the chunk count is useful).
 use super::Element;

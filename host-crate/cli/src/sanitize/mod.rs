@@ -1,6 +1,6 @@
 //! `ferrocuda sanitize`: every library kernel under NVIDIA's `compute-sanitizer`
 //! (`memcheck`, `racecheck`, `synccheck`, `initcheck`), and the two broken-on-purpose kernels
-//! of `kernels-crate/src/broken.rs` to show that the checkers bite.
+//! of `kernels-crate/lessons/src/broken.rs` to show that the checkers bite.
 //!
 //! The driver re-runs this binary (`ferrocuda sanitize-cases`) once per tool under
 //! `compute-sanitizer`, and attributes every reported error to the kernel it names.

@@ -1,6 +1,6 @@
 // @generated from cust_raw 0.11.3's `src/cuda.rs` (every `pub fn` of the driver API it
-// declares, but the two error-text functions written in `mod.rs`); `tests/tidy.rs` checks that
-// this list and those declarations stay equal.
+// declares, but the two error-text functions written in `mod.rs`); `tests/tests/tidy.rs` checks
+// that this list and those declarations stay equal.
 forward! {
     fn cuInit(Flags: c_uint);
     fn cuDriverGetVersion(driverVersion: *mut c_int);
