@@ -53,7 +53,11 @@ pub use runtime::config::LaunchConfig;
 pub use runtime::error::{Error, Result};
 pub use runtime::gpu::{DeviceProps, Gpu, GpuStream, Wait};
 pub use runtime::kernel::{Kernel, LoadedModule};
+pub use runtime::memory::{DeviceBuffer, DeviceSlice, View, ViewMut};
+pub use runtime::stream::Stream;
 
-/// The driver API crate ferrocuda is built on; its device memory types are part of this API.
-pub use cust;
-pub use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy, DevicePointer, DeviceSlice};
+/// From cust, the driver API crate ferrocuda is built on: a device address (a plain value) and
+/// the bound of what may be copied to the device. cust itself is not re-exported: some of its
+/// safe methods are not sound (a `DeviceSlice` that is `Copy`, `Stream::add_callback` without
+/// a `'static` bound), and ferrocuda's safe API hands out none of its memory or stream types.
+pub use cust::memory::{DeviceCopy, DevicePointer};

@@ -14,8 +14,10 @@
 //! same checks as the fast path.
 use std::marker::PhantomData;
 
-use cust::memory::{DeviceBuffer, DevicePointer, DeviceSlice};
-use cust::stream::Stream;
+use cust::memory::DevicePointer;
+
+use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
+use crate::runtime::stream::Stream;
 use ferrocuda_kernels::config::{
     STENCIL_BOUNDARY_CLAMP, STENCIL_BOUNDARY_PERIODIC, STENCIL_BOUNDARY_ZERO,
     STENCIL_FAST_VECTORS_PER_THREAD, STENCIL_MAX_TAPS, STENCIL_RADII,

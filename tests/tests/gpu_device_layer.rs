@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, bail, ensure};
-use cust::memory::DeviceBuffer;
+use ferrocuda::DeviceBuffer;
 use ferrocuda::kernels::entry::Entry;
 use ferrocuda::runtime::element::Element;
 use ferrocuda::{Error, Gpu, LaunchConfig};

@@ -5,10 +5,9 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, anyhow, ensure};
-use ferrocuda::cust::memory::DeviceSlice;
-use ferrocuda::cust::stream::{Stream, StreamFlags};
 use ferrocuda::runtime::element::Element;
 use ferrocuda::stencil::{self, Boundary, Taps};
+use ferrocuda::{DeviceSlice, Stream, View, ViewMut};
 use ferrocuda::{Error, Gpu, LaunchConfig};
 use ferrocuda_lessons::cpu::{ReduceReference, check_stencil};
 use ferrocuda_lessons::kernels::smoke::smoke_saxpy;
@@ -207,10 +206,9 @@ fn device_result_chained(gpu: &Gpu) -> TestResult {
 /// A caller's own non-blocking stream: its async upload, then the reduction and the stencil on
 /// it, are ordered without any synchronisation in between.
 fn caller_streams(gpu: &Gpu) -> TestResult {
-    gpu.make_current()?;
-    let stream = Stream::new(StreamFlags::NON_BLOCKING, None)?;
+    let stream = gpu.new_stream()?;
     let n = (1 << 22) + 5;
-    let host = ferrocuda::cust::memory::LockedBuffer::new(&3i32, n)?;
+    let host = cust::memory::LockedBuffer::new(&3i32, n)?;
     let mut d = gpu.alloc::<i32>(n, "input")?;
     let mut plan = ReducePlan::<i32, i64>::new(gpu, ReduceOp::Sum)?;
     for round in 0..5 {
@@ -218,10 +216,10 @@ fn caller_streams(gpu: &Gpu) -> TestResult {
         gpu.synchronize()?;
         // SAFETY: `host` is page-locked and outlives the copy (synchronised below).
         unsafe {
-            ferrocuda::cust::memory::AsyncCopyDestination::async_copy_from(
-                &mut *d,
+            cust::memory::AsyncCopyDestination::async_copy_from(
+                d.as_cust_mut(),
                 &host[..],
-                &stream,
+                stream.as_cust(),
             )?
         };
         let got = plan.run_on(&stream, &d)?;
@@ -230,7 +228,6 @@ fn caller_streams(gpu: &Gpu) -> TestResult {
     let mut out = gpu.alloc::<i32>(n, "stencil output")?;
     let taps = Taps::Sum { radius: 3 };
     stencil::apply_into_on(gpu, &stream, &d, &mut out, &taps, Boundary::Periodic)?;
-    stream.synchronize()?;
     let got = gpu.download(&out)?;
     ensure!(
         got.iter().all(|&v| v == 21),
@@ -247,8 +244,7 @@ fn caller_streams(gpu: &Gpu) -> TestResult {
 /// or the old input.
 fn caller_streams_are_ordered(gpu: &Gpu) -> TestResult {
     let (s1, s2) = (gpu.new_stream()?, gpu.new_stream()?);
-    gpu.make_current()?;
-    let blocking = Stream::new(StreamFlags::DEFAULT, None)?;
+    let blocking = gpu.new_blocking_stream()?;
     let n = 1 << 26;
     let (taps, boundary) = (Taps::Sum { radius: 3 }, Boundary::Periodic);
     let host: Vec<f32> = exact_sum_input(n, 7);
@@ -278,16 +274,16 @@ fn caller_streams_are_ordered(gpu: &Gpu) -> TestResult {
 
         busy(&s1, &x)?;
         stencil::apply_into_on(gpu, &s1, &x, &mut out, &taps, boundary)?;
-        ferrocuda::CopyDestination::copy_from(&mut *x, &other[..])?;
+        gpu.upload_into(&mut x, &other)?;
         let check = check_stencil(&host, &taps, boundary, &gpu.download(&out)?);
         ensure!(
             check.passed,
             "round {round}: input overwritten in flight: {}",
             check.detail
         );
-        ferrocuda::CopyDestination::copy_from(&mut *x, &host[..])?;
+        gpu.upload_into(&mut x, &host)?;
 
-        for (what, stream) in [("non-blocking", &*s1), ("blocking", &blocking)] {
+        for (what, stream) in [("non-blocking", &*s1), ("blocking", &*blocking)] {
             let mut total = gpu.upload(&[f32::poison()], "total")?;
             busy(stream, &x)?;
             plan.run_to_device_on(stream, &x, &mut total)?;
@@ -313,7 +309,8 @@ fn apply_into_checks(gpu: &Gpu) -> TestResult {
             let mut out = gpu.alloc::<f32>(n, "output")?;
             gpu.poison_async(&mut out)?;
             stencil::apply_into(gpu, &d, &mut out, &taps, boundary)?;
-            let fresh = gpu.download(&stencil::apply(gpu, &d, &taps, boundary)?)?;
+            let fresh = stencil::apply(gpu, &d, &taps, boundary)?;
+            let fresh = gpu.download(&fresh)?;
             let into = gpu.download(&out)?;
             let check = check_stencil(&x, &taps, boundary, &into);
             ensure!(
@@ -340,8 +337,8 @@ fn apply_into_checks(gpu: &Gpu) -> TestResult {
     // SAFETY: both views lie inside `both` (1001 elements); only their addresses are compared.
     let (input, mut output) = unsafe {
         (
-            DeviceSlice::from_raw_parts(base, 1000),
-            DeviceSlice::from_raw_parts_mut(base.add(1), 1000),
+            View::from_raw_parts(base, 1000),
+            ViewMut::from_raw_parts(base.add(1), 1000),
         )
     };
     let err = stencil::apply_into(gpu, &input, &mut output, &taps, Boundary::Zero).unwrap_err();
@@ -516,20 +513,26 @@ fn bad_input_leaves_plans_usable(gpu: &Gpu) -> TestResult {
         err.to_string().contains("min") && err.to_string().contains("i64"),
         "{err}"
     );
-    // A stream of another context is refused before anything is enqueued.
-    let device = ferrocuda::cust::device::Device::get_device(gpu.props().ordinal)?;
-    let other = ferrocuda::cust::context::legacy::Context::create_and_push(
-        ferrocuda::cust::context::legacy::ContextFlags::SCHED_AUTO,
-        device,
-    )?;
-    let foreign = Stream::new(StreamFlags::NON_BLOCKING, None)?;
-    let err = plan.run_on(&foreign, &d).unwrap_err();
-    ensure!(err.to_string().contains("another context"), "{err}");
-    drop(foreign);
-    drop(other);
+    // A stream of another device's context is refused before anything is enqueued. Safe code
+    // gets streams only from a `Gpu` (a cust stream does not type-check: the compile-fail
+    // case), so a foreign one needs a second device.
+    let devices = cust::device::Device::num_devices()?;
+    if devices > 1 {
+        let other = Gpu::new(u32::from(gpu.props().ordinal == 0))?;
+        let foreign = other.new_stream()?;
+        let err = plan.run_on(&foreign, &d).unwrap_err();
+        ensure!(err.to_string().contains("another context"), "{err}");
+        ensure!(
+            plan.run(&d)? == 5.0,
+            "the plan works after refusing a foreign stream"
+        );
+    }
+    // One device, one `Gpu`: opening it again gives the same stream, so work through either
+    // handle is ordered as one.
+    let again = Gpu::new(gpu.props().ordinal)?;
     ensure!(
-        plan.run(&d)? == 5.0,
-        "the plan works after refusing a foreign stream"
+        again.stream().as_inner() == gpu.stream().as_inner(),
+        "Gpu::new of an open device made a second stream"
     );
     Ok(())
 }

@@ -39,8 +39,8 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context, bail, ensure};
-use cust::memory::{DeviceBuffer, DeviceSlice};
 use ferrocuda::runtime::element::{ElemType, Element};
+use ferrocuda::{DeviceBuffer, DeviceSlice, View};
 use ferrocuda::{Error, Gpu, with_elem_type};
 use ferrocuda_lessons::cpu::{ReduceReference, SplitMix64};
 use ferrocuda_lessons::reduce::{self, ReduceOp, ReduceRun, ReduceVariant};
@@ -176,7 +176,7 @@ struct Pool<T: Element> {
 
 impl<T: Element> Pool<T> {
     /// The `n` elements at `offset`, on the device.
-    fn input(&self, offset: usize, n: usize) -> DeviceSlice<T> {
+    fn input(&self, offset: usize, n: usize) -> View<'_, T> {
         self.device.index(offset..offset + n)
     }
 

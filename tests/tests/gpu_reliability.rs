@@ -69,7 +69,7 @@ fn two_threads(gpu: &Gpu) -> TestResult {
                         let dy = gpu.upload(&y, "thread stencil input")?;
                         let taps = Taps::Sum { radius: 3 };
                         let out =
-                            gpu.download(&stencil::apply(gpu, &dy, &taps, Boundary::Periodic)?)?;
+                            gpu.download(&*stencil::apply(gpu, &dy, &taps, Boundary::Periodic)?)?;
                         ensure!(
                             out == ferrocuda_lessons::cpu::stencil(&y, &taps, Boundary::Periodic),
                             "thread {t} round {round}: stencil differs"

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, ensure};
 // `same`: bit equality, with any NaN equal to any NaN (the payload is the device's).
-use ferrocuda::cust::memory::DeviceSlice;
+use ferrocuda::DeviceSlice;
 use ferrocuda::reduce;
 use ferrocuda::{Error, Gpu};
 use ferrocuda_lessons::cpu::reproducible::{

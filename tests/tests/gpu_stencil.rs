@@ -36,8 +36,8 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail, ensure};
-use cust::memory::{CopyDestination, DeviceBuffer, DeviceSlice};
 use ferrocuda::runtime::element::{ElemType, Element};
+use ferrocuda::{DeviceBuffer, DeviceSlice, ViewMut};
 use ferrocuda::{Error, Gpu, with_elem_type};
 use ferrocuda_lessons::cpu::{self, SplitMix64, StencilPoint};
 use ferrocuda_lessons::kernels::config::STENCIL_RADII;
@@ -102,7 +102,8 @@ const LARGE: usize = 1 << 20;
 struct Pool<T: Element> {
     host: Vec<T>,
     input: DeviceBuffer<T>,
-    output: DeviceBuffer<T>,
+    /// Borrowed mutably by one case at a time.
+    output: RefCell<DeviceBuffer<T>>,
 }
 
 thread_local! {
@@ -126,7 +127,7 @@ fn pool<T: Element>(gpu: &Gpu) -> anyhow::Result<&'static Pool<T>> {
     let pool: &'static Pool<T> = Box::leak(Box::new(Pool {
         host,
         input,
-        output,
+        output: RefCell::new(output),
     }));
     POOLS.with_borrow_mut(|pools| pools.insert(T::TYPE, pool));
     Ok(pool)
@@ -243,11 +244,10 @@ fn run_case<T: Element>(
     want: &Reference<T>,
 ) -> TestResult {
     let input = pool.input.index(in_offset..in_offset + n);
-    let mut region = pool
-        .output
-        .index(out_offset - GUARD..out_offset + n + GUARD);
-    gpu.poison_async(&mut region)?;
-    let mut output = pool.output.index(out_offset..out_offset + n);
+    let mut out = pool.output.borrow_mut();
+    let region = out_offset - GUARD..out_offset + n + GUARD;
+    gpu.poison_async(&mut out.index_mut(region.clone()))?;
+    let mut output = out.index_mut(out_offset..out_offset + n);
     let mut run = StencilRun::new(gpu, variant, taps, boundary, &input, &mut output, block)?;
     let symbol = run.symbol().to_string();
     let what = || {
@@ -258,8 +258,9 @@ fn run_case<T: Element>(
         )
     };
     run.run().with_context(what)?;
-    let mut got = vec![T::default(); n + 2 * GUARD];
-    region.copy_to(&mut got[..]).context("cuMemcpyDtoH")?;
+    drop(run);
+    drop(output);
+    let got = gpu.download(&out.index(region))?;
     if let Some(why) = compare(&got, want, taps.radius()) {
         bail!("{}: {why}", what());
     }
@@ -370,7 +371,7 @@ fn shorter_than_radius(gpu: &Gpu) -> TestResult {
             let input = gpu.upload(&x, "short input")?;
             cust::context::CurrentContext::synchronize()?;
             let taps = Taps::Weighted(random_vec(33, 7 + n as u64));
-            let got = gpu.download(&stencil::apply(gpu, &input, &taps, boundary)?)?;
+            let got = gpu.download(&*stencil::apply(gpu, &input, &taps, boundary)?)?;
             for (i, g) in got.iter().enumerate() {
                 let p = cpu::stencil_point(&x, &taps, boundary, i);
                 ensure!(
@@ -388,7 +389,7 @@ fn shorter_than_radius(gpu: &Gpu) -> TestResult {
             let input = gpu.upload(&ints, "short input")?;
             cust::context::CurrentContext::synchronize()?;
             let taps = Taps::Sum { radius: 8 };
-            let got = gpu.download(&stencil::apply(gpu, &input, &taps, boundary)?)?;
+            let got = gpu.download(&*stencil::apply(gpu, &input, &taps, boundary)?)?;
             let want = cpu::stencil(&ints, &taps, boundary);
             ensure!(
                 got == want,
@@ -424,11 +425,13 @@ fn expect_invalid<T: Element>(
 
 fn rejects_unsupported(gpu: &Gpu) -> TestResult {
     use StencilVariant::{Fast, Naive, Shared, Weighted};
-    let f = gpu.alloc::<f32>(300, "f32 buffer")?;
-    let (input, mut output) = (f.index(0..100), f.index(100..200));
+    let mut f = gpu.alloc::<f32>(300, "f32 buffer")?;
+    let base = f.as_device_ptr();
+    let (input, mut tail) = f.split_at_mut(100);
+    let mut output = tail.index_mut(..100);
     let sum = |radius| Taps::<f32>::Sum { radius };
     for variant in StencilVariant::ALL {
-        let s = (&input, &mut output);
+        let s = (&*input, &mut *output);
         expect_invalid(
             gpu,
             variant,
@@ -437,47 +440,49 @@ fn rejects_unsupported(gpu: &Gpu) -> TestResult {
             256,
             &["radius", "5", "(R = 5, f32)"],
         )?;
-        let s = (&input, &mut output);
+        let s = (&*input, &mut *output);
         expect_invalid(gpu, variant, &sum(3), s, 2048, &["_r3_f32", "2048"])?;
     }
     for variant in [Shared, Weighted] {
-        let s = (&input, &mut output);
+        let s = (&*input, &mut *output);
         expect_invalid(gpu, variant, &sum(16), s, 8, &["radius", "8", "halos"])?;
     }
-    let s = (&input, &mut output);
+    let s = (&*input, &mut *output);
     expect_invalid(gpu, Fast, &sum(3), s, 100, &["multiple of 32", "100"])?;
     for variant in [Naive, Shared] {
         let taps = Taps::Weighted(vec![0.5f32; 7]);
-        let s = (&input, &mut output);
+        let s = (&*input, &mut *output);
         expect_invalid(gpu, variant, &taps, s, 256, &["sums only"])?;
     }
     let even = Taps::Weighted(vec![0.5f32; 6]);
-    let s = (&input, &mut output);
+    let s = (&*input, &mut *output);
     expect_invalid(gpu, Fast, &even, s, 256, &["2R + 1", "6"])?;
-    let mut short = f.index(200..250);
+    let mut short = tail.index_mut(100..150);
     expect_invalid(
         gpu,
         Fast,
         &sum(3),
-        (&input, &mut short),
+        (&*input, &mut *short),
         256,
         &["100", "50"],
     )?;
-    let mut shifted = f.index(50..150);
+    // SAFETY: `base + 50 .. base + 150` lies inside `f`; the call refuses the overlap before
+    // anything is enqueued, so nothing reads or writes through the view.
+    let mut shifted = unsafe { ViewMut::from_raw_parts(base.add(50), 100) };
     expect_invalid(
         gpu,
         Fast,
         &sum(3),
-        (&input, &mut shifted),
+        (&*input, &mut *shifted),
         256,
         &["overlaps"],
     )?;
-    let ints = gpu.alloc::<i32>(200, "i32 buffer")?;
-    let (i_in, mut i_out) = (ints.index(0..100), ints.index(100..200));
+    let mut ints = gpu.alloc::<i32>(200, "i32 buffer")?;
+    let (i_in, mut i_out) = ints.split_at_mut(100);
     let taps = Taps::Weighted(vec![1i32; 7]);
-    let s = (&i_in, &mut i_out);
+    let s = (&*i_in, &mut *i_out);
     expect_invalid(gpu, Fast, &taps, s, 256, &["f32 and f64"])?;
-    let s = (&i_in, &mut i_out);
+    let s = (&*i_in, &mut *i_out);
     expect_invalid(
         gpu,
         Weighted,
@@ -486,10 +491,10 @@ fn rejects_unsupported(gpu: &Gpu) -> TestResult {
         256,
         &["weighted", "i32"],
     )?;
-    let u = gpu.alloc::<u32>(200, "u32 buffer")?;
-    let (u_in, mut u_out) = (u.index(0..100), u.index(100..200));
+    let mut u = gpu.alloc::<u32>(200, "u32 buffer")?;
+    let (u_in, mut u_out) = u.split_at_mut(100);
     for variant in StencilVariant::ALL {
-        let s = (&u_in, &mut u_out);
+        let s = (&*u_in, &mut *u_out);
         expect_invalid(gpu, variant, &Taps::Sum { radius: 3 }, s, 256, &["u32"])?;
     }
     Ok(())

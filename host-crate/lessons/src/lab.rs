@@ -302,7 +302,10 @@ pub fn stream_overlap(gpu: &Gpu, n: usize, kernels: usize, reps: usize) -> Resul
     use crate::cpu::{Boundary, Taps, check_stencil};
     use cust::event::{Event, EventFlags};
     use cust::memory::{AsyncCopyDestination, LockedBuffer};
-    use cust::stream::{Stream, StreamWaitEventFlags};
+    use cust::stream::StreamWaitEventFlags;
+    use ferrocuda::Stream;
+
+    use crate::cust_stream;
     use ferrocuda::runtime::error::CudaContext;
 
     if n == 0 || kernels == 0 {
@@ -326,8 +329,8 @@ pub fn stream_overlap(gpu: &Gpu, n: usize, kernels: usize, reps: usize) -> Resul
     // the event and destroys it, which the driver allows once the wait is enqueued.
     let wait = |stream: &Stream, from: &Stream| -> Result<()> {
         let gate = Event::new(EventFlags::DISABLE_TIMING).call("cuEventCreate")?;
-        gate.record(from).call("cuEventRecord")?;
-        stream
+        gate.record(cust_stream(from)).call("cuEventRecord")?;
+        cust_stream(stream)
             .wait_event(gate, StreamWaitEventFlags::DEFAULT)
             .call("cuStreamWaitEvent")
     };
@@ -340,12 +343,17 @@ pub fn stream_overlap(gpu: &Gpu, n: usize, kernels: usize, reps: usize) -> Resul
             } else {
                 &copy_stream
             };
-            start.record(first).call("cuEventRecord")?;
+            start.record(cust_stream(first)).call("cuEventRecord")?;
             wait(second, first)?;
             let mut enqueue_copy = || -> Result<()> {
                 // SAFETY: both hold `n` elements; the pinned buffer outlives the synchronisation
                 // below.
-                unsafe { copy_dst.async_copy_from(&pinned, first) }.call("cuMemcpyHtoDAsync")
+                unsafe {
+                    copy_dst
+                        .as_cust_mut()
+                        .async_copy_from(&pinned, cust_stream(first))
+                }
+                .call("cuMemcpyHtoDAsync")
             };
             if copy && !kernels_first {
                 enqueue_copy()?;
@@ -366,7 +374,7 @@ pub fn stream_overlap(gpu: &Gpu, n: usize, kernels: usize, reps: usize) -> Resul
                 enqueue_copy()?;
             }
             wait(first, second)?;
-            stop.record(first).call("cuEventRecord")?;
+            stop.record(cust_stream(first)).call("cuEventRecord")?;
             // Device-wide synchronisation: every stream of the context.
             cust::context::CurrentContext::synchronize().call("cuCtxSynchronize")?;
             Ok(stop.elapsed_time_f32(&start).call("cuEventElapsedTime")? as f64 / 1e3)

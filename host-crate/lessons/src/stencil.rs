@@ -4,7 +4,7 @@
 //! `ferrocuda::stencil`.
 use std::ops::{Deref, DerefMut};
 
-use cust::memory::DeviceSlice;
+use ferrocuda::DeviceSlice;
 use ferrocuda::kernels::entry::Entry;
 pub use ferrocuda::stencil::*;
 

@@ -1,12 +1,15 @@
 //! Event timing: warm-up, repetitions, median / min / max, and bandwidth from a byte count.
 use cust::event::{Event, EventFlags};
-use cust::memory::{AsyncCopyDestination, DeviceBuffer};
+use cust::memory::AsyncCopyDestination;
+use ferrocuda::DeviceBuffer;
 
 use ferrocuda_lesson_kernels::timing::timing_spin;
 
 use ferrocuda::runtime::config::LaunchConfig;
 use ferrocuda::runtime::error::{CudaContext, Result};
 use ferrocuda::runtime::gpu::Gpu;
+
+use crate::cust_stream;
 
 /// Repetition statistics of one timed operation, in seconds.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -58,10 +61,13 @@ pub fn spin_holds_the_gpu(gpu: &Gpu) -> Result<bool> {
     let spin = crate::kernel(gpu, timing_spin())?;
     let start = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
     let stop = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
-    start.record(gpu.stream()).call("cuEventRecord")?;
+    start
+        .record(cust_stream(gpu.stream()))
+        .call("cuEventRecord")?;
     // SAFETY: `timing_spin` takes one u64 and touches no memory.
     unsafe { spin.launch(LaunchConfig::linear(1, 1, 0), (SPIN_NS,))? };
-    stop.record(gpu.stream()).call("cuEventRecord")?;
+    stop.record(cust_stream(gpu.stream()))
+        .call("cuEventRecord")?;
     stop.synchronize().call("cuEventSynchronize")?;
     let elapsed = stop.elapsed_time_f32(&start).call("cuEventElapsedTime")?;
     Ok(f64::from(elapsed) * 1e6 >= SPIN_NS as f64)
@@ -106,9 +112,12 @@ pub fn time_samples(
         setup(i)?;
         // SAFETY: `timing_spin` takes one u64 and touches no memory.
         unsafe { spin.launch(LaunchConfig::linear(1, 1, 0), (SPIN_NS,))? };
-        start.record(gpu.stream()).call("cuEventRecord")?;
+        start
+            .record(cust_stream(gpu.stream()))
+            .call("cuEventRecord")?;
         op(i)?;
-        stop.record(gpu.stream()).call("cuEventRecord")?;
+        stop.record(cust_stream(gpu.stream()))
+            .call("cuEventRecord")?;
         stop.synchronize().call("cuEventSynchronize")?;
         samples.push(stop.elapsed_time_f32(&start).call("cuEventElapsedTime")? as f64 / 1e3);
     }
@@ -150,7 +159,11 @@ pub fn copy_bandwidth(gpu: &Gpu, bytes: usize, reps: usize) -> Result<(Stats, u6
         |_| Ok(()),
         |_| {
             // SAFETY: both buffers are `words` long and nothing else uses them.
-            unsafe { dst.async_copy_from(&src, gpu.stream()) }.call("cuMemcpyDtoDAsync")
+            unsafe {
+                dst.as_cust_mut()
+                    .async_copy_from(src.as_cust(), cust_stream(gpu.stream()))
+            }
+            .call("cuMemcpyDtoDAsync")
         },
     )?;
     Ok((stats, 2 * 4 * words as u64))

@@ -7,7 +7,7 @@
 //!
 //! The notes' textbook variants, run one by one and measured, are lessons: the
 //! `ferrocuda-lessons` crate, which the `ferrocuda` command line and the tests use.
-use cust::memory::DeviceSlice;
+use crate::runtime::memory::DeviceSlice;
 
 use crate::runtime::element::Element;
 use crate::runtime::error::Result;

@@ -23,8 +23,10 @@
 //!
 //! The result is the same bits as the lessons' `ReduceRun` with the fast variant gives
 //! for the same input on the same device: the same kernel, grid and block.
-use cust::memory::{DeviceBuffer, DevicePointer, DeviceSlice};
-use cust::stream::Stream;
+use cust::memory::DevicePointer;
+
+use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
+use crate::runtime::stream::Stream;
 use ferrocuda_kernels::config::REDUCE_FAST_ITEMS;
 
 use super::kernel::{FAST_BLOCK, FastArgs, ReduceOp, fast_entry};
@@ -438,8 +440,7 @@ fn to_device<T: Element, A: Element>(
     }
     if input.is_empty() && state.op == ReduceOp::Sum {
         // The sum of nothing: zero bits, written on the stream like a result would be.
-        // SAFETY: `result` holds at least one element (checked above).
-        let mut first = unsafe { DeviceSlice::from_raw_parts_mut(result.as_device_ptr(), 1) };
+        let mut first = result.index_mut(..1);
         return gpu.memset_d8_async_on(stream, &mut first, 0);
     }
     // A failed enqueue leaves `ticket_clean` false, so the next run zeroes the ticket.

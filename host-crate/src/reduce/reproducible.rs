@@ -7,7 +7,9 @@
 //! A call is one launch per level: one for `n` up to a chunk (8192 `f32`), two up to 2^26
 //! `f32`, three up to 2^39. The last level writes into a page-locked mapped slot, as
 //! [`ReducePlan::run`](super::ReducePlan::run) does, and the call waits for the value there.
-use cust::memory::{DeviceBuffer, DevicePointer, DeviceSlice};
+use cust::memory::DevicePointer;
+
+use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
 use ferrocuda_kernels::config::{REDUCE_REPRO_BLOCK, reduce_repro_chunk};
 use ferrocuda_kernels::entry::Entry;
 
@@ -228,8 +230,7 @@ pub fn sum_reproducible_to_device<T: Reproducible>(
         });
     }
     if input.is_empty() {
-        // SAFETY: `result` holds at least one element (checked above).
-        let mut first = unsafe { DeviceSlice::from_raw_parts_mut(result.as_device_ptr(), 1) };
+        let mut first = result.index_mut(..1);
         return gpu.memset_d8_async_on(gpu.stream(), &mut first, 0);
     }
     with_state(gpu, |state| {

@@ -1,7 +1,7 @@
 //! A timing-free CUDA event (事件) marking a point in a stream: what a later stream waits for
 //! (`cuStreamWaitEvent`), what the host asks or blocks on. cust's `Event` cannot make a stream
 //! wait without giving the event up, so this one is the raw handle.
-use cust::stream::Stream;
+use crate::runtime::stream::Stream;
 
 use crate::runtime::error::{Result, check_raw};
 use crate::runtime::wait::Wait;

@@ -2,15 +2,17 @@
 //! best embedded PTX for it.
 use cust::context::Context;
 use cust::device::{Device, DeviceAttribute};
-use cust::memory::{CopyDestination, DeviceBuffer, DeviceCopy, DeviceSlice};
+use cust::memory::{CopyDestination, DeviceCopy};
 use cust::module::Module;
-use cust::stream::{Stream, StreamFlags};
+use cust::stream::StreamFlags;
 use ferrocuda_kernels::config::WARP_SIZE;
 
 use crate::runtime::element::Element;
 use crate::runtime::error::{
     CudaContext, Error, KernelLaunch, Result, check_raw, check_raw_launch,
 };
+use crate::runtime::memory::{ContextKeeper, DeviceBuffer, DeviceSlice};
+use crate::runtime::stream::Stream;
 pub use crate::runtime::wait::Wait;
 use crate::runtime::workspace::WorkspacePool;
 
@@ -321,6 +323,13 @@ pub struct GpuStream {
     _context: Context,
 }
 
+impl Drop for GpuStream {
+    /// Makes the stream's context current on the dropping thread, for `cuStreamDestroy`.
+    fn drop(&mut self) {
+        let _ = cust::context::CurrentContext::set_current(&self._context);
+    }
+}
+
 impl std::ops::Deref for GpuStream {
     type Target = Stream;
 
@@ -331,14 +340,17 @@ impl std::ops::Deref for GpuStream {
 
 /// A device ready to run ferrocuda kernels.
 ///
-/// A `Gpu` is `Send + Sync`: share it (`&Gpu`, an `Arc<Gpu>`) between host threads as it is.
+/// A `Gpu` is `Send + Sync`: share it (`&Gpu`, a clone) between host threads as it is.
 /// Every method makes the GPU's context current on the calling thread before its first driver
 /// call, a thread's first call included, so no thread needs to prepare anything. Streams work
 /// the same way: [`new_stream`](Self::new_stream) makes one from any thread, and any thread may
 /// pass it to the `_on` methods (a stream of another context is refused, see
 /// [`check_stream`](Self::check_stream)). Work on one stream runs in the order it was
-/// enqueued, whichever thread enqueued it; work on different streams is ordered only by what
-/// the caller orders (a wait, `Gpu::synchronize`, an event).
+/// enqueued, whichever thread enqueued it. The library's safe calls on a caller's stream are
+/// ordered with the `Gpu`'s own stream, and so with every later safe call and synchronous copy
+/// (see `docs/library.md`, "No race from safe code"); what a caller enqueues on its streams with
+/// `unsafe` code is ordered only by what the caller orders (a wait, `Gpu::synchronize`, an
+/// event).
 ///
 /// Cloning a `Gpu` is cheap (an `Arc`): the clones are one device, one context, one stream,
 /// one cache of kernels and workspaces, released when the last clone is dropped. Objects a
@@ -373,17 +385,32 @@ struct GpuState {
     _context: Context,
 }
 
+/// The devices open in this process, by ordinal (see [`Gpu::new`]).
+static OPEN: std::sync::Mutex<Vec<(u32, std::sync::Weak<GpuState>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+impl ContextKeeper for GpuState {
+    fn make_current(&self) {
+        let _ = cust::context::CurrentContext::set_current(&self._context);
+    }
+}
+
 impl Drop for GpuState {
     /// Makes the context current on the dropping thread, which may never have used it, so that
-    /// the module and stream are unloaded and destroyed in their own context.
+    /// the module and stream are unloaded and destroyed in their own context, once the stream
+    /// has finished its work.
     fn drop(&mut self) {
         let _ = cust::context::CurrentContext::set_current(&self._context);
+        // Work still enqueued may use the module and the workspaces about to be freed.
+        let _ = self.stream.cust().synchronize();
     }
 }
 
 impl Gpu {
     /// Opens device `ordinal`: initialises the driver, checks the warp size, picks the newest
-    /// PTX the device supports and loads it.
+    /// PTX the device supports and loads it. A device already open in this process (some
+    /// `Gpu` of it is alive) is not opened again: its `Gpu` is returned, a clone of that one,
+    /// so that all work on one device goes through one stream and is ordered as one.
     ///
     /// On a machine without the NVIDIA driver this is [`Error::NoDriver`], without a device
     /// [`Error::NoDevice`]: one line each, saying what is missing.
@@ -401,6 +428,24 @@ impl Gpu {
     ///     gpu.props().compute_capability.1, gpu.ptx_arch());
     /// ```
     pub fn new(ordinal: u32) -> Result<Self> {
+        let mut open = OPEN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        open.retain(|(_, state)| state.strong_count() > 0);
+        if let Some(state) = open
+            .iter()
+            .find(|(o, _)| *o == ordinal)
+            .and_then(|(_, state)| state.upgrade())
+        {
+            return Ok(Self(state));
+        }
+        let gpu = Self::open(ordinal)?;
+        open.push((ordinal, std::sync::Arc::downgrade(&gpu.0)));
+        Ok(gpu)
+    }
+
+    /// Opens device `ordinal` anew: [`new`](Self::new) when it is not open.
+    fn open(ordinal: u32) -> Result<Self> {
         crate::runtime::driver::load()?;
         cust::init(cust::CudaFlags::empty()).map_err(|e| Error::NoDevice {
             reason: e.to_string().trim_matches('"').to_string(),
@@ -427,7 +472,9 @@ impl Gpu {
         // A blocking stream: it is ordered after work on the legacy default stream, where cust's
         // synchronous copies (`upload`) go. With NON_BLOCKING, a kernel could start before a
         // pageable host-to-device copy had landed.
-        let stream = Stream::new(StreamFlags::DEFAULT, None).call("cuStreamCreate")?;
+        let stream = Stream::new(
+            cust::stream::Stream::new(StreamFlags::DEFAULT, None).call("cuStreamCreate")?,
+        );
         Ok(Self(std::sync::Arc::new(GpuState {
             wait: std::sync::atomic::AtomicU8::new(Wait::default().code()),
             workspaces: Default::default(),
@@ -501,14 +548,44 @@ impl Gpu {
     /// The stream keeps the device's primary context alive (it retains it, as the `Gpu` does),
     /// so it stays valid after the `Gpu` that made it is dropped.
     pub fn new_stream(&self) -> Result<GpuStream> {
+        self.make_stream(StreamFlags::NON_BLOCKING)
+    }
+
+    /// [`new_stream`](Self::new_stream), but blocking, as the GPU's own stream is: it waits for
+    /// the legacy default stream and the legacy stream waits for it.
+    pub fn new_blocking_stream(&self) -> Result<GpuStream> {
+        self.make_stream(StreamFlags::DEFAULT)
+    }
+
+    fn make_stream(&self, flags: StreamFlags) -> Result<GpuStream> {
         self.make_current()?;
         let device = Device::get_device(self.0.props.ordinal).call("cuDeviceGet")?;
         let context = Context::new(device).call("cuDevicePrimaryCtxRetain")?;
-        let stream = Stream::new(StreamFlags::NON_BLOCKING, None).call("cuStreamCreate")?;
+        let stream = Stream::new(cust::stream::Stream::new(flags, None).call("cuStreamCreate")?);
         Ok(GpuStream {
             stream,
             _context: context,
         })
+    }
+
+    /// Copies `src` into `dst` (the same length), a synchronous `cuMemcpyHtoD`: it runs on the
+    /// legacy default stream, after the work the GPU's stream holds, which is also after every
+    /// safe call on a caller's stream (see `docs/library.md`, "No race from safe code").
+    pub fn upload_into<T: DeviceCopy>(&self, dst: &mut DeviceSlice<T>, src: &[T]) -> Result<()> {
+        if dst.len() != src.len() {
+            return Err(Error::InvalidArgument {
+                what: format!(
+                    "upload_into: {} host elements into a device slice of {}",
+                    src.len(),
+                    dst.len()
+                ),
+            });
+        }
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.make_current()?;
+        dst.cust_mut().copy_from(src).call("cuMemcpyHtoD")
     }
 
     /// The kernel `symbol` of the embedded module: from the cache, or resolved by `resolve` and
@@ -601,7 +678,7 @@ impl Gpu {
     /// Enqueues, through `enqueue`, work of a safe call on the caller's `stream`, after making
     /// the context current and checking the stream: on a stream other than the `Gpu`'s own,
     /// bracketed through the `Gpu`'s stream so that no later safe call or synchronous copy
-    /// races it ([`runtime::order`](crate::runtime::order)).
+    /// races it (see `docs/library.md`, "No race from safe code").
     pub(crate) fn ordered<R>(
         &self,
         stream: &Stream,
@@ -635,8 +712,10 @@ impl Gpu {
         Ok(())
     }
 
-    /// The loaded module (for symbols such as static device arrays).
-    pub fn module(&self) -> &Module {
+    /// The loaded module. Crate-private: cust's `Module::get_global` copies device bytes into
+    /// any `DeviceCopy` type, which safe code must not reach (a device static is reached with
+    /// [`KernelFunction::device_global`](crate::runtime::kernel::KernelFunction::device_global)).
+    pub(crate) fn module(&self) -> &Module {
         &self.0.module
     }
 
@@ -760,8 +839,8 @@ impl Gpu {
         }
         // SAFETY: reading the contents before they are written is excluded by this function's
         // own contract, forwarded to the caller.
-        match unsafe { DeviceBuffer::uninitialized(len) } {
-            Ok(buffer) => Ok(buffer),
+        match unsafe { cust::memory::DeviceBuffer::uninitialized(len) } {
+            Ok(buffer) => Ok(DeviceBuffer::new(buffer, self.0.clone())),
             Err(cust::error::CudaError::OutOfMemory) => Err(out_of_memory()?),
             Err(cause) => Err(Error::Cuda {
                 call: "cuMemAlloc",
@@ -796,16 +875,17 @@ impl Gpu {
         Ok(buf)
     }
 
-    /// Waits for the stream, then copies `buf` to the host.
+    /// Waits for the stream, then copies `buf` (a buffer, or part of one: `buf.index(a..b)`) to
+    /// the host.
     pub fn download<T: DeviceCopy + Default + Clone>(
         &self,
-        buf: &DeviceBuffer<T>,
+        buf: &DeviceSlice<T>,
     ) -> Result<Vec<T>> {
         self.make_current()?;
         self.synchronize()?;
         let mut out = vec![T::default(); buf.len()];
         if !out.is_empty() {
-            buf.copy_to(&mut out[..]).call("cuMemcpyDtoH")?;
+            buf.cust().copy_to(&mut out[..]).call("cuMemcpyDtoH")?;
         }
         Ok(out)
     }

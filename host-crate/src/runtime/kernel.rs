@@ -15,7 +15,6 @@ use std::ops::Deref;
 use cust::function::FunctionAttribute;
 use cust::memory::{DeviceCopy, DevicePointer};
 use cust::module::Module;
-use cust::stream::Stream;
 use cust::sys::CUfunction;
 use ferrocuda_kernels::entry::{ByValue, DeviceGlobal, Entry, EntryInfo};
 use ferrocuda_kernels::grid::GridBarrier;
@@ -26,6 +25,7 @@ use crate::runtime::error::{
 };
 pub use crate::runtime::gpu::KernelAttributes;
 use crate::runtime::gpu::{EmbeddedPtx, Gpu, ResolvedKernel, choose_ptx, load_ptx};
+use crate::runtime::stream::Stream;
 
 /// The parameter list of a kernel known only by its [`EntryInfo`] (from the list of every
 /// entry point): such a [`Kernel`] answers attribute and occupancy queries but cannot launch.
@@ -289,7 +289,11 @@ impl<'g> LoadedModule<'g> {
     }
 
     /// The driver's module, for what this API does not cover.
-    pub fn module(&self) -> &Module {
+    ///
+    /// # Safety
+    /// cust's `Module::get_global` copies device bytes into any `DeviceCopy` type: a `bool`,
+    /// `char` or `NonZero*` read that way must hold a valid value of its type.
+    pub unsafe fn module(&self) -> &Module {
         &self.module
     }
 }

@@ -8,6 +8,8 @@ pub mod error;
 pub(crate) mod event;
 pub mod gpu;
 pub mod kernel;
+pub mod memory;
 pub(crate) mod order;
+pub mod stream;
 pub mod wait;
 pub(crate) mod workspace;

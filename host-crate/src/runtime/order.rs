@@ -14,13 +14,16 @@
 //! stream first waits for what the `Gpu`'s stream holds so far, and the `Gpu`'s stream then
 //! waits for the launch (`cuStreamWaitEvent` both ways, no host wait). Every safe call on any
 //! stream, and every synchronous copy, is then ordered after the launch, and the launch after
-//! everything before it. Two launches on two caller streams therefore run one after the other,
-//! never at once: the price of a safe API that does not track each buffer (cudarc records
-//! events per buffer instead). Work a caller enqueues on its streams with `unsafe` code is the
-//! caller's to order.
+//! everything before it. Two safe calls on two caller streams are therefore ordered whenever
+//! Rust's borrows order them: a call that writes a buffer holds it mutably until it returns,
+//! and its launch is joined to the `Gpu`'s stream before then, so any later call on the buffer
+//! waits for it. Calls made at the same time from two threads (which can only share buffers
+//! they both read) may overlap on the device. Serialising through one stream is the price of a
+//! safe API that does not track each buffer (cudarc records events per buffer instead). Work a
+//! caller enqueues on its streams with `unsafe` code is the caller's to order.
 use std::sync::Mutex;
 
-use cust::stream::Stream;
+use crate::runtime::stream::Stream;
 
 use crate::runtime::error::Result;
 use crate::runtime::event::Marker;
@@ -70,7 +73,7 @@ impl StreamOrder {
         if joined.is_err() {
             // The `Gpu`'s stream cannot wait for the launch: the host does, so that nothing the
             // caller does after the error races it.
-            let _ = stream.synchronize();
+            let _ = stream.cust().synchronize();
         }
         joined?;
         out

@@ -17,7 +17,8 @@
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
-use cust::memory::{AsyncCopyDestination, DeviceBuffer};
+use cust::memory::AsyncCopyDestination;
+use ferrocuda::DeviceBuffer;
 
 use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::runtime::error::{CudaContext, Error, Result};
@@ -227,8 +228,13 @@ impl<'g, T: Element> Group<'g, T> {
             |_| Ok(()),
             |i| {
                 // SAFETY: both buffers hold n elements and nothing else uses them.
-                unsafe { outputs[i % k].async_copy_from(&inputs[i % k], gpu.stream()) }
-                    .call("cuMemcpyDtoDAsync")
+                unsafe {
+                    outputs[i % k].as_cust_mut().async_copy_from(
+                        inputs[i % k].as_cust(),
+                        ferrocuda_lessons::cust_stream(gpu.stream()),
+                    )
+                }
+                .call("cuMemcpyDtoDAsync")
             },
         )?;
         let checks = if check {

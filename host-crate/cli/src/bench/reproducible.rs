@@ -2,7 +2,7 @@
 //! `ferrocuda reduce --variant reproducible` time and check it: every level's kernel
 //! event-timed as one operation (`sum_reproducible_to_device`, no host wait inside), the
 //! result checked bit for bit against the CPU order.
-use ferrocuda::cust::memory::DeviceBuffer;
+use ferrocuda::DeviceBuffer;
 use ferrocuda::reduce::sum_reproducible_to_device;
 use ferrocuda::{Gpu, Result};
 use ferrocuda_lessons::cpu::Check;

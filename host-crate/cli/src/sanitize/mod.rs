@@ -6,7 +6,7 @@
 //! `compute-sanitizer`, and attributes every reported error to the kernel it names.
 use std::collections::BTreeMap;
 
-use cust::memory::DeviceBuffer;
+use ferrocuda::DeviceBuffer;
 use ferrocuda::kernels::entry::EntryInfo;
 use ferrocuda::kernels::reduce::{reduce_fast_sum_i32_to_i64, reduce_reproducible};
 use ferrocuda_lessons::kernels::broken::{

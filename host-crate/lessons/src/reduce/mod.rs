@@ -4,10 +4,12 @@
 //! reproducible sum) are re-exported from `ferrocuda::reduce`.
 use std::marker::PhantomData;
 
-use cust::memory::{AsyncCopyDestination, DeviceBuffer, DevicePointer, DeviceSlice};
+use cust::memory::{AsyncCopyDestination, DevicePointer};
+use ferrocuda::{DeviceBuffer, DeviceSlice, View};
 use ferrocuda_lesson_kernels::config::{REDUCE_FAST_ITEMS, REDUCE_STATIC_GRID};
 
 use crate::cpu::{Check, ReduceReference};
+use crate::cust_stream;
 
 use crate::timing::{Stats, time_on_stream};
 use ferrocuda::kernels::grid::GridBarrier;
@@ -296,8 +298,15 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
             } => {
                 if self.n > 0 {
                     // SAFETY: the scratch buffer was allocated with the input's length.
-                    let input = unsafe { DeviceSlice::from_raw_parts(self.input, self.n) };
-                    unsafe { scratch.async_copy_from(&input, stream) }.call("cuMemcpyDtoDAsync")?;
+                    let input = unsafe { View::from_raw_parts(self.input, self.n) };
+                    // SAFETY: both hold `n` elements; the copy and the kernels that use the
+                    // scratch are on the same stream.
+                    unsafe {
+                        scratch
+                            .as_cust_mut()
+                            .async_copy_from(input.as_cust(), cust_stream(stream))
+                    }
+                    .call("cuMemcpyDtoDAsync")?;
                 }
                 gpu.poison_async(partials)?;
             }
@@ -309,8 +318,12 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
         gpu.poison_async(&mut self.out)?;
         if matches!(self.plan, Plan::AtomicFinish { .. } | Plan::CgVector { .. }) {
             // SAFETY: `out` holds one element.
-            unsafe { self.out.async_copy_from(&[A::default()][..], stream) }
-                .call("cuMemcpyHtoDAsync")?;
+            unsafe {
+                self.out
+                    .as_cust_mut()
+                    .async_copy_from(&[A::default()][..], cust_stream(stream))
+            }
+            .call("cuMemcpyHtoDAsync")?;
         }
         Ok(())
     }
