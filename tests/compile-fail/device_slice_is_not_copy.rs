@@ -1,9 +1,11 @@
-//! A device slice is reached only through a borrow of its buffer: it cannot be copied out of
-//! one, so no copy outlives the buffer (freed at the end of the statement) or aliases it.
-use ferrocuda::{DeviceSlice, Gpu};
+//! A device slice is reached only through a borrow of its buffer: it cannot be copied or moved
+//! out of one, so nothing outlives the buffer (freed at the end of the statement) or aliases it.
+use ferrocuda::Gpu;
 
-fn stale(gpu: &Gpu) -> ferrocuda::Result<DeviceSlice<f32>> {
-    Ok(*gpu.alloc::<f32>(16, "freed at once")?)
+fn stale(gpu: &Gpu) -> ferrocuda::Result<()> {
+    let slice = *gpu.alloc::<f32>(16, "freed at once")?;
+    let _ = slice.len();
+    Ok(())
 }
 
 fn main() {}

@@ -164,3 +164,39 @@ fn a_device_with_another_warp_size_is_refused_by_name() {
     props.warp_size = 32;
     assert!(props.check_warp_size().is_ok(), "a 32-lane warp is refused");
 }
+
+/// A view of `len` `u32`s at the device address `address` (never dereferenced on the host).
+fn fake_view(address: u64, len: usize) -> ferrocuda::View<'static, u32> {
+    // SAFETY: only the address arithmetic is exercised; nothing reads or writes the memory.
+    unsafe { ferrocuda::View::from_raw_parts(ferrocuda::DevicePointer::from_raw(address), len) }
+}
+
+/// Sub-slices carry the right address and length, out-of-range indices panic as slice indexing
+/// does, a mutable split gives two disjoint halves, and the null address of an empty buffer
+/// survives the reference that stands in for it.
+#[test]
+fn device_slice_indexing_and_splitting_keep_addresses_and_bounds() {
+    let v = fake_view(0x1000, 10);
+    assert_eq!((v.as_device_ptr().as_raw(), v.len()), (0x1000, 10));
+    let part = v.index(3..7);
+    assert_eq!((part.as_device_ptr().as_raw(), part.len()), (0x100c, 4));
+    let inner = part.index(1..=2);
+    assert_eq!((inner.as_device_ptr().as_raw(), inner.len()), (0x1010, 2));
+    let (head, tail) = v.split_at(10);
+    assert_eq!((head.len(), tail.len()), (10, 0));
+    assert_eq!(tail.as_device_ptr().as_raw(), 0x1028);
+    for bad in [(5usize, 11usize), (6, 5), (11, 11)] {
+        let caught = std::panic::catch_unwind(|| fake_view(0x1000, 10).index(bad.0..bad.1).len());
+        assert!(caught.is_err(), "{bad:?} was accepted");
+    }
+    // SAFETY: as in `fake_view`.
+    let mut m = unsafe {
+        ferrocuda::ViewMut::<u32>::from_raw_parts(ferrocuda::DevicePointer::from_raw(0x2000), 8)
+    };
+    let (a, b) = m.split_at_mut(3);
+    assert_eq!((a.as_device_ptr().as_raw(), a.len()), (0x2000, 3));
+    assert_eq!((b.as_device_ptr().as_raw(), b.len()), (0x200c, 5));
+    let empty = fake_view(0, 0);
+    assert_eq!((empty.as_device_ptr().as_raw(), empty.len()), (0, 0));
+    assert!(empty.index(..).is_empty());
+}

@@ -217,7 +217,7 @@ fn caller_streams(gpu: &Gpu) -> TestResult {
         // SAFETY: `host` is page-locked and outlives the copy (synchronised below).
         unsafe {
             cust::memory::AsyncCopyDestination::async_copy_from(
-                d.as_cust_mut(),
+                &mut d.as_cust_mut(),
                 &host[..],
                 stream.as_cust(),
             )?

@@ -161,7 +161,7 @@ pub fn copy_bandwidth(gpu: &Gpu, bytes: usize, reps: usize) -> Result<(Stats, u6
             // SAFETY: both buffers are `words` long and nothing else uses them.
             unsafe {
                 dst.as_cust_mut()
-                    .async_copy_from(src.as_cust(), cust_stream(gpu.stream()))
+                    .async_copy_from(&src.as_cust(), cust_stream(gpu.stream()))
             }
             .call("cuMemcpyDtoDAsync")
         },

@@ -585,7 +585,9 @@ impl Gpu {
             return Ok(());
         }
         self.make_current()?;
-        dst.cust_mut().copy_from(src).call("cuMemcpyHtoD")
+        // The copy writes `dst`, which this call holds mutably.
+        let mut memory = dst.cust();
+        memory.copy_from(src).call("cuMemcpyHtoD")
     }
 
     /// The kernel `symbol` of the embedded module: from the cache, or resolved by `resolve` and

@@ -54,13 +54,15 @@ impl<T: DeviceCopy> Deref for DeviceBuffer<T> {
     type Target = DeviceSlice<T>;
 
     fn deref(&self) -> &DeviceSlice<T> {
-        DeviceSlice::from_cust(&self.buffer)
+        // SAFETY: the buffer's memory, borrowed with the buffer.
+        unsafe { DeviceSlice::from_raw(self.buffer.as_device_ptr(), self.buffer.len()) }
     }
 }
 
 impl<T: DeviceCopy> DerefMut for DeviceBuffer<T> {
     fn deref_mut(&mut self) -> &mut DeviceSlice<T> {
-        DeviceSlice::from_cust_mut(&mut self.buffer)
+        // SAFETY: the buffer's memory, borrowed mutably with the buffer.
+        unsafe { DeviceSlice::from_raw_mut(self.buffer.as_device_ptr(), self.buffer.len()) }
     }
 }
 
@@ -71,36 +73,73 @@ impl<T: DeviceCopy> std::fmt::Debug for DeviceBuffer<T> {
 }
 
 /// Elements of device memory that some buffer owns, reached through a borrow: `&DeviceSlice`
-/// to read them, `&mut DeviceSlice` to write them. Neither `Copy` nor `Clone`, so no copy of it
-/// outlives the borrow.
-#[repr(transparent)]
-pub struct DeviceSlice<T: DeviceCopy>(cust::memory::DeviceSlice<T>);
+/// to read them, `&mut DeviceSlice` to write them.
+///
+/// It is unsized, as `[T]` is: a reference to it carries the device address and the length
+/// (the pointer and the metadata of a `[()]`, which spans zero host bytes), so there is no
+/// `DeviceSlice` value to copy out of a borrow, or to swap or replace behind a `&mut` (which,
+/// with a sized slice, would rewrite the address a buffer frees).
+pub struct DeviceSlice<T: DeviceCopy> {
+    element: PhantomData<T>,
+    /// Address: the device address (or 1 for the null address of an empty buffer: a
+    /// reference is never null); length: the element count.
+    units: [()],
+}
+
+/// The address a reference to an empty buffer's null device address carries instead (no
+/// allocation starts at 1).
+const NULL_STAND_IN: usize = 1;
 
 impl<T: DeviceCopy> DeviceSlice<T> {
-    fn from_cust(slice: &cust::memory::DeviceSlice<T>) -> &Self {
-        // SAFETY: `Self` is a transparent wrapper of cust's slice.
-        unsafe { &*std::ptr::from_ref(slice).cast::<Self>() }
+    /// `&DeviceSlice` of `len` elements at `ptr`, for as long as the caller says.
+    ///
+    /// # Safety
+    /// The memory must be borrowed as the returned lifetime says (see [`View::from_raw_parts`]).
+    unsafe fn from_raw<'a>(ptr: DevicePointer<T>, len: usize) -> &'a Self {
+        let address = match ptr.as_raw() as usize {
+            0 => NULL_STAND_IN,
+            address => address,
+        };
+        let units =
+            std::ptr::slice_from_raw_parts(std::ptr::without_provenance::<()>(address), len);
+        // SAFETY: a `[()]` spans zero bytes, so a non-null pointer is valid for it whatever
+        // its provenance; `Self` is a `[()]` with a zero-sized field before it.
+        unsafe { &*(units as *const Self) }
     }
 
-    fn from_cust_mut(slice: &mut cust::memory::DeviceSlice<T>) -> &mut Self {
-        // SAFETY: as above.
-        unsafe { &mut *std::ptr::from_mut(slice).cast::<Self>() }
+    /// `&mut DeviceSlice`, as [`from_raw`](Self::from_raw).
+    ///
+    /// # Safety
+    /// As for [`from_raw`](Self::from_raw), mutably.
+    unsafe fn from_raw_mut<'a>(ptr: DevicePointer<T>, len: usize) -> &'a mut Self {
+        let address = match ptr.as_raw() as usize {
+            0 => NULL_STAND_IN,
+            address => address,
+        };
+        let units = std::ptr::slice_from_raw_parts_mut(
+            std::ptr::without_provenance_mut::<()>(address),
+            len,
+        );
+        // SAFETY: as in `from_raw`.
+        unsafe { &mut *(units as *mut Self) }
     }
 
     /// Elements.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.units.len()
     }
 
     /// Whether it has no elements.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.units.is_empty()
     }
 
     /// The device address of the first element (a plain value: using it in a kernel is what
     /// `unsafe` launches answer for).
     pub fn as_device_ptr(&self) -> DevicePointer<T> {
-        self.0.as_device_ptr()
+        let address = self.units.as_ptr().addr();
+        let raw = if address == NULL_STAND_IN { 0 } else { address };
+        DevicePointer::from_raw(raw as u64)
     }
 
     /// The elements in `range`, borrowed for reading. Panics, as slice indexing does, if the
@@ -108,14 +147,14 @@ impl<T: DeviceCopy> DeviceSlice<T> {
     pub fn index(&self, range: impl RangeBounds<usize>) -> View<'_, T> {
         let (start, end) = self.bounds(range);
         // SAFETY: `start..end` lies within this slice, borrowed for the view's lifetime.
-        unsafe { View::from_raw_parts(self.as_device_ptr().add(start), end - start) }
+        unsafe { View::from_raw_parts(self.element_ptr(start), end - start) }
     }
 
     /// The elements in `range`, borrowed for writing. Panics as [`index`](Self::index) does.
     pub fn index_mut(&mut self, range: impl RangeBounds<usize>) -> ViewMut<'_, T> {
         let (start, end) = self.bounds(range);
         // SAFETY: `start..end` lies within this slice, borrowed mutably for the view's lifetime.
-        unsafe { ViewMut::from_raw_parts(self.as_device_ptr().add(start), end - start) }
+        unsafe { ViewMut::from_raw_parts(self.element_ptr(start), end - start) }
     }
 
     /// The elements before `mid` and from `mid` on, both borrowed for reading. Panics if `mid`
@@ -127,16 +166,25 @@ impl<T: DeviceCopy> DeviceSlice<T> {
     /// The elements before `mid` and from `mid` on, each borrowed for writing on its own (the
     /// two do not overlap). Panics if `mid` is past the end.
     pub fn split_at_mut(&mut self, mid: usize) -> (ViewMut<'_, T>, ViewMut<'_, T>) {
-        let (_, end) = self.bounds(..mid);
-        let ptr = self.as_device_ptr();
+        let (_, mid) = self.bounds(..mid);
+        let len = self.len();
         // SAFETY: `0..mid` and `mid..len` lie within this slice, borrowed mutably for both
         // views' lifetime, and do not overlap.
         unsafe {
             (
-                ViewMut::from_raw_parts(ptr, end),
-                ViewMut::from_raw_parts(ptr.add(end), self.len() - end),
+                ViewMut::from_raw_parts(self.element_ptr(0), mid),
+                ViewMut::from_raw_parts(self.element_ptr(mid), len - mid),
             )
         }
+    }
+
+    /// The address of element `i` (`i <= len`).
+    fn element_ptr(&self, i: usize) -> DevicePointer<T> {
+        let base = self.as_device_ptr();
+        if i == 0 {
+            return base;
+        }
+        DevicePointer::from_raw(base.as_raw() + (i * size_of::<T>()) as u64)
     }
 
     fn bounds(&self, range: impl RangeBounds<usize>) -> (usize, usize) {
@@ -162,30 +210,26 @@ impl<T: DeviceCopy> DeviceSlice<T> {
     ///
     /// # Safety
     /// cust's `DeviceSlice` is `Copy` and carries no lifetime: the caller must not use it, or
-    /// a copy of it, after this borrow ends (the buffer may be freed), nor write through it
-    /// while it is borrowed for reading only; and must order its asynchronous use with the
-    /// GPU's work on the memory, as any `unsafe` cust call requires.
-    pub unsafe fn as_cust(&self) -> &cust::memory::DeviceSlice<T> {
-        &self.0
+    /// a copy of it, after this borrow ends (the buffer may be freed); and must order its
+    /// asynchronous use with the GPU's work on the memory, as any `unsafe` cust call requires.
+    pub unsafe fn as_cust(&self) -> cust::memory::DeviceSlice<T> {
+        self.cust()
     }
 
     /// [`as_cust`](Self::as_cust), for cust's calls that write.
     ///
     /// # Safety
-    /// As for [`as_cust`](Self::as_cust).
-    pub unsafe fn as_cust_mut(&mut self) -> &mut cust::memory::DeviceSlice<T> {
-        &mut self.0
+    /// As for [`as_cust`](Self::as_cust); the caller must also not write through it unless it
+    /// holds this slice mutably, as here.
+    pub unsafe fn as_cust_mut(&mut self) -> cust::memory::DeviceSlice<T> {
+        self.cust()
     }
 
     /// The slice for the library's own cust calls, which keep the rules of
     /// [`as_cust`](Self::as_cust).
-    pub(crate) fn cust(&self) -> &cust::memory::DeviceSlice<T> {
-        &self.0
-    }
-
-    /// [`cust`](Self::cust), for writing.
-    pub(crate) fn cust_mut(&mut self) -> &mut cust::memory::DeviceSlice<T> {
-        &mut self.0
+    pub(crate) fn cust(&self) -> cust::memory::DeviceSlice<T> {
+        // SAFETY: the memory is this slice's; the copy is used within the caller's borrow.
+        unsafe { cust::memory::DeviceSlice::from_raw_parts(self.as_device_ptr(), self.len()) }
     }
 }
 
@@ -200,7 +244,8 @@ impl<T: DeviceCopy> std::fmt::Debug for DeviceSlice<T> {
 
 /// Part of a buffer borrowed for reading, for `'a`: dereferences to a [`DeviceSlice`].
 pub struct View<'a, T: DeviceCopy> {
-    slice: DeviceSlice<T>,
+    ptr: DevicePointer<T>,
+    len: usize,
     borrow: PhantomData<&'a DeviceSlice<T>>,
 }
 
@@ -212,8 +257,8 @@ impl<T: DeviceCopy> View<'_, T> {
     /// view's whole lifetime, and not written by anyone else meanwhile.
     pub unsafe fn from_raw_parts(ptr: DevicePointer<T>, len: usize) -> Self {
         Self {
-            // SAFETY: forwarded to the caller.
-            slice: DeviceSlice(unsafe { cust::memory::DeviceSlice::from_raw_parts(ptr, len) }),
+            ptr,
+            len,
             borrow: PhantomData,
         }
     }
@@ -223,13 +268,15 @@ impl<T: DeviceCopy> Deref for View<'_, T> {
     type Target = DeviceSlice<T>;
 
     fn deref(&self) -> &DeviceSlice<T> {
-        &self.slice
+        // SAFETY: the view's memory, as its constructor promised, borrowed with the view.
+        unsafe { DeviceSlice::from_raw(self.ptr, self.len) }
     }
 }
 
 /// Part of a buffer borrowed for writing, for `'a`: dereferences to a [`DeviceSlice`].
 pub struct ViewMut<'a, T: DeviceCopy> {
-    slice: DeviceSlice<T>,
+    ptr: DevicePointer<T>,
+    len: usize,
     borrow: PhantomData<&'a mut DeviceSlice<T>>,
 }
 
@@ -241,8 +288,8 @@ impl<T: DeviceCopy> ViewMut<'_, T> {
     /// view's whole lifetime, and reached by no one else meanwhile.
     pub unsafe fn from_raw_parts(ptr: DevicePointer<T>, len: usize) -> Self {
         Self {
-            // SAFETY: forwarded to the caller.
-            slice: DeviceSlice(unsafe { cust::memory::DeviceSlice::from_raw_parts_mut(ptr, len) }),
+            ptr,
+            len,
             borrow: PhantomData,
         }
     }
@@ -252,12 +299,14 @@ impl<T: DeviceCopy> Deref for ViewMut<'_, T> {
     type Target = DeviceSlice<T>;
 
     fn deref(&self) -> &DeviceSlice<T> {
-        &self.slice
+        // SAFETY: as for `View`.
+        unsafe { DeviceSlice::from_raw(self.ptr, self.len) }
     }
 }
 
 impl<T: DeviceCopy> DerefMut for ViewMut<'_, T> {
     fn deref_mut(&mut self) -> &mut DeviceSlice<T> {
-        &mut self.slice
+        // SAFETY: the view's memory, borrowed mutably with the view.
+        unsafe { DeviceSlice::from_raw_mut(self.ptr, self.len) }
     }
 }

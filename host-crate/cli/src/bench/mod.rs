@@ -230,7 +230,7 @@ impl<'g, T: Element> Group<'g, T> {
                 // SAFETY: both buffers hold n elements and nothing else uses them.
                 unsafe {
                     outputs[i % k].as_cust_mut().async_copy_from(
-                        inputs[i % k].as_cust(),
+                        &inputs[i % k].as_cust(),
                         ferrocuda_lessons::cust_stream(gpu.stream()),
                     )
                 }

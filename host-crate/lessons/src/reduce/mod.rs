@@ -304,7 +304,7 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                     unsafe {
                         scratch
                             .as_cust_mut()
-                            .async_copy_from(input.as_cust(), cust_stream(stream))
+                            .async_copy_from(&input.as_cust(), cust_stream(stream))
                     }
                     .call("cuMemcpyDtoDAsync")?;
                 }
