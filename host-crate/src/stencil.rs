@@ -267,6 +267,8 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         let function = kernel.function();
         let symbol = function.symbol();
         let invalid = |what: String| Err(Error::InvalidArgument { what });
+        gpu.check_owned(input)?;
+        gpu.check_owned(output)?;
         if output.len() != n {
             return invalid(format!(
                 "`{symbol}`: the input has {n} elements but the output {}",

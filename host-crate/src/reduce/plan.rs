@@ -69,14 +69,17 @@ impl<T: Element, A: Element> PlanState<T, A> {
         // SAFETY: `A` is an `Element`, valid for every byte pattern; each run's blocks write
         // their partials before the last block reads them.
         let partials =
-            unsafe { gpu.alloc_uninit(max_grid as usize, "reduction plan: per-block partials")? };
+            unsafe { gpu.alloc_uninit(max_grid as usize, "reduction plan: per-block partials")? }
+                .into_workspace();
         Ok(Self {
             op,
             symbol: kernel.symbol(),
             block,
             max_grid,
             partials,
-            ticket: gpu.upload(&[0u32], "reduction plan: ticket")?,
+            ticket: gpu
+                .upload(&[0u32], "reduction plan: ticket")?
+                .into_workspace(),
             result: MappedSlot::new()?,
             done: Marker::new()?,
             last_stream: None,
@@ -105,6 +108,7 @@ impl<T: Element, A: Element> PlanState<T, A> {
                 what: format!("the {} of an empty input is undefined", self.op.name()),
             });
         }
+        gpu.check_owned(input)?;
         // The caller's thread may never have used this GPU: the waits and memsets below are
         // driver calls too; a stream of another context is refused before anything is enqueued.
         gpu.ordered(stream, || {
@@ -217,13 +221,32 @@ impl<A: Element> MappedSlot<A> {
     }
 
     pub(super) fn write(&mut self, value: A) {
-        // SAFETY: one valid, aligned element that no kernel uses between runs.
-        unsafe { std::ptr::write_volatile(self.host, value) }
+        use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Release};
+        // SAFETY: the slot is one page-aligned element of 4 or 8 bytes (every `Element`), which
+        // the GPU writes with one aligned store, so both sides access it whole and atomically;
+        // `A` and the integer of its size are valid for each other's every bit pattern.
+        unsafe {
+            match size_of::<A>() {
+                4 => AtomicU32::from_ptr(self.host.cast())
+                    .store(std::mem::transmute_copy(&value), Release),
+                8 => AtomicU64::from_ptr(self.host.cast())
+                    .store(std::mem::transmute_copy(&value), Release),
+                _ => unreachable!("every Element is 4 or 8 bytes"),
+            }
+        }
     }
 
+    /// The slot's value, read atomically: the GPU may be writing it at the same time.
     fn read(&self) -> A {
-        // SAFETY: one valid, aligned element; the kernel writes it with one aligned store.
-        unsafe { std::ptr::read_volatile(self.host) }
+        use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Acquire};
+        // SAFETY: as in `write`.
+        unsafe {
+            match size_of::<A>() {
+                4 => std::mem::transmute_copy(&AtomicU32::from_ptr(self.host.cast()).load(Acquire)),
+                8 => std::mem::transmute_copy(&AtomicU64::from_ptr(self.host.cast()).load(Acquire)),
+                _ => unreachable!("every Element is 4 or 8 bytes"),
+            }
+        }
     }
 
     /// The result of what `enqueued` launched, once the kernel wrote it over the poison
@@ -365,9 +388,10 @@ pub struct ReducePlan<T: Element, A: Element = T> {
 }
 
 impl<T: Element, A: Element> Drop for ReducePlan<T, A> {
-    /// Makes the context current on the dropping thread, for the state's buffers and events.
+    /// Makes the context current on the dropping thread and waits for the GPU's stream (which
+    /// every run is joined to), for the state's buffers and events.
     fn drop(&mut self) {
-        let _ = self.gpu.make_current();
+        let _ = self.gpu.synchronize();
     }
 }
 
@@ -438,6 +462,7 @@ fn to_device<T: Element, A: Element>(
             what: "reduce plan: the device result buffer is empty; it needs one element".into(),
         });
     }
+    gpu.check_owned(result)?;
     if input.is_empty() && state.op == ReduceOp::Sum {
         // The sum of nothing: zero bits, written on the stream like a result would be.
         let mut first = result.index_mut(..1);

@@ -94,6 +94,7 @@ impl<T: Reproducible> ReproState<T> {
     fn chunk_sums(gpu: &Gpu, len: usize) -> Result<DeviceBuffer<T>> {
         // SAFETY: `T` is an `Element`, valid for every byte pattern.
         unsafe { gpu.alloc_uninit(len, "reproducible sum: chunk sums") }
+            .map(DeviceBuffer::into_workspace)
     }
 
     /// Enqueues every level on the GPU's stream, the last one writing into `result`; returns
@@ -105,6 +106,7 @@ impl<T: Reproducible> ReproState<T> {
         result: DevicePointer<T>,
     ) -> Result<LastLevel> {
         let n = input.len();
+        gpu.check_owned(input)?;
         let chunk = reduce_repro_chunk(size_of::<T>());
         let first = n.div_ceil(chunk);
         if first > 1 {
@@ -229,6 +231,7 @@ pub fn sum_reproducible_to_device<T: Reproducible>(
                 .into(),
         });
     }
+    gpu.check_owned(result)?;
     if input.is_empty() {
         let mut first = result.index_mut(..1);
         return gpu.memset_d8_async_on(gpu.stream(), &mut first, 0);

@@ -390,16 +390,22 @@ static OPEN: std::sync::Mutex<Vec<(u32, std::sync::Weak<GpuState>)>> =
     std::sync::Mutex::new(Vec::new());
 
 impl ContextKeeper for GpuState {
-    fn make_current(&self) {
+    fn prepare_free(&self) {
         let _ = cust::context::CurrentContext::set_current(&self._context);
+        let _ = self.stream.cust().synchronize();
     }
 }
+
+/// How many devices have a live `Gpu` in this process: with one, no slice of another device can
+/// reach a call, and [`Gpu::check_owned`] asks the driver nothing.
+static OPEN_DEVICES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 impl Drop for GpuState {
     /// Makes the context current on the dropping thread, which may never have used it, so that
     /// the module and stream are unloaded and destroyed in their own context, once the stream
     /// has finished its work.
     fn drop(&mut self) {
+        OPEN_DEVICES.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         let _ = cust::context::CurrentContext::set_current(&self._context);
         // Work still enqueued may use the module and the workspaces about to be freed.
         let _ = self.stream.cust().synchronize();
@@ -475,6 +481,7 @@ impl Gpu {
         let stream = Stream::new(
             cust::stream::Stream::new(StreamFlags::DEFAULT, None).call("cuStreamCreate")?,
         );
+        OPEN_DEVICES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Self(std::sync::Arc::new(GpuState {
             wait: std::sync::atomic::AtomicU8::new(Wait::default().code()),
             workspaces: Default::default(),
@@ -506,7 +513,8 @@ impl Gpu {
     }
 
     /// Sets how this GPU's waits spend the host thread, for every thread that shares it, from
-    /// the next wait on. Affects this `Gpu` only, not the device's context.
+    /// the next wait on. Affects this `Gpu` and its clones (every `Gpu::new` of the device while
+    /// one is alive), not the device's context.
     pub fn set_wait(&self, wait: Wait) {
         self.0
             .wait
@@ -584,6 +592,7 @@ impl Gpu {
         if src.is_empty() {
             return Ok(());
         }
+        self.check_owned(dst)?;
         self.make_current()?;
         // The copy writes `dst`, which this call holds mutably.
         let mut memory = dst.cust();
@@ -672,7 +681,11 @@ impl Gpu {
         };
         self.with_workspace(
             key,
-            || self.upload(&[0u32], "grid barrier of cooperative launches"),
+            || {
+                Ok(self
+                    .upload(&[0u32], "grid barrier of cooperative launches")?
+                    .into_workspace())
+            },
             |barrier: &mut DeviceBuffer<u32>| Ok(barrier.as_device_ptr().as_raw()),
         )
     }
@@ -714,6 +727,35 @@ impl Gpu {
         Ok(())
     }
 
+    /// Fails, naming both devices, unless `slice` is memory of this GPU's device. Asks the
+    /// driver (`cuPointerGetAttribute`) only while another device also has a live `Gpu` in
+    /// this process: with one, every slice safe code holds is this device's.
+    pub fn check_owned<T: DeviceCopy>(&self, slice: &DeviceSlice<T>) -> Result<()> {
+        if slice.is_empty() || OPEN_DEVICES.load(std::sync::atomic::Ordering::Relaxed) <= 1 {
+            return Ok(());
+        }
+        self.make_current()?;
+        let mut ordinal: std::ffi::c_int = -1;
+        // SAFETY: a writable int for CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL; the address is a
+        // live allocation's (the slice borrows it).
+        check_raw("cuPointerGetAttribute", unsafe {
+            cust::sys::cuPointerGetAttribute(
+                std::ptr::from_mut(&mut ordinal).cast(),
+                cust::sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                slice.as_device_ptr().as_raw(),
+            )
+        })?;
+        if ordinal != self.0.props.ordinal as std::ffi::c_int {
+            return Err(Error::InvalidArgument {
+                what: format!(
+                    "a device slice of device {ordinal} was given to device {} ({}): copy it there first",
+                    self.0.props.ordinal, self.0.props.name
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// The loaded module. Crate-private: cust's `Module::get_global` copies device bytes into
     /// any `DeviceCopy` type, which safe code must not reach (a device static is reached with
     /// [`KernelFunction::device_global`](crate::runtime::kernel::KernelFunction::device_global)).
@@ -747,6 +789,7 @@ impl Gpu {
         if slice.is_empty() {
             return Ok(());
         }
+        self.check_owned(slice)?;
         self.ordered(stream, || {
             // SAFETY: the slice is `len` elements of device memory the caller holds mutably;
             // every byte pattern is a valid `Element` (an integer or a float).
@@ -883,6 +926,7 @@ impl Gpu {
         &self,
         buf: &DeviceSlice<T>,
     ) -> Result<Vec<T>> {
+        self.check_owned(buf)?;
         self.make_current()?;
         self.synchronize()?;
         let mut out = vec![T::default(); buf.len()];

@@ -12,25 +12,38 @@
 use std::marker::PhantomData;
 use std::ops::{Bound, Deref, DerefMut, RangeBounds};
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use cust::memory::{DeviceCopy, DevicePointer};
 
-/// What keeps an allocation's context alive and makes it current: the shared state of the
+/// What keeps an allocation's context alive and prepares its freeing: the shared state of the
 /// [`Gpu`](crate::Gpu) that allocated it.
 pub(crate) trait ContextKeeper: Send + Sync {
-    /// Makes the context current on the calling thread (errors ignored: used on the way out).
-    fn make_current(&self);
+    /// Makes the context current on the calling thread and waits until the GPU's stream, which
+    /// every safe call's work is joined to, holds no more work that could use the memory
+    /// (errors ignored: used on the way out).
+    fn prepare_free(&self);
 }
 
-/// `len` elements of `T` in device memory, owned: freed when dropped, with its GPU's context
-/// made current first (the buffer holds a share of its [`Gpu`](crate::Gpu)'s state, so the
-/// context outlives it). It dereferences to a [`DeviceSlice`].
+/// Who keeps a buffer's context.
+enum Keeper {
+    /// A buffer of the program's: it holds a share of its `Gpu`, so the context outlives it.
+    Owner(Arc<dyn ContextKeeper>),
+    /// A buffer the `Gpu` (or a plan holding the `Gpu`) keeps itself: a strong share would be a
+    /// cycle that never frees the `Gpu`. When the `Gpu` is gone, it is being dropped, and has
+    /// drained its stream and made its context current already.
+    Workspace(Weak<dyn ContextKeeper>),
+}
+
+/// `len` elements of `T` in device memory, owned: freed when dropped, after the GPU's stream
+/// has finished the work that may use it and with its context current (the buffer holds a
+/// share of its [`Gpu`](crate::Gpu)'s state, so the context outlives it). It dereferences to a
+/// [`DeviceSlice`].
 pub struct DeviceBuffer<T: DeviceCopy> {
     // Fields drop in declaration order: the memory before the share of the `Gpu`, which may be
     // the last one holding the context.
     buffer: cust::memory::DeviceBuffer<T>,
-    keeper: Arc<dyn ContextKeeper>,
+    keeper: Keeper,
 }
 
 impl<T: DeviceCopy> DeviceBuffer<T> {
@@ -39,14 +52,34 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         buffer: cust::memory::DeviceBuffer<T>,
         keeper: Arc<dyn ContextKeeper>,
     ) -> Self {
-        Self { buffer, keeper }
+        Self {
+            buffer,
+            keeper: Keeper::Owner(keeper),
+        }
+    }
+
+    /// This buffer as part of the `Gpu`'s own state (a workspace), which must not keep the
+    /// `Gpu` alive.
+    pub(crate) fn into_workspace(mut self) -> Self {
+        if let Keeper::Owner(keeper) = &self.keeper {
+            self.keeper = Keeper::Workspace(Arc::downgrade(keeper));
+        }
+        self
     }
 }
 
 impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
-    /// Makes the context current on the dropping thread, for `cuMemFree`.
+    /// Prepares `cuMemFree`: the context current on the dropping thread, and no work left on
+    /// the GPU's stream that could still read or write the memory.
     fn drop(&mut self) {
-        self.keeper.make_current();
+        match &self.keeper {
+            Keeper::Owner(keeper) => keeper.prepare_free(),
+            Keeper::Workspace(keeper) => {
+                if let Some(keeper) = keeper.upgrade() {
+                    keeper.prepare_free();
+                }
+            }
+        }
     }
 }
 
@@ -264,6 +297,11 @@ impl<T: DeviceCopy> View<'_, T> {
     }
 }
 
+// SAFETY: a `View` is a shared borrow of device memory, as `&DeviceSlice<T>` is.
+unsafe impl<T: DeviceCopy + Sync> Send for View<'_, T> {}
+// SAFETY: as above.
+unsafe impl<T: DeviceCopy + Sync> Sync for View<'_, T> {}
+
 impl<T: DeviceCopy> Deref for View<'_, T> {
     type Target = DeviceSlice<T>;
 
@@ -294,6 +332,11 @@ impl<T: DeviceCopy> ViewMut<'_, T> {
         }
     }
 }
+
+// SAFETY: a `ViewMut` is an exclusive borrow of device memory, as `&mut DeviceSlice<T>` is.
+unsafe impl<T: DeviceCopy + Send> Send for ViewMut<'_, T> {}
+// SAFETY: as above: shared access to it gives `&DeviceSlice<T>` only.
+unsafe impl<T: DeviceCopy + Sync> Sync for ViewMut<'_, T> {}
 
 impl<T: DeviceCopy> Deref for ViewMut<'_, T> {
     type Target = DeviceSlice<T>;
