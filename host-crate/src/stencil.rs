@@ -347,14 +347,15 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         }
         let (input, output, n, boundary) = (self.input, self.output, self.n, self.boundary.code());
         // SAFETY: `input` and `output` are `n`-element device slices that do not overlap (see
-        // `with_kernel`), and the configuration was validated for this kernel.
+        // `with_kernel`), and the configuration was validated for this kernel; `ordered` made
+        // the context current and checked the stream.
         self.gpu.ordered(stream, || unsafe {
             match &self.kernel {
                 StencilKernel::Sum(k) => {
-                    k.launch_on(stream, self.config, (input, output, n, boundary))
+                    k.launch_prepared(stream, self.config, (input, output, n, boundary))
                 }
                 StencilKernel::Weighted(k, w) => {
-                    k.launch_on(stream, self.config, (input, output, n, boundary, *w))
+                    k.launch_prepared(stream, self.config, (input, output, n, boundary, *w))
                 }
             }
         })

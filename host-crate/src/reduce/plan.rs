@@ -127,8 +127,9 @@ impl<T: Element, A: Element> PlanState<T, A> {
             // SAFETY: `input` holds `n` elements (a device slice, aligned to its type); the
             // partials hold `max_grid` >= grid elements; ticket and result one each; the ticket is
             // 0 (zeroed when created, left 0 by every completed run, re-zeroed after a failed one).
+            // `ordered` made the context current and checked the stream.
             unsafe {
-                kernel.launch_on(
+                kernel.launch_prepared(
                     stream,
                     config,
                     (

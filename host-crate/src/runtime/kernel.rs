@@ -612,6 +612,25 @@ impl<Args> Kernel<'_, Args> {
         config: LaunchConfig,
         args: A,
     ) -> Result<()> {
+        self.gpu.make_current()?;
+        self.gpu.check_stream(stream)?;
+        // SAFETY: forwarded to the caller; the context is current and the stream checked.
+        unsafe { self.launch_prepared(stream, config, args) }
+    }
+
+    /// [`launch_on`](Self::launch_on) for the library's own calls, which made the context
+    /// current and checked `stream` already (in [`Gpu::ordered`]): one driver call less per
+    /// launch (`cuCtxSetCurrent` is not free).
+    ///
+    /// # Safety
+    /// As [`launch_on`](Self::launch_on); the GPU's context is current on this thread and
+    /// `stream` belongs to it.
+    pub(crate) unsafe fn launch_prepared<A: LaunchArgs<Args>>(
+        &self,
+        stream: &Stream,
+        config: LaunchConfig,
+        args: A,
+    ) -> Result<()> {
         self.validate(config)?;
         if self.is_cooperative() {
             return Err(Error::InvalidLaunch {
@@ -667,6 +686,8 @@ impl<Args> Kernel<'_, Args> {
         // driver's cooperative launch refuses it otherwise).
         let args = args(unsafe { GridBarrier::from_raw(barrier) });
         // SAFETY: forwarded to the caller; the grid was checked above.
+        self.gpu.make_current()?;
+        // SAFETY: forwarded to the caller; the context is current.
         unsafe { self.enqueue(self.gpu.stream(), config, args, true) }
     }
 
@@ -674,7 +695,8 @@ impl<Args> Kernel<'_, Args> {
     /// `cuLaunchCooperativeKernel` when `cooperative`.
     ///
     /// # Safety
-    /// As [`launch`](Self::launch); `config` was validated.
+    /// As [`launch`](Self::launch); `config` was validated; the context is current and `stream`
+    /// belongs to it.
     unsafe fn enqueue<A: LaunchArgs<Args>>(
         &self,
         stream: &Stream,
@@ -682,8 +704,6 @@ impl<Args> Kernel<'_, Args> {
         args: A,
         cooperative: bool,
     ) -> Result<()> {
-        self.gpu.make_current()?;
-        self.gpu.check_stream(stream)?;
         let [gx, gy, gz] = config.grid;
         let [bx, by, bz] = config.block;
         let (call, status) = args.with_addresses(|addresses| {
