@@ -314,7 +314,7 @@ impl DeviceProps {
     }
 }
 
-/// A stream from [`Gpu::new_stream`]: a cust [`Stream`] (it derefs to one) that holds the
+/// A stream from [`Gpu::new_stream`]: a ferrocuda [`Stream`] (it derefs to one) that holds the
 /// context it lives in, so that it is never used or destroyed after that context.
 ///
 /// Fields drop in declaration order: the stream before the context.

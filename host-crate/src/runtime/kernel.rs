@@ -146,16 +146,15 @@ impl Gpu {
     /// let gpu = ferrocuda::Gpu::new(0)?;
     /// let n = 1000usize;
     /// let x = gpu.upload(&vec![1.0f32; n], "x")?;
-    /// let out = gpu.alloc::<f32>(1, "out")?;
+    /// let mut out = gpu.alloc::<f32>(1, "out")?;
     /// // Kernel<'_, (*const f32, usize, *mut f32)>: the declared parameters.
     /// let chunk_sums = gpu.kernel(reduce_reproducible::<f32>().expect("an f32 instance"))?;
     /// // SAFETY: x holds n elements and out the one chunk sum of n <= 8192 elements; the block is
-    /// // the 256 threads the kernel's `# Launch` asks for.
+    /// // the 256 threads the kernel's `# Launch` asks for; `out` is held mutably, and nothing
+    /// // else reads it, until the wait returns.
+    /// let out_ptr = (&mut *out).as_device_ptr();
     /// unsafe {
-    ///     chunk_sums.launch_and_wait(
-    ///         chunk_sums.config(1, 256),
-    ///         (x.as_device_ptr(), n, out.as_device_ptr()),
-    ///     )?
+    ///     chunk_sums.launch_and_wait(chunk_sums.config(1, 256), (x.as_device_ptr(), n, out_ptr))?
     /// };
     /// assert_eq!(gpu.download(&out)?[0], 1000.0);
     /// # Ok(()) }
@@ -259,12 +258,22 @@ impl Gpu {
     }
 }
 
-/// A kernel crate's PTX loaded on a [`Gpu`] by [`Gpu::load_module`]; unloaded when dropped
-/// (it borrows the `Gpu`, so it cannot outlive the context).
+/// A kernel crate's PTX loaded on a [`Gpu`] by [`Gpu::load_module`]; unloaded when dropped,
+/// once the GPU's stream has finished its kernels (it borrows the `Gpu`, so it cannot outlive
+/// the context). Kernels of it launched on another stream must have finished by then, as their
+/// launch's `# Safety` says of the memory they use.
 pub struct LoadedModule<'g> {
     gpu: &'g Gpu,
     module: Module,
     ptx: &'static EmbeddedPtx,
+}
+
+impl Drop for LoadedModule<'_> {
+    /// Makes the context current on the dropping thread and waits for the GPU's stream, so
+    /// that `cuModuleUnload` runs in its context with none of its kernels left running there.
+    fn drop(&mut self) {
+        let _ = self.gpu.synchronize();
+    }
 }
 
 impl<'g> LoadedModule<'g> {
@@ -595,7 +604,11 @@ impl<Args> Kernel<'_, Args> {
     ///
     /// # Safety
     /// Every device pointer among `args` must be valid for what the kernel's `# Safety`
-    /// section requires (number, order and types of the arguments are checked by the compiler).
+    /// section requires (number, order and types of the arguments are checked by the compiler),
+    /// until the kernel completes: memory it writes must be held mutably (`&mut DeviceSlice`) by
+    /// the caller, and read by nothing else, until then. A [`DeviceBuffer`](crate::DeviceBuffer)
+    /// dropped meanwhile waits for the GPU's stream before it is freed, so a launch on that
+    /// stream is safe from it.
     pub unsafe fn launch<A: LaunchArgs<Args>>(&self, config: LaunchConfig, args: A) -> Result<()> {
         // SAFETY: forwarded to the caller.
         unsafe { self.launch_on(self.gpu.stream(), config, args) }
@@ -605,7 +618,9 @@ impl<Args> Kernel<'_, Args> {
     /// ordered with the caller's copies on it).
     ///
     /// # Safety
-    /// As [`launch`](Self::launch); `stream` belongs to this GPU's context.
+    /// As [`launch`](Self::launch); `stream` belongs to this GPU's context. A dropped buffer
+    /// waits for the GPU's stream only, not for `stream`: the caller must keep every buffer the
+    /// kernel uses alive until `stream` has finished it (or make the GPU's stream wait for it).
     pub unsafe fn launch_on<A: LaunchArgs<Args>>(
         &self,
         stream: &Stream,

@@ -123,6 +123,9 @@ pub struct DeviceSlice<T: DeviceCopy> {
 /// allocation starts at 1).
 const NULL_STAND_IN: usize = 1;
 
+// A device address is 64 bits; the host's `usize` carries it whole.
+const _: () = assert!(usize::BITS == 64, "ferrocuda needs a 64-bit host");
+
 impl<T: DeviceCopy> DeviceSlice<T> {
     /// `&DeviceSlice` of `len` elements at `ptr`, for as long as the caller says.
     ///

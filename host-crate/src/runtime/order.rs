@@ -2,8 +2,8 @@
 //! safe program can do to the same memory.
 //!
 //! A safe program touches device memory in three ways: ferrocuda's calls on the `Gpu`'s own
-//! stream, ferrocuda's calls on a stream of its own (`_on` methods), and cust's synchronous
-//! copies (`copy_from`, `copy_to`), which run on the legacy default stream. The `Gpu`'s stream
+//! stream, ferrocuda's calls on a stream of its own (`_on` methods), and the synchronous copies
+//! of `Gpu::upload_into` and `Gpu::download`, which run on the legacy default stream. The `Gpu`'s stream
 //! is a blocking stream, so CUDA orders it with the legacy stream both ways. A caller's stream
 //! is ordered with neither when it is non-blocking, and with the `Gpu`'s stream not at all
 //! (two blocking streams only meet at the legacy stream): a kernel there could still read an
