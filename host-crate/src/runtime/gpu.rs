@@ -406,9 +406,8 @@ impl Drop for GpuState {
     /// has finished its work.
     fn drop(&mut self) {
         OPEN_DEVICES.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        let _ = cust::context::CurrentContext::set_current(&self._context);
         // Work still enqueued may use the module and the workspaces about to be freed.
-        let _ = self.stream.cust().synchronize();
+        self.prepare_free();
     }
 }
 
@@ -900,7 +899,7 @@ impl Gpu {
     /// `cuMemcpyHtoD` from pageable memory may return before its data reached the device, which
     /// only streams ordered after the legacy default stream would see in time).
     pub fn upload<T: DeviceCopy>(&self, data: &[T], what: &str) -> Result<DeviceBuffer<T>> {
-        self.make_current()?;
+        // `alloc_uninit` makes the context current, for the copy below too.
         // SAFETY: every element is written by the copy below before the buffer is returned; if
         // the copy fails, the buffer is dropped unread.
         let buf = unsafe { self.alloc_uninit::<T>(data.len(), what)? };
@@ -927,7 +926,7 @@ impl Gpu {
         buf: &DeviceSlice<T>,
     ) -> Result<Vec<T>> {
         self.check_owned(buf)?;
-        self.make_current()?;
+        // Makes the context current too, for the copy below.
         self.synchronize()?;
         let mut out = vec![T::default(); buf.len()];
         if !out.is_empty() {

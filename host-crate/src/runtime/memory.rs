@@ -132,12 +132,10 @@ impl<T: DeviceCopy> DeviceSlice<T> {
     /// # Safety
     /// The memory must be borrowed as the returned lifetime says (see [`View::from_raw_parts`]).
     unsafe fn from_raw<'a>(ptr: DevicePointer<T>, len: usize) -> &'a Self {
-        let address = match ptr.as_raw() as usize {
-            0 => NULL_STAND_IN,
-            address => address,
-        };
-        let units =
-            std::ptr::slice_from_raw_parts(std::ptr::without_provenance::<()>(address), len);
+        let units = std::ptr::slice_from_raw_parts(
+            std::ptr::without_provenance::<()>(Self::referenced_address(ptr)),
+            len,
+        );
         // SAFETY: a `[()]` spans zero bytes, so a non-null pointer is valid for it whatever
         // its provenance; `Self` is a `[()]` with a zero-sized field before it.
         unsafe { &*(units as *const Self) }
@@ -148,16 +146,22 @@ impl<T: DeviceCopy> DeviceSlice<T> {
     /// # Safety
     /// As for [`from_raw`](Self::from_raw), mutably.
     unsafe fn from_raw_mut<'a>(ptr: DevicePointer<T>, len: usize) -> &'a mut Self {
-        let address = match ptr.as_raw() as usize {
-            0 => NULL_STAND_IN,
-            address => address,
-        };
         let units = std::ptr::slice_from_raw_parts_mut(
-            std::ptr::without_provenance_mut::<()>(address),
+            std::ptr::without_provenance_mut::<()>(Self::referenced_address(ptr)),
             len,
         );
         // SAFETY: as in `from_raw`.
         unsafe { &mut *(units as *mut Self) }
+    }
+
+    /// The address a reference to the memory at `ptr` carries: `ptr`, or [`NULL_STAND_IN`]
+    /// for the null address (a reference is never null); [`as_device_ptr`](Self::as_device_ptr)
+    /// maps it back.
+    fn referenced_address(ptr: DevicePointer<T>) -> usize {
+        match ptr.as_raw() as usize {
+            0 => NULL_STAND_IN,
+            address => address,
+        }
     }
 
     /// Elements.
