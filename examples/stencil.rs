@@ -1,4 +1,4 @@
-//! The 1D stencil of the notes (seed 001) with ferrocuda's fast path: a radius-3 sum and a
+//! The 1D stencil of the 《CUDA C/C++ Basics》学习笔记 with ferrocuda's fast path: a radius-3 sum and a
 //! weighted 5-point stencil, each with its boundary, checked element by element against the CPU.
 //!
 //! ```sh

@@ -19,14 +19,15 @@ pub const fn reduce_repro_chunk(size: usize) -> usize {
 }
 
 /// The radii of the 1D stencil (一维模板) with an entry point: `R` inputs on each side of the
-/// centre, `2R + 1` in all. Seed 001 uses `R = 3` (width 7).
+/// centre, `2R + 1` in all. The 《CUDA C/C++ Basics》学习笔记
+/// use `R = 3` (width 7).
 pub const STENCIL_RADII: [u32; 6] = [1, 2, 3, 4, 8, 16];
 
 /// Slots of a weighted stencil's coefficients (`stencil::Coefficients`): `2R + 1` for the
 /// largest radius.
 pub const STENCIL_MAX_TAPS: usize = 2 * STENCIL_RADII[STENCIL_RADII.len() - 1] as usize + 1;
 
-/// The radius of seed 001's stencil.
+/// The radius of the stencil of the 《CUDA C/C++ Basics》学习笔记.
 pub const STENCIL_DEFAULT_RADIUS: u32 = 3;
 
 /// Boundary mode of the stencil kernels (their `boundary` argument): inputs outside `0..n` read

@@ -6,7 +6,7 @@ use ferrocuda_lessons::cpu::warp::{self, ShflMode};
 use ferrocuda_lessons::kernels::config::warp_mask_for_threads;
 use ferrocuda_lessons::timing::Stats;
 
-/// Seed 000's table: 16 threads, width 8, y = lane within the segment, offset 4.
+/// The table of 樊哲勇第10章: 16 threads, width 8, y = lane within the segment, offset 4.
 #[test]
 fn warp_emulator_reproduces_the_notes_table() {
     let y: Vec<u32> = (0..16).map(|t| t % 8).collect();

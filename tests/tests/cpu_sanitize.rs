@@ -75,7 +75,7 @@ fn racecheck_hazards_count_once_each() {
 mod profile_report {
     use ferrocuda_cli::profile::{METRICS, NOT_CASES, NOTES, notes_row, parse_report, table};
 
-    const REPORT: &str = include_str!("../../docs/results/runs/divergence-ncu.txt");
+    const REPORT: &str = include_str!("../fixtures/divergence-ncu.txt");
 
     #[test]
     fn every_launch_and_metric_of_a_real_ncu_report_is_read() {
@@ -133,8 +133,9 @@ mod profile_report {
         assert!(notes_row("stencil_1d_fast_r3_f32").is_none());
     }
 
-    /// The committed `ferrocuda profile` run (H100, `docs/results/runs/issue16/profile-h100`).
-    const FULL_REPORT: &str = include_str!("../../docs/results/runs/issue16/profile-h100/ncu.txt");
+    /// A `ferrocuda profile` run on the H100 (`tests/fixtures/profile-h100-ncu.txt`; its table is
+    /// curated in `docs/results/h100/profile.md`).
+    const FULL_REPORT: &str = include_str!("../fixtures/profile-h100-ncu.txt");
 
     #[test]
     fn the_committed_profile_run_has_every_rung_with_every_metric() {

@@ -10,16 +10,18 @@ fn sum<T: Element>(x: &[T], radius: u32, boundary: Boundary) -> Vec<T> {
     cpu::stencil(x, &Taps::Sum { radius }, boundary)
 }
 
+/// The sum stencil of the 《CUDA C/C++ Basics》学习笔记 (all coefficients 1).
 #[test]
-fn seed_001_sum_of_radius_1_at_each_boundary() {
+fn basics_notes_sum_of_radius_1_at_each_boundary() {
     let x = [1, 2, 3, 4, 5];
     assert_eq!(sum(&x, 1, Boundary::Zero), [3, 6, 9, 12, 9]);
     assert_eq!(sum(&x, 1, Boundary::Clamp), [4, 6, 9, 12, 14]);
     assert_eq!(sum(&x, 1, Boundary::Periodic), [8, 6, 9, 12, 10]);
 }
 
+/// The notes' stencil: radius 3, width 7.
 #[test]
-fn seed_001_width_7_sum_away_from_the_ends_is_the_window() {
+fn basics_notes_width_7_sum_away_from_the_ends_is_the_window() {
     let x: Vec<i32> = (0..20).collect();
     let out = sum(&x, 3, Boundary::Zero);
     for (i, &o) in out.iter().enumerate().take(17).skip(3) {

@@ -48,7 +48,7 @@ fn check_demo(gpu: &Gpu, demo: WarpDemo) -> TestResult {
     Ok(())
 }
 
-/// Seed 000: y = 0..7, offset 4 -> down 4,5,6,7,4,5,6,7 and xor 4,5,6,7,0,1,2,3.
+/// The table of 樊哲勇第10章: y = 0..7, offset 4 -> down 4,5,6,7,4,5,6,7 and xor 4,5,6,7,0,1,2,3.
 fn notes_table(gpu: &Gpu) -> TestResult {
     let rows = WarpDemo::NOTES.run(gpu)?;
     let column = |c: usize| rows[..8].iter().map(|r| r[c]).collect::<Vec<_>>();

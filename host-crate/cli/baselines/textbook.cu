@@ -235,7 +235,7 @@ __global__ void reduce1_parallelism(const T* x, size_t n, T* d_y) {
   if (tid == 0) d_y[blockIdx.x] = y;
 }
 
-// Seed 004's cooperative-groups sum with 16-byte loads (head/tail handled).
+// The cooperative-groups sum of 沐曦 MXMACA 教材第5章, with 16-byte loads (head/tail handled).
 template <typename T>
 __global__ void sum_kernel_block(T* sum, const T* x, size_t n) {
   extern __shared__ unsigned char smem[];
@@ -263,7 +263,8 @@ __global__ void sum_kernel_block(T* sum, const T* x, size_t n) {
   if (lane == 0) atomicAdd(sum, my);
 }
 
-// 1D stencil: naive (2R+1 global loads per output) and the seed-001 shared tile; zero boundary.
+// 1D stencil: naive (2R+1 global loads per output) and the shared tile of the
+// 《CUDA C/C++ Basics》学习笔记; zero boundary.
 template <typename T>
 __global__ void stencil_naive(const T* in, T* out, size_t n, int r) {
   size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;

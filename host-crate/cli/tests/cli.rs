@@ -396,8 +396,8 @@ fn the_reproducible_sum_is_refused_for_integers_and_other_operators() {
     );
 }
 
-/// Device printf (seed 004's exercise): on a GPU, exactly one line per thread with its own
-/// indices (in any order: warps print in the order they ran). Without a GPU the command fails
+/// Device printf (the exercise of 沐曦 MXMACA 教材第5章): on a GPU, exactly one line per
+/// thread with its own indices (in any order: warps print in the order they ran). Without a GPU the command fails
 /// cleanly and the test says loudly that it skipped the check (a failure where
 /// `FERROCUDA_REQUIRE_GPU=1`, as on the GPU machine).
 #[test]
@@ -483,7 +483,7 @@ fn profile_prints_the_table_of_a_saved_report() {
     let report = dir.join("ncu.txt");
     std::fs::write(
         &report,
-        include_str!("../../../docs/results/runs/issue16/profile-h100/ncu.txt"),
+        include_str!("../../../tests/fixtures/profile-h100-ncu.txt"),
     )
     .unwrap();
     let o = ferrocuda(&["profile", "--report", report.to_str().unwrap()]);
@@ -510,4 +510,146 @@ fn profile_prints_the_table_of_a_saved_report() {
         &["--out"],
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The lessons page, read when the test is built so that the GPU bundle carries it.
+const LESSONS_PAGE: &str = include_str!("../../../docs/lessons.md");
+
+/// The lessons page's commands, `cargo run --release -p ferrocuda-cli -- ARGS`, as ARGS.
+fn lesson_commands(page: &str) -> Vec<Vec<String>> {
+    page.lines()
+        .filter_map(|line| {
+            line.trim()
+                .strip_prefix("cargo run --release -p ferrocuda-cli -- ")
+        })
+        .filter(|args| !args.starts_with('<'))
+        .map(|args| args.split_whitespace().map(String::from).collect())
+        .collect()
+}
+
+#[test]
+fn the_lessons_page_has_every_lesson_in_the_notes_order() {
+    let lessons: Vec<String> = lesson_commands(LESSONS_PAGE)
+        .iter()
+        .map(|args| args.join(" "))
+        .collect();
+    let subcommands: Vec<&str> = lessons
+        .iter()
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(
+        subcommands,
+        [
+            "print-indices",
+            "divergence",
+            "warp",
+            "stencil",
+            "sanitize",
+            "reduce",
+            "reduce",
+            "reduce",
+            "occupancy",
+            "profile",
+            "streams"
+        ],
+        "{lessons:#?}"
+    );
+}
+
+/// Every command on `docs/lessons.md` runs. On a GPU (`FERROCUDA_REQUIRE_GPU=1`, as in the
+/// bundle) each must succeed, and its output is saved under `FERROCUDA_LESSONS_OUT` when that
+/// is set. Without a GPU each must stop for want of the device or of the CUDA tool it drives,
+/// never on its arguments; the test says loudly what it could not run.
+#[test]
+fn every_command_on_the_lessons_page_runs() {
+    let require_gpu = std::env::var("FERROCUDA_REQUIRE_GPU").as_deref() == Ok("1");
+    let save = std::env::var_os("FERROCUDA_LESSONS_OUT").map(std::path::PathBuf::from);
+    let commands = lesson_commands(LESSONS_PAGE);
+    assert!(commands.len() >= 9, "{commands:?}");
+    let mut skipped = Vec::new();
+    for (i, args) in commands.iter().enumerate() {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let line = args.join(" ");
+        let o = ferrocuda(&args);
+        if o.status.success() {
+            if let Some(dir) = &save {
+                std::fs::create_dir_all(dir).unwrap();
+                let text = format!("$ ferrocuda {line}\n{}", String::from_utf8_lossy(&o.stdout));
+                std::fs::write(dir.join(format!("{i:02}-{}.txt", args[0])), text).unwrap();
+            }
+            continue;
+        }
+        let err = stderr(&o);
+        let no_device = err.contains("no CUDA device") || err.contains("no NVIDIA driver");
+        let no_tool = err.contains("ncu (Nsight Compute) not found")
+            || err.contains("compute-sanitizer not found");
+        assert!(
+            (no_device || no_tool) && !require_gpu,
+            "`ferrocuda {line}` failed:\nstdout:\n{}\nstderr:\n{err}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        assert_clean_failure(&o, &[]);
+        skipped.push(format!("`ferrocuda {line}`: {}", err.trim()));
+    }
+    if !skipped.is_empty() {
+        eprintln!(
+            "SKIPPED (no GPU or no CUDA tool): {} of {} lesson commands not run:\n  {}",
+            skipped.len(),
+            commands.len(),
+            skipped.join("\n  ")
+        );
+    }
+}
+
+/// Every lesson's `--help` says which chapter of which book it reproduces, in English and in
+/// Chinese ("Reproduces" / "复现"), and names the docs chapter that explains it. No GPU needed.
+#[test]
+fn every_lesson_help_names_the_book_chapter_it_reproduces() {
+    const FAN: &str = "樊哲勇《CUDA编程基础与实践》第10章";
+    const BASICS: &str = "《CUDA C/C++ Basics》学习笔记";
+    const PRO: &str = "《CUDA C编程权威指南》3.4";
+    const EXEC: &str = "《CUDA执行模型》";
+    const MXMACA: &str = "沐曦 MXMACA 教材第5章";
+    let lessons: [(&str, &[&str], &[&str]); 9] = [
+        (
+            "reduce",
+            &[PRO, EXEC, FAN, MXMACA],
+            &["docs/reduction.md", "docs/cooperative-groups.md"],
+        ),
+        ("divergence", &[EXEC, MXMACA], &["docs/divergence.md"]),
+        ("warp", &[FAN], &["docs/warp.md"]),
+        ("stencil", &[BASICS], &["docs/stencil.md"]),
+        (
+            "sanitize",
+            &[BASICS, FAN],
+            &["docs/stencil.md", "docs/reliability.md"],
+        ),
+        ("occupancy", &[EXEC, MXMACA], &["docs/occupancy.md"]),
+        ("profile", &[PRO, EXEC], &["docs/profiling.md"]),
+        ("print-indices", &[MXMACA], &["docs/device-layer.md"]),
+        ("streams", &[MXMACA], &["docs/streams.md"]),
+    ];
+    for (lesson, books, chapters) in lessons {
+        let o = ferrocuda(&[lesson, "--help"]);
+        assert!(
+            o.status.success(),
+            "`ferrocuda {lesson} --help` failed: {}",
+            stderr(&o)
+        );
+        let help = String::from_utf8_lossy(&o.stdout);
+        for needle in books.iter().chain(chapters).chain(&["Reproduces", "复现"]) {
+            assert!(
+                help.contains(needle),
+                "`ferrocuda {lesson} --help` does not name {needle}:\n{help}"
+            );
+        }
+    }
+    // Every lesson on the lessons page is one of those checked above.
+    for args in lesson_commands(LESSONS_PAGE) {
+        assert!(
+            lessons.iter().any(|(lesson, ..)| *lesson == args[0]),
+            "the lessons page runs `{}`, whose --help is not checked here",
+            args[0]
+        );
+    }
 }

@@ -44,7 +44,7 @@ pub struct WarpDemo {
 
 impl WarpDemo {
     /// The notes' configuration: 16 threads, width 8, broadcast from lane 2, offset 4 (which
-    /// reproduces the seed's table: down 4,5,6,7,4,5,6,7; xor 4,5,6,7,0,1,2,3).
+    /// reproduces the book's table: down 4,5,6,7,4,5,6,7; xor 4,5,6,7,0,1,2,3).
     pub const NOTES: WarpDemo = WarpDemo {
         block: 16,
         width: 8,
@@ -289,7 +289,8 @@ impl StreamOverlap {
     }
 }
 
-/// Streams and events (流、事件, seed 004's system-level synchronisation), shown on a real run:
+/// Streams and events (流、事件, the system-level synchronisation of 沐曦 MXMACA 教材第5章),
+/// shown on a real run:
 /// a copy of `n` `f32` from page-locked host memory to the device on one stream, and `kernels`
 /// launches of the R = 3 stencil over another `n` on a second stream (on two streams, once with
 /// the copy enqueued first and once with the kernels first). Events time each part: the second stream

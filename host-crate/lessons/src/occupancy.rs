@@ -1,8 +1,8 @@
 //! Occupancy (占有率): how many blocks of a kernel fit on one SM at once, which resource stops
 //! more from fitting, and what that means for latency hiding (延迟隐藏).
 //!
-//! Seed 004's calculation: active blocks per SM (the driver's
-//! `cuOccupancyMaxActiveBlocksPerMultiprocessor`) times warps per block, over the SM's maximum
+//! The calculation of the MetaX book, ch. 5 (沐曦 MXMACA 教材第5章): active blocks per SM
+//! (the driver's `cuOccupancyMaxActiveBlocksPerMultiprocessor`) times warps per block, over the SM's maximum
 //! warps, is the theoretical occupancy. [`theoretical`] does the same computation from the
 //! device limits alone, so the two can be checked against each other.
 use ferrocuda_kernels::entry::EntryInfo;

@@ -2,7 +2,7 @@
 //! `tiled_partition<N>()`.
 //!
 //! A group names a set of threads and gives them `sync`, a rank and (for tiles) warp
-//! collectives that only involve the tile's lanes. Seed 000's `reduce_cp` finishes a
+//! collectives that only involve the tile's lanes. The `reduce_cp` of 樊哲勇第10章 finishes a
 //! reduction with `g.shfl_down(y, i)` on a `thread_block_tile<32>`; [`TiledPartition`] is
 //! that tile for any power-of-two size up to 32.
 use super::{sync, thread, warp};

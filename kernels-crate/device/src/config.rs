@@ -1,7 +1,7 @@
 //! Constants shared by the device layer and the host (defined once, compiled for both).
 
 /// Threads per warp the PTX is built for. The host refuses a device that reports another
-/// warp size (seed 004 describes a GPU with 64-wide waves).
+/// warp size (沐曦 MXMACA 教材第5章 describes a GPU with 64-wide waves).
 pub const WARP_SIZE: u32 = 32;
 
 /// The mask of the lanes that exist in the warp of thread `thread_rank` of a block of

@@ -1,6 +1,6 @@
-//! Grid-wide synchronisation (跨整个线程网格的全局同步, seeds 000 and 004): a `GridGroup`
-//! whose `sync` waits until every thread of every block of the grid has
-//! reached it, as `cooperative_groups::this_grid().sync()` does.
+//! Grid-wide synchronisation (跨整个线程网格的全局同步, 樊哲勇第10章 and
+//! 沐曦 MXMACA 教材第5章): a `GridGroup` whose `sync` waits until every thread of every block
+//! of the grid has reached it, as `cooperative_groups::this_grid().sync()` does.
 //!
 //! A grid barrier only works if every block of the grid is resident on the GPU at once;
 //! otherwise the blocks already waiting keep the others from ever starting. CUDA enforces that

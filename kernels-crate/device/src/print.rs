@@ -1,4 +1,4 @@
-//! Device `printf` (seed 004's exercises print `threadIdx` and `blockIdx` from a kernel).
+//! Device `printf` (the exercises of 沐曦 MXMACA 教材第5章 print `threadIdx` and `blockIdx` from a kernel).
 //!
 //! CUDA's device `printf` is the PTX ABI function `vprintf(format, args)`. The kernel writes
 //! the format's address and the packed arguments into a buffer; the driver formats them on the

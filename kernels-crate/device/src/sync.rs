@@ -2,8 +2,8 @@
 //!
 //! `__syncthreads()` ([`syncthreads`]) makes every thread of the block wait until all of them
 //! reached it, and makes their shared- and global-memory writes before it visible to the block
-//! after it. Seed 001 shows the race it prevents: without it, thread 15 of the stencil may
-//! read a shared slot before thread 0 has written it.
+//! after it. The 《CUDA C/C++ Basics》学习笔记 show the race it prevents: without it,
+//! thread 15 of the stencil may read a shared slot before thread 0 has written it.
 //!
 //! `__syncwarp(mask)` ([`syncwarp`]) is the same for the lanes of one warp named in `mask`.
 //! Since Volta, the lanes of a warp are scheduled independently (独立线程调度): code that

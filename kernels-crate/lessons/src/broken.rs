@@ -2,7 +2,8 @@
 //! `ferrocuda sanitize` can show `compute-sanitizer` catching them. The library never launches
 //! them; nothing else may.
 //!
-//! - [`broken_stencil_1d_no_sync_f32`]: seed 001's shared-memory stencil without the
+//! - [`broken_stencil_1d_no_sync_f32`]: the shared-memory stencil of the
+//!   《CUDA C/C++ Basics》学习笔记 without the
 //!   `__syncthreads()` between filling the tile and reading it: thread 15 may read a halo slot
 //!   before thread 0 has written it. `racecheck` reports the hazard.
 //! - [`broken_reduce_volatile_warp_i32`]: the book's last-warp unrolling through a `volatile`

@@ -1,5 +1,6 @@
-//! The warp and execution-model lab (seeds 000, 003, 004): the notes' warp-function program and
-//! the `simpleDivergence` kernels of "Professional CUDA C".
+//! The warp and execution-model lab (樊哲勇《CUDA编程基础与实践》第10章, 学习笔记《CUDA执行模型》,
+//! 沐曦 MXMACA 教材第5章): the notes' warp-function program and the `simpleDivergence` kernels
+//! of "Professional CUDA C".
 #[cfg(target_arch = "nvptx64")]
 use crate::device::{
     thread::{index_1d, thread_idx_x},
@@ -180,7 +181,7 @@ pub unsafe fn math_kernel4(c: *mut f32, n: usize, work: u32) {
     unsafe { store(c, n, tid, ia, ib) };
 }
 
-/// Seed 004's exercise: every thread prints its `threadIdx.x` and `blockIdx.x` with device
+/// The exercise of 沐曦 MXMACA 教材第5章: every thread prints its `threadIdx.x` and `blockIdx.x` with device
 /// `printf` ("are they printed in order? why?": lines of one warp come out together, but the
 /// order of warps and blocks is whatever order they ran in). `tag` tells runs apart.
 ///

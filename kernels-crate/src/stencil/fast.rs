@@ -1,4 +1,4 @@
-//! The fast path: seed 001's shared tile, moved 16 bytes at a time.
+//! The fast path: the shared tile of the 《CUDA C/C++ Basics》学习笔记, moved 16 bytes at a time.
 //!
 //! A stencil reads each input once and writes each output once, so its speed limit is the
 //! copy bandwidth. To get there:

@@ -1,12 +1,12 @@
-//! The 1D stencil (一维模板, seed 001): `out[i] = sum over k in 0..=2R of c_k * in[i + k - R]`.
+//! The 1D stencil (一维模板, 《CUDA C/C++ Basics》学习笔记): `out[i] = sum over k in 0..=2R of c_k * in[i + k - R]`.
 //!
 //! A stencil slides a window of width `2R + 1` along the input; `R` is its radius (半径), the
-//! inputs on each side of the centre. Seed 001's stencil has `R = 3` (width 7) and every
+//! inputs on each side of the centre. The notes' stencil has `R = 3` (width 7) and every
 //! coefficient 1: each output is the sum of seven neighbours.
 //!
 //! Neighbouring outputs share all but one of their inputs, so a kernel that reads its `2R + 1`
 //! inputs straight from global memory (`textbook::naive`) loads every element `2R + 1` times
-//! (the caches absorb part of it). Seed 001's slide has each block load its `blockDim.x`
+//! (the caches absorb part of it). The notes' slide has each block load its `blockDim.x`
 //! inputs once into shared memory (共享内存), plus a halo (边界层) of `R` elements on each side
 //! that belongs to the neighbouring blocks: a tile of `blockDim.x + 2R`. Threads below `R` load
 //! the halos. Then `__syncthreads()` (`syncthreads`):
@@ -59,7 +59,7 @@ pub struct Coefficients<T>(pub [T; STENCIL_MAX_TAPS]);
 unsafe impl<T: crate::entry::ByValue> crate::entry::ByValue for Coefficients<T> {}
 
 entry_points! {
-/// The library's 1D stencil: seed 001's shared tile with 16-byte loads and stores, several
+/// The library's 1D stencil: the notes' shared tile with 16-byte loads and stores, several
 /// outputs per thread, grid-stride.
 ///
 /// # Launch

@@ -9,7 +9,7 @@ pub trait Taps<T>: Copy {
     fn accumulate(&self, acc: T, k: usize, x: T) -> T;
 }
 
-/// Every coefficient 1: seed 001's sum of the window.
+/// Every coefficient 1: the sum of the window, as in the 《CUDA C/C++ Basics》学习笔记.
 #[derive(Clone, Copy)]
 pub struct Ones;
 

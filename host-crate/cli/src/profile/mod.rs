@@ -1,7 +1,7 @@
-//! `ferrocuda profile`: the metrics the notes profile with (seeds 002 and 003: nvprof's
-//! `achieved_occupancy`, `gld_efficiency`, `gld_throughput`, `inst_per_warp`,
-//! `branch_efficiency`), collected with Nsight Compute (`ncu`), whose names seed 003 maps them
-//! to, for the textbook reduction ladder, the divergence kernels and the stencils.
+//! `ferrocuda profile`: the metrics the notes profile with (《CUDA C编程权威指南》3.4 and
+//! 《CUDA执行模型》: nvprof's `achieved_occupancy`, `gld_efficiency`, `gld_throughput`,
+//! `inst_per_warp`, `branch_efficiency`), collected with Nsight Compute (`ncu`), whose names
+//! 《CUDA执行模型》 maps them to, for the textbook reduction ladder, the divergence kernels and the stencils.
 //!
 //! The driver re-runs this binary (`ferrocuda profile-cases`) under `ncu --metrics ...`, parses
 //! its report ([`parse_report`]) and prints one row per kernel beside the notes' own figures
@@ -138,8 +138,8 @@ pub fn parse_report(text: &str) -> Vec<Profiled> {
     launches
 }
 
-/// One kernel of the notes' nvprof table (seed 002, `reduceInteger` on a Quadro P2000,
-/// 16 Mi `int`, block 512), as printed there.
+/// One kernel of the book's nvprof table (《CUDA C编程权威指南》3.4, `reduceInteger` on a
+/// Quadro P2000, 16 Mi `int`, block 512), as printed there.
 #[derive(Clone, Copy, Debug)]
 pub struct NotesRow {
     /// Our variant name.
@@ -154,7 +154,7 @@ pub struct NotesRow {
     pub gld_throughput_gbs: f64,
 }
 
-/// Seed 002's nvprof metrics, copied from its output (one run per kernel).
+/// The nvprof metrics of 《CUDA C编程权威指南》3.4, copied from its output (one run per kernel).
 pub const NOTES: [NotesRow; 9] = [
     NotesRow {
         variant: "neighbored",

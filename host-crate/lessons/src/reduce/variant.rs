@@ -9,7 +9,7 @@ use ferrocuda::runtime::element::{ElemType, Element};
 /// Every reduction kernel family, by the name the CLI and the reports use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceVariant {
-    /// `reduceNeighbored` (seed 002).
+    /// `reduceNeighbored` (《CUDA C编程权威指南》3.4).
     Neighbored,
     /// `reduceNeighboredLess`.
     NeighboredLess,
@@ -27,7 +27,7 @@ pub enum ReduceVariant {
     CompleteUnrollWarps8,
     /// `reduceCompleteUnroll<iBlockSize>` (one entry point per block size).
     CompleteUnroll,
-    /// `reduce_syncwarp` (seed 000), atomic finish.
+    /// `reduce_syncwarp` (樊哲勇《CUDA编程基础与实践》第10章), atomic finish.
     Syncwarp,
     /// `reduce_shfl`, atomic finish.
     Shfl,
@@ -37,12 +37,12 @@ pub enum ReduceVariant {
     Reduce1Parallelism,
     /// `reduce2static`: as above, partials in a static device array.
     Reduce2Static,
-    /// The cooperative-groups sum with 16-byte loads (seed 004), atomic finish.
+    /// The cooperative-groups sum with 16-byte loads (沐曦 MXMACA 教材第5章), atomic finish.
     CgVector4,
     /// The library's fast path.
     Fast,
-    /// One cooperative launch: per-block partials, `grid.sync()`, block 0 adds them (seeds 000
-    /// and 004's grid-wide synchronisation).
+    /// One cooperative launch: per-block partials, `grid.sync()`, block 0 adds them (the grid-wide
+    /// synchronisation of 樊哲勇《CUDA编程基础与实践》第10章 and 沐曦 MXMACA 教材第5章).
     GridSync,
 }
 
@@ -233,9 +233,9 @@ pub fn complete_unroll_blocks() -> Vec<u32> {
 pub(super) enum Entries<T, A> {
     /// In place on a scratch copy, one partial per block (the textbook family).
     InPlace(Entry<(*mut T, *mut A, usize)>),
-    /// One launch, one atomic add per block into the result (seed 000's trees).
+    /// One launch, one atomic add per block into the result (the trees of 樊哲勇第10章).
     AtomicFinish(Entry<(*const T, *mut A, usize)>),
-    /// Seed 004's cooperative-groups vector sum (arguments `sum, x, n`).
+    /// The cooperative-groups vector sum of 沐曦 MXMACA 教材第5章 (arguments `sum, x, n`).
     CgVector(Entry<(*mut A, *const T, usize)>),
     /// Grid-stride partials into a buffer, then the same kernel over the partials.
     GridStride(

@@ -1,4 +1,4 @@
-//! The cooperative-groups sum of seed 004 (NVIDIA's `sum_kernel_block`): each thread sums its
+//! The cooperative-groups sum of 沐曦 MXMACA 教材第5章 (NVIDIA's `sum_kernel_block`): each thread sums its
 //! grid-stride share of the input with 16-byte loads (`int4`), the block combines with
 //! `reduce_sum(g, temp, val)` (two `g.sync()` per step), and one `atomic_add` per block
 //! finishes.

@@ -1,4 +1,4 @@
-//! The grid-synchronised sum (seeds 000 and 004's 全局同步): one launch, no ticket. Every
+//! The grid-synchronised sum (全局同步 of 樊哲勇第10章 and 沐曦 MXMACA 教材第5章): one launch, no ticket. Every
 //! block sums its grid-stride share and writes its partial; `grid.sync()`; block 0 adds the
 //! partials in index order. Deterministic for a given grid (the host sizes it to the resident
 //! block count, as a cooperative launch requires).

@@ -1,4 +1,5 @@
-//! "Professional CUDA C Programming", ch. 3 (`reduceInteger.cu`, seeds 002 and 003).
+//! "Professional CUDA C Programming" §3.4 (《CUDA C编程权威指南》3.4, `reduceInteger.cu`) and
+//! the execution-model notes (《CUDA执行模型》).
 //!
 //! Every kernel reduces in place in global memory: block `b` owns a chunk of the input (after
 //! unrolling, `U` block-sized pieces of it), combines it with a tree, and writes one partial
@@ -12,9 +13,9 @@
 //! - `if (idx + 7 * blockDim.x < n)` plus a grid of `n / (8 * block)` drops the tail. Here the
 //!   grid is `ceil(n / (U * block))` and each of the `U` loads is checked on its own.
 //! - The `volatile` last-warp unrolling relied on a warp running in lock-step; since Volta
-//!   (independent thread scheduling, seed 000) lanes may interleave differently, so one lane
+//!   (independent thread scheduling, 樊哲勇第10章) lanes may interleave differently, so one lane
 //!   can read `vmem[tid + 16]` before the lane that owns it has added into it: a race. Here the
-//!   last warp does each step under `if tid < offset` followed by `syncwarp`, seed 000's fix.
+//!   last warp does each step under `if tid < offset` followed by `syncwarp`, the fix of 樊哲勇第10章.
 //!
 //! Block sizes: a power of two from 64 to 1024 (the host checks), as the halving trees and the
 //! last-warp step (`tid + 32`) assume.
@@ -182,7 +183,7 @@ pub unsafe fn unrolling<T: Element, const U: usize>(g_idata: *mut T, g_odata: *m
 }
 
 /// The last 64 -> 1 steps inside warp 0, each under `tid < offset` and followed by `syncwarp`:
-/// the race-free form of the book's `volatile` unrolling (seed 000).
+/// the race-free form of the book's `volatile` unrolling (樊哲勇第10章).
 #[inline(always)]
 unsafe fn last_warp<T: Element>(idata: *mut T, tid: u32, len: u32) {
     if tid < 32 {

@@ -1,4 +1,4 @@
-//! 樊哲勇《CUDA 编程基础与实践》ch. 10 (`reduce.cu`, seed 000): the block's values go to shared
+//! 樊哲勇《CUDA编程基础与实践》第10章 (`reduce.cu`): the block's values go to shared
 //! memory, a tree brings them down to one warp, and the last 32 -> 1 steps use the warp:
 //! `__syncwarp` between shared-memory steps, `__shfl_down_sync`, or a `thread_block_tile<32>`.
 //!
@@ -48,7 +48,7 @@ unsafe fn load_or_zero<T: Element>(x: *const T, n: usize) -> T {
 }
 
 /// `reduce_syncwarp`: the last five steps in shared memory under `if tid < offset`, each
-/// followed by `__syncwarp()` (seed 000 explains why dropping the `if` races).
+/// followed by `__syncwarp()` (樊哲勇第10章 explains why dropping the `if` races).
 #[inline(always)]
 pub unsafe fn syncwarp_atomic<T: Element + AtomicAdd>(x: *const T, d_y: *mut T, n: usize) {
     let tid = thread_idx_x();
@@ -162,8 +162,8 @@ pub unsafe fn parallelism<T: Element>(x: *const T, n: usize, d_y: *mut T) {
     }
 }
 
-/// An element type with a static partials array for `reduce2_static` (seed 000's
-/// `__device__ real static_y[GRID_SIZE]`, declared with the kernel in `reduce`).
+/// An element type with a static partials array for `reduce2_static` (the
+/// `__device__ real static_y[GRID_SIZE]` of 樊哲勇第10章, declared with the kernel in `reduce`).
 pub trait StaticPartials: Sized {
     /// The first of `REDUCE_STATIC_GRID` elements of the array.
     fn static_partials() -> *mut Self;

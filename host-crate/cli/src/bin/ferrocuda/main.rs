@@ -57,7 +57,17 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-    /// Run reduction variants, time them and check them against the CPU (seed 002's table).
+    /// Run reduction variants, time them and check them against the CPU (the textbook ladder).
+    ///
+    /// Reproduces: Professional CUDA C Programming §3.4 (《CUDA C编程权威指南》3.4 避免分支分化),
+    /// the unrolled reductions of the execution-model notes (学习笔记《CUDA执行模型》), the warp
+    /// and cooperative-groups reductions of Fan Zheyong's book, ch. 10
+    /// (樊哲勇《CUDA编程基础与实践》第10章) and the cooperative-groups vector sum of the MetaX
+    /// book, ch. 5 (沐曦 MXMACA 教材第5章).
+    ///
+    /// 复现：《CUDA C编程权威指南》3.4 避免分支分化；学习笔记《CUDA执行模型》的循环展开归约；樊哲勇《CUDA编程基础与实践》第10章的线程束与协作组归约；沐曦 MXMACA 教材第5章的协作组向量求和。
+    ///
+    /// Explained in (讲解): docs/reduction.md, docs/cooperative-groups.md
     Reduce {
         /// A variant name, `reproducible` (the f32/f64 sum with the same bits on every GPU), or
         /// `all` (which includes `reproducible` for a float sum).
@@ -82,7 +92,14 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-    /// Run 1D stencil variants (seed 001), time them and check every output against the CPU.
+    /// Run 1D stencil variants, time them and check every output against the CPU.
+    ///
+    /// Reproduces: the 1D stencil with a shared-memory tile of the study notes on NVIDIA's
+    /// "CUDA C/C++ Basics" slides (《CUDA C/C++ Basics》学习笔记, 一维模板).
+    ///
+    /// 复现：《CUDA C/C++ Basics》学习笔记中的一维模板（共享内存分块与边界层）。
+    ///
+    /// Explained in (讲解): docs/stencil.md
     Stencil {
         /// A variant name (naive, shared, weighted, fast), or `all`.
         #[arg(long, default_value = "all")]
@@ -113,14 +130,50 @@ enum Command {
         seed: u64,
     },
     /// The notes' warp-function program: vote and shuffle results per lane, checked.
+    ///
+    /// Reproduces: the warp functions of Fan Zheyong's book, ch. 10
+    /// (樊哲勇《CUDA编程基础与实践》第10章 线程束基本函数和协作组).
+    ///
+    /// 复现：樊哲勇《CUDA编程基础与实践》第10章（线程束基本函数和协作组）的线程束表决与洗牌函数程序。
+    ///
+    /// Explained in (讲解): docs/warp.md
     Warp(lab::WarpArgs),
     /// The simpleDivergence kernels, timed and checked.
+    ///
+    /// Reproduces: branch divergence in the execution-model notes (学习笔记《CUDA执行模型》,
+    /// 分支发散) and in the MetaX book, ch. 5 (沐曦 MXMACA 教材第5章, 线程束分化); the kernels
+    /// are simpleDivergence.cu of Professional CUDA C Programming, ch. 3.
+    ///
+    /// 复现：学习笔记《CUDA执行模型》的分支发散与沐曦 MXMACA 教材第5章的线程束分化（核函数为《CUDA C编程权威指南》第3章的 simpleDivergence.cu）。
+    ///
+    /// Explained in (讲解): docs/divergence.md
     Divergence(lab::DivergenceArgs),
-    /// Seed 004's exercise: every thread prints its threadIdx.x and blockIdx.x (device printf).
+    /// Every thread prints its threadIdx.x and blockIdx.x (device printf).
+    ///
+    /// Reproduces: the device printf exercise of the MetaX book, ch. 5 (沐曦 MXMACA 教材第5章).
+    ///
+    /// 复现：沐曦 MXMACA 教材第5章的练习：每个线程用设备端 printf 打印 threadIdx.x 和 blockIdx.x。
+    ///
+    /// Explained in (讲解): docs/device-layer.md
     PrintIndices(lab::PrintIndicesArgs),
     /// Streams and events: a host-to-device copy and a kernel, alone, on one stream, on two.
+    ///
+    /// Reproduces: streams, events and system-level synchronisation in the MetaX book, ch. 5
+    /// (沐曦 MXMACA 教材第5章).
+    ///
+    /// 复现：沐曦 MXMACA 教材第5章的流、事件与系统级同步。
+    ///
+    /// Explained in (讲解): docs/streams.md
     Streams(lab::StreamsArgs),
     /// Occupancy per kernel and block size, or (--sweep) bandwidth vs occupancy.
+    ///
+    /// Reproduces: occupancy, resource allocation and latency hiding in the execution-model
+    /// notes (学习笔记《CUDA执行模型》) and the occupancy calculation and API of the MetaX
+    /// book, ch. 5 (沐曦 MXMACA 教材第5章).
+    ///
+    /// 复现：学习笔记《CUDA执行模型》的资源分配、延迟隐藏与占用率；沐曦 MXMACA 教材第5章的占用率计算与占用率 API。
+    ///
+    /// Explained in (讲解): docs/occupancy.md
     Occupancy(lab::OccupancyArgs),
     /// Every kernel family over sizes and types, checked, compared and drawn (the main job).
     Bench(bench::BenchArgs),
@@ -132,12 +185,29 @@ enum Command {
     Report(bench::ReportArgs),
     /// Every library kernel under compute-sanitizer (memcheck, racecheck, synccheck, initcheck),
     /// and the broken-on-purpose kernels to show the checkers bite.
+    ///
+    /// Reproduces the notes' races: the 1D stencil without __syncthreads() of the study notes on
+    /// NVIDIA's "CUDA C/C++ Basics" slides (《CUDA C/C++ Basics》学习笔记), and the volatile
+    /// last-warp unrolling of Professional CUDA C Programming (《CUDA C编程权威指南》) that Fan
+    /// Zheyong's book, ch. 10 (樊哲勇《CUDA编程基础与实践》第10章) fixes with __syncwarp().
+    ///
+    /// 复现笔记中的竞争：《CUDA C/C++ Basics》学习笔记的一维模板去掉 __syncthreads()；《CUDA C编程权威指南》用 volatile 展开最后一个线程束（樊哲勇《CUDA编程基础与实践》第10章用 __syncwarp() 修正）。
+    ///
+    /// Explained in (讲解): docs/stencil.md, docs/reliability.md
     Sanitize(sanitize::SanitizeArgs),
     /// What `sanitize` runs under each tool (every library kernel on small inputs with tails).
     #[command(hide = true)]
     SanitizeCases(sanitize::CasesArgs),
     /// The notes' profiling metrics (achieved occupancy, global load efficiency and throughput,
     /// instructions per warp, branch efficiency) under Nsight Compute, beside the notes' table.
+    ///
+    /// Reproduces: the nvprof metrics of Professional CUDA C Programming §3.4
+    /// (《CUDA C编程权威指南》3.4 避免分支分化) and of the execution-model notes
+    /// (学习笔记《CUDA执行模型》), collected with Nsight Compute.
+    ///
+    /// 复现：《CUDA C编程权威指南》3.4 与学习笔记《CUDA执行模型》中的 nvprof 指标，改用 Nsight Compute 采集。
+    ///
+    /// Explained in (讲解): docs/profiling.md
     Profile(profile::ProfileArgs),
     /// What `profile` runs under ncu.
     #[command(hide = true)]

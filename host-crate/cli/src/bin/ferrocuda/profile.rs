@@ -25,8 +25,8 @@ pub struct ProfileArgs {
     report: Option<PathBuf>,
 }
 
-/// Runs every profiled kernel once: the textbook ladder (seed 002's setup: 16 Mi `i32`, block
-/// 512), the divergence kernels, and the stencils (R = 3, 16 Mi `f32`).
+/// Runs every profiled kernel once: the textbook ladder (the setup of
+/// 《CUDA C编程权威指南》3.4: 16 Mi `i32`, block 512), the divergence kernels, and the stencils (R = 3, 16 Mi `f32`).
 pub fn cases(gpu: &Gpu) -> Result<()> {
     let n = 1 << 24;
     let host: Vec<i32> = book_input(n, 1);
