@@ -72,7 +72,7 @@ fn json_without_rounds_reads_as_one_round() {
 #[test]
 fn json_without_baseline_checks_reads_as_not_checked() {
     // A report written before baselines were checked: a number for each speedup, no `check`.
-    let text = include_str!("../../docs/results/results.json");
+    let text = include_str!("../fixtures/bench-results-unchecked-baselines.json");
     assert!(!text.contains("\"outcome\""));
     let r = Report::from_json(text).expect("the committed results parse");
     let baselines: Vec<&Baseline> = r.rows.iter().flat_map(|row| &row.baselines).collect();

@@ -184,6 +184,21 @@ mod profile_report {
             .unwrap();
         let cells: Vec<&str> = math.split('|').map(str::trim).collect();
         assert_eq!((cells[5], cells[6]), ("-", "-"), "no global load: {math}");
+        assert_eq!(cells[8], "-", "no shared memory: {math}");
+        let shared = rows
+            .iter()
+            .find(|r| r.starts_with("| stencil_1d_shared_r3_f32 "))
+            .unwrap();
+        let cells: Vec<&str> = shared.split('|').map(str::trim).collect();
+        let shared_efficiency: f64 = cells[8].parse().expect("the tile's shared efficiency");
+        assert!(
+            shared_efficiency > 0.0 && shared_efficiency <= 100.0,
+            "{shared}"
+        );
+        assert!(
+            cells[7].parse::<f64>().unwrap() > 0.0,
+            "the stencil stores: {shared}"
+        );
         let rung = rows
             .iter()
             .find(|r| r.starts_with("| reduce_interleaved_i32 "))

@@ -1,4 +1,4 @@
-//! GPU tests of the 1D stencil (一维模板, issue 4): every [`StencilVariant`] against the CPU
+//! GPU tests of the 1D stencil (一维模板): every [`StencilVariant`] against the CPU
 //! stencil of `ferrocuda_lessons::cpu`.
 //!
 //! - One trial per element type x taps (the sum; coefficients for `f32` and `f64`) x radius

@@ -10,6 +10,10 @@
 //!   and the CLI's crates (clap, serde, anyhow) appear nowhere in it.
 //! - The driver trampolines define exactly what `cust_raw` declares.
 //! - The builder compiles kernels with the nightly `rust-toolchain.toml` pins.
+//! - The repository speaks of the project only: no tracker numbers, machine labels or paths of
+//!   the machines a run was made on, and the notes named by book and chapter.
+//! - Every results file the docs cite exists, and every measured number of a paragraph that
+//!   cites curated results appears in one of the files it cites.
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -777,4 +781,369 @@ fn manifest_reader_sees_every_test_table() {
     assert_eq!(targets.len(), 1);
     assert_eq!(targets[0]["path"], "tests/gpu_a.rs");
     assert_eq!(targets[0]["harness"], "false");
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the repository says
+
+/// Directories that hold no file of the project: build outputs and caches (`.gitignore`).
+const NOT_THE_PROJECT: [&str; 4] = ["target", ".git", ".gpu", ".cache"];
+
+/// Every file of the workspace that is text, with its path relative to the root, sorted.
+fn text_files() -> Vec<(String, String)> {
+    let root = workspace();
+    let mut files = Vec::new();
+    let mut dirs = vec![root.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if !NOT_THE_PROJECT.contains(&name.as_str()) {
+                    dirs.push(path);
+                }
+            } else if let Ok(text) = fs::read_to_string(&path) {
+                let rel = path
+                    .strip_prefix(&root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                files.push((rel.replace('\\', "/"), text));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// What in `line` speaks of how the work was organised rather than of the project, if
+/// anything: a tracker number ("issue 12", "issue #3"), a machine label ("lease A"), a path on
+/// the machines runs were made on (`/root/...`, `/work/...`, `/home/...`, `/tmp/...`), the
+/// notes' file numbers instead of their books ("seed 003"), or how the notes came.
+fn organisational_words(line: &str) -> Option<&'static str> {
+    let lower = line.to_lowercase();
+    let b = lower.as_bytes();
+    let followed_by = |at: usize, pred: &dyn Fn(u8) -> bool| {
+        let mut i = at;
+        while i < b.len() && (b[i] == b' ' || b[i] == b'#') {
+            i += 1;
+        }
+        i < b.len() && pred(b[i])
+    };
+    for (at, _) in lower.match_indices("issue") {
+        let boundary = at == 0 || !b[at - 1].is_ascii_alphanumeric();
+        if boundary && followed_by(at + 5, &|c| c.is_ascii_digit()) {
+            return Some("a tracker number");
+        }
+    }
+    if lower.contains("runs/issue") {
+        return Some("a run folder named after a tracker number");
+    }
+    for (at, _) in lower.match_indices("lease ") {
+        let boundary = at == 0 || !b[at - 1].is_ascii_alphanumeric();
+        let label = b
+            .get(at + 6)
+            .is_some_and(|c| matches!(c, b'a' | b'b' | b'c'))
+            && !b.get(at + 7).is_some_and(|c| c.is_ascii_alphanumeric());
+        if boundary && label {
+            return Some("a machine label");
+        }
+    }
+    for dir in ["/root/", "/work/", "/home/", "/tmp/"] {
+        for (at, _) in lower.match_indices(dir) {
+            let starts_path = at == 0
+                || !(b[at - 1].is_ascii_alphanumeric() || matches!(b[at - 1], b'_' | b'.' | b'/'));
+            if starts_path
+                && b.get(at + dir.len())
+                    .is_some_and(|c| c.is_ascii_alphanumeric())
+            {
+                return Some("a path on the machine a run was made on");
+            }
+        }
+    }
+    for (at, _) in lower.match_indices("seed") {
+        if followed_by(at + 4, &|c| c == b'0') && lower[at + 4..].trim_start().starts_with("00") {
+            return Some("a note by file number instead of book and chapter");
+        }
+    }
+    if lower.contains("given to the project") {
+        return Some("how the notes came");
+    }
+    None
+}
+
+#[test]
+fn the_repository_speaks_of_the_project_only() {
+    let this_file = "tests/tests/tidy.rs";
+    let mut problems = Vec::new();
+    for (path, text) in text_files() {
+        if path == this_file {
+            continue;
+        }
+        for (n, line) in text.lines().enumerate() {
+            if let Some(what) = organisational_words(line) {
+                problems.push(format!("{path}:{}: {what}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
+}
+
+#[test]
+fn the_organisational_word_finder_finds_each_kind_and_nothing_else() {
+    let tracker = [
+        "see issue 14",
+        "Issue #3 says",
+        "(issue12)",
+        "runs/issue15/final",
+    ];
+    let label = ["on lease A, then", "Lease B (the bundle)"];
+    let paths = [
+        "in /work/main/.gpu/bin",
+        "(/root/ferro/target)",
+        "`/tmp/run-3/logs`",
+        "/home/user/x",
+    ];
+    let notes = ["seed 002's table", "Seed 000", "seed 004"];
+    for line in tracker.iter().chain(&label).chain(&paths).chain(&notes) {
+        assert!(organisational_words(line).is_some(), "missed: {line}");
+    }
+    assert!(organisational_words("as the given to the project notes").is_some());
+    let fine = [
+        "tissue 3",
+        "the issue is the tail",
+        "issues with 0 elements",
+        "lease-free",
+        "a lease is held",
+        "please",
+        "/usr/local/cuda/bin",
+        "std::env::temp_dir()",
+        "target/tmp/x",
+        "--seed 1",
+        "the seed of the random input",
+        "seed 42",
+        "a scratch copy of the input",
+    ];
+    for line in fine {
+        assert_eq!(organisational_words(line), None, "flagged: {line}");
+    }
+}
+
+/// The Markdown files of the guide: the root README and `docs/` (the curated results aside).
+fn guide_pages() -> Vec<(String, String)> {
+    text_files()
+        .into_iter()
+        .filter(|(path, _)| {
+            path.ends_with(".md")
+                && (path == "README.md"
+                    || (path.starts_with("docs/") && !path.starts_with("docs/results/")))
+        })
+        .collect()
+}
+
+/// The curated results files a piece of text names, `results/<gpu>/<file>` (optionally
+/// preceded by `docs/`), as paths from the root.
+fn cited_results(text: &str) -> Vec<String> {
+    let mut cited = Vec::new();
+    for (at, _) in text.match_indices("results/") {
+        let before = &text[..at];
+        if before.ends_with("docs/results/") || before.ends_with('/') && !before.ends_with("docs/")
+        {
+            continue;
+        }
+        let path: String = text[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '-' | '_'))
+            .collect();
+        let path = path.trim_end_matches('.');
+        if path.matches('/').count() >= 2 && !path.ends_with('/') {
+            cited.push(format!("docs/{path}"));
+        }
+    }
+    cited.sort();
+    cited.dedup();
+    cited
+}
+
+/// The measured numbers of a piece of text: each number directly followed by a unit of time,
+/// bandwidth, share or ratio (`238.46 us`, `4503 GB/s`, `93 %`, `1.09x`), both ends of a range
+/// (`1.02-1.20x`), as written.
+fn measured_numbers(text: &str) -> Vec<String> {
+    let c: Vec<char> = text.chars().collect();
+    let mut found = Vec::new();
+    let mut pending: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < c.len() {
+        let starts = c[i].is_ascii_digit()
+            && (i == 0 || !(c[i - 1].is_alphanumeric() || matches!(c[i - 1], '^' | '.' | '_')));
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j < c.len()
+            && (c[j].is_ascii_digit()
+                || (c[j] == '.' && c.get(j + 1).is_some_and(char::is_ascii_digit)))
+        {
+            j += 1;
+        }
+        let number: String = c[i..j].iter().collect();
+        let mut k = j;
+        while k < c.len() && c[k] == ' ' {
+            k += 1;
+        }
+        let rest: String = c[k..c.len().min(k + 5)].iter().collect();
+        // A ratio's `x` follows its number directly (`1.09x`); `16 x 16` is a product.
+        let unit = ["us", "ms", "GB/s", "%", "x"].into_iter().find(|u| {
+            rest.starts_with(u)
+                && (*u != "x" || j == k)
+                && !rest[u.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphanumeric())
+        });
+        pending.push(number);
+        if unit.is_some() {
+            found.append(&mut pending);
+        } else if matches!(c.get(j), Some('-' | '–'))
+            && c.get(j + 1).is_some_and(char::is_ascii_digit)
+        {
+            // the first end of a range: kept if the range ends in a unit
+        } else if !(matches!(c.get(j), Some(' ')) && matches!(c.get(j + 1), Some('/'))) {
+            pending.clear();
+        }
+        i = j.max(i + 1);
+    }
+    found
+}
+
+/// Whether `number` stands in `text` as a number of its own (not inside a longer one).
+fn stands_in(text: &str, number: &str) -> bool {
+    text.match_indices(number).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + number.len()..].chars().next();
+        let digit_or_point = |c: Option<char>| c.is_some_and(|c| c.is_ascii_digit() || c == '.');
+        !digit_or_point(before)
+            && !(digit_or_point(after)
+                && text[at + number.len()..]
+                    .chars()
+                    .nth(1)
+                    .is_some_and(|c| c.is_ascii_digit()))
+    })
+}
+
+/// The paragraphs of a Markdown page with their first line: blocks between blank lines, code
+/// blocks left out; a table is one block with the paragraph just before it (its caption).
+fn paragraphs(page: &str) -> Vec<(usize, String)> {
+    let mut out: Vec<(usize, String)> = Vec::new();
+    let mut current: Option<(usize, String)> = None;
+    let mut in_code = false;
+    let mut previous_was_table = false;
+    for (n, line) in page.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        if line.trim().is_empty() {
+            if let Some(p) = current.take() {
+                out.push(p);
+            }
+            continue;
+        }
+        let is_table = line.trim_start().starts_with('|');
+        if is_table
+            && !previous_was_table
+            && current.is_none()
+            && let Some(caption) = out.pop()
+        {
+            current = Some(caption);
+        }
+        previous_was_table = is_table;
+        match &mut current {
+            Some((_, text)) => {
+                text.push('\n');
+                text.push_str(line);
+            }
+            None => current = Some((n + 1, line.to_string())),
+        }
+    }
+    out.extend(current);
+    out
+}
+
+/// Every problem of the guide's citations: a cited results file that does not exist, and a
+/// measured number of a citing paragraph that none of its cited files holds.
+fn citation_problems(
+    pages: &[(String, String)],
+    read_result: &dyn Fn(&str) -> Option<String>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (page, text) in pages {
+        for (line, paragraph) in paragraphs(text) {
+            let cited = cited_results(&paragraph);
+            if cited.is_empty() {
+                continue;
+            }
+            let mut sources = String::new();
+            for file in &cited {
+                match read_result(file) {
+                    Some(text) => sources.push_str(&text),
+                    None => {
+                        problems.push(format!("{page}:{line}: cites {file}, which does not exist"))
+                    }
+                }
+            }
+            for number in measured_numbers(&paragraph) {
+                if !stands_in(&sources, &number) {
+                    problems.push(format!(
+                        "{page}:{line}: {number} is in none of {}",
+                        cited.join(", ")
+                    ));
+                }
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn every_number_the_guide_quotes_is_in_the_results_it_cites() {
+    let root = workspace();
+    let problems = citation_problems(&guide_pages(), &|file| {
+        fs::read_to_string(root.join(file)).ok()
+    });
+    assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
+}
+
+#[test]
+fn the_citation_check_rejects_a_wrong_number_and_a_missing_file() {
+    let results = |file: &str| {
+        (file == "docs/results/h200/bench-report.md")
+            .then(|| "| fast | 2^28 | 233.98 | 4589 | 108% | 1.02x | PASS |".to_string())
+    };
+    let page = |text: &str| vec![("docs/x.md".to_string(), text.to_string())];
+    let right = "The fast sum takes 233.98 us at 2^28, 4589 GB/s, 108 % of the copy, 1.02x CUB\n(`results/h200/bench-report.md`).";
+    assert_eq!(
+        citation_problems(&page(right), &results),
+        Vec::<String>::new()
+    );
+    for wrong in ["233.89 us", "4598 GB/s", "180 %", "1.2x", "0.98-1.02x"] {
+        let text = format!("The fast sum: {wrong} (`results/h200/bench-report.md`).");
+        assert_eq!(
+            citation_problems(&page(&text), &results).len(),
+            1,
+            "{wrong}"
+        );
+    }
+    let missing = "4589 GB/s (`results/h100/bench-report.md`).";
+    assert!(citation_problems(&page(missing), &results)[0].contains("does not exist"));
+    let table = "From the H200 run (`results/h200/bench-report.md`):\n\n| n | us |\n|---|---|\n| 2^28 | 233.99 us |";
+    assert_eq!(citation_problems(&page(table), &results).len(), 1);
+    assert_eq!(
+        measured_numbers("2^20 elements, 5.5 us, 1.09-1.18x, sm_90, 16 x 16"),
+        ["5.5", "1.09", "1.18"]
+    );
 }

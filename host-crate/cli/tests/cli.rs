@@ -491,7 +491,7 @@ fn profile_prints_the_table_of_a_saved_report() {
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(
         table.contains(
-            "| reduce_neighbored_i32 | (32768, 1, 1)x(512, 1, 1) | 150.34 | 91.7 | 25.0 |"
+            "| reduce_neighbored_i32 | (32768, 1, 1)x(512, 1, 1) | 150.53 | 91.7 | 25.0 | 3560 | 1783 | - |"
         ),
         "{table}"
     );

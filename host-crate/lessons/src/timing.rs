@@ -80,7 +80,7 @@ pub fn spin_holds_the_gpu(gpu: &Gpu) -> Result<bool> {
 /// GPU while the host enqueues start event, `op` and stop event (nvbench's method): the
 /// measured interval is GPU time only. Without it, an idle GPU would time the host's launch
 /// overhead too, which swamps small kernels (on an H200 the fast f32 sum of 2^20 elements
-/// measured 7.5 us with it and 5.8 us without: docs/results/runs/tuning-notes.md).
+/// measured 7.5 us with it and 5.8 us without: docs/tuning-notes.md).
 pub fn time_on_stream(
     gpu: &Gpu,
     warmup: usize,

@@ -253,7 +253,7 @@ impl<A: Element> MappedSlot<A> {
     /// The result of what `enqueued` launched, once the kernel wrote it over the poison
     /// written before the launch. With [`Wait::Spin`] or [`Wait::Yield`] (the GPU's policy) it
     /// polls the slot itself, which the last block's store reaches before the kernel's
-    /// completion reaches the stream (measured: docs/results/runs/tuning-notes.md). Every
+    /// completion reaches the stream (measured: docs/tuning-notes.md). Every
     /// [`EVENT_CHECK`] it also asks `done`, the event recorded right after the launch (not the
     /// stream, which other work may keep busy), so that a kernel that failed is reported (with
     /// `launch`), and a result that happens to equal the poison is read once the kernel

@@ -2,7 +2,7 @@
 //! every GPU and on the CPU (the lessons' CPU reference, `ferrocuda_lessons::cpu::reproducible`,
 //! follows the same order). The order: chunks of [`reduce_repro_chunk`] elements, each summed in one fixed tree,
 //! then the chunk sums chunked and summed the same way until one value is left (see
-//! `docs/reduction.md`).
+//! `docs/beyond-the-notes.md`).
 //!
 //! A call is one launch per level: one for `n` up to a chunk (8192 `f32`), two up to 2^26
 //! `f32`, three up to 2^39. The last level writes into a page-locked mapped slot, as

@@ -150,7 +150,7 @@ pub unsafe fn atomic_cas<T: AtomicOrd>(address: *mut T, compare: T, val: T) -> T
 /// reads this value or a later one, before their own later operations. Acquire: the same for
 /// the releases this one reads. It replaces `threadfence(); atomicAdd(...)` on one side and
 /// the reader's `threadfence()` on the other, and measured 0.25-0.5 us faster per launch than
-/// that pair for the fast reduction's ticket (H200, `docs/results/runs/tuning-notes.md`).
+/// that pair for the fast reduction's ticket (H200, `docs/tuning-notes.md`).
 /// Threads of the same block that did not make the call see what it acquired after a
 /// `syncthreads` (the barrier orders them after it).
 ///

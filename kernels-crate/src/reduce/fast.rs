@@ -5,7 +5,7 @@
 //! a thread issues its four `ld.global.nc.v4` loads of a tile before using any of them, into
 //! four independent accumulators (64 bytes in flight per thread instead of 4). Measured on an
 //! H200 against the grid-stride form that spaces a thread's four loads a whole grid apart:
-//! 278 us -> 242 us for 2^28 f32 (docs/results/runs/tuning-notes.md).
+//! 278 us -> 242 us for 2^28 f32 (docs/tuning-notes.md).
 //!
 //! A block combines with warp shuffles (`shfl_xor_sync`, no shared-memory tree) and one shared
 //! slot per warp. Each block writes its partial; the last block to finish combines the partials
@@ -13,7 +13,7 @@
 //! `threadfence` + atomic ticket with both fences folded into the ticket's atomic, a release
 //! and an acquire in one (`atom.acq_rel.gpu`, the pattern of cooperative groups' grid sync):
 //! measured 0.25-0.5 us faster per launch on an H200 than the two fences, out of a tail of
-//! 1.5-2 us (docs/results/runs/tuning-notes.md). A grid of one block skips all of that and
+//! 1.5-2 us (docs/tuning-notes.md). A grid of one block skips all of that and
 //! writes its value.
 //!
 //! Deterministic: the grid and block depend only on `n` and the device, every thread combines

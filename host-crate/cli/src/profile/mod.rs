@@ -1,14 +1,15 @@
 //! `ferrocuda profile`: the metrics the notes profile with (《CUDA C编程权威指南》3.4 and
 //! 《CUDA执行模型》: nvprof's `achieved_occupancy`, `gld_efficiency`, `gld_throughput`,
-//! `inst_per_warp`, `branch_efficiency`), collected with Nsight Compute (`ncu`), whose names
-//! 《CUDA执行模型》 maps them to, for the textbook reduction ladder, the divergence kernels and the stencils.
+//! `inst_per_warp`, `branch_efficiency`, and from 《CUDA执行模型》's table `gst_throughput` and
+//! `shared_efficiency`), collected with Nsight Compute (`ncu`), whose names 《CUDA执行模型》 maps
+//! them to, for the textbook reduction ladder, the divergence kernels and the stencils.
 //!
 //! The driver re-runs this binary (`ferrocuda profile-cases`) under `ncu --metrics ...`, parses
 //! its report ([`parse_report`]) and prints one row per kernel beside the notes' own figures
 //! ([`NOTES`]).
 
 /// The Nsight Compute metrics collected, each with what it stands for.
-pub const METRICS: [(&str, &str); 8] = [
+pub const METRICS: [(&str, &str); 10] = [
     ("gpu__time_duration.sum", "kernel time"),
     (
         "sm__warps_active.avg.pct_of_peak_sustained_active",
@@ -21,6 +22,14 @@ pub const METRICS: [(&str, &str); 8] = [
     (
         "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum.per_second",
         "gld_throughput",
+    ),
+    (
+        "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum.per_second",
+        "gst_throughput",
+    ),
+    (
+        "smsp__sass_average_data_bytes_per_wavefront_mem_shared.pct",
+        "shared_efficiency",
     ),
     ("smsp__inst_executed.sum", "inst_per_warp (numerator)"),
     ("smsp__warps_launched.sum", "inst_per_warp (denominator)"),
@@ -232,8 +241,9 @@ pub fn notes_row(symbol: &str) -> Option<&'static NotesRow> {
 
 /// The report's table: one row per profiled kernel (its first launch; [`NOT_CASES`] left out),
 /// with the notes' figures beside the reduction ladder's rows. A kernel with no global load
-/// shows `-` for load efficiency and throughput (`ncu` reports 0 there). `None` when the
-/// report holds no launch of a case.
+/// shows `-` for load efficiency and throughput (`ncu` reports 0 there), and a kernel without
+/// shared memory `-` for shared efficiency (0 there: no wavefront to be efficient with). `None`
+/// when the report holds no launch of a case.
 pub fn table(launches: &[Profiled]) -> Option<String> {
     if !launches
         .iter()
@@ -246,9 +256,12 @@ pub fn table(launches: &[Profiled]) -> Option<String> {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "| kernel | launch | time us | achieved occupancy % | gld efficiency % | gld throughput GB/s | inst per warp | branch efficiency % | notes: occupancy % | notes: gld efficiency % | notes: inst per warp |"
+        "| kernel | launch | time us | achieved occupancy % | gld efficiency % | gld throughput GB/s | gst throughput GB/s | shared efficiency % | inst per warp | branch efficiency % | notes: occupancy % | notes: gld efficiency % | notes: inst per warp |"
     );
-    let _ = writeln!(t, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(
+        t,
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     let f = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
     for l in launches {
         if NOT_CASES.contains(&l.kernel.as_str()) || !seen.insert(l.kernel.clone()) {
@@ -261,9 +274,12 @@ pub fn table(launches: &[Profiled]) -> Option<String> {
         let load_efficiency = l
             .get("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct")
             .filter(|_| !no_loads);
+        let shared_efficiency = l
+            .get("smsp__sass_average_data_bytes_per_wavefront_mem_shared.pct")
+            .filter(|&e| e > 0.0);
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             l.kernel,
             l.shape,
             f(l.get("gpu__time_duration.sum").map(|s| s * 1e6), 2),
@@ -273,6 +289,12 @@ pub fn table(launches: &[Profiled]) -> Option<String> {
             ),
             f(load_efficiency, 1),
             f(load_throughput.map(|b| b / 1e9), 0),
+            f(
+                l.get("l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum.per_second")
+                    .map(|b| b / 1e9),
+                0
+            ),
+            f(shared_efficiency, 1),
             f(l.inst_per_warp(), 1),
             f(l.branch_efficiency(), 1),
             f(notes.map(|r| 100.0 * r.achieved_occupancy), 1),
