@@ -817,53 +817,86 @@ fn text_files() -> Vec<(String, String)> {
 }
 
 /// What in `line` speaks of how the work was organised rather than of the project, if
-/// anything: a tracker number ("issue 12", "issue #3"), a machine label ("lease A"), a path on
-/// the machines runs were made on (`/root/...`, `/work/...`, `/home/...`, `/tmp/...`), the
-/// notes' file numbers instead of their books ("seed 003"), or how the notes came.
+/// anything: a tracker number ("issue 12", "issue-3", "issues #4", "PR #7"), a machine label
+/// ("lease A", "lease-b"), a path on the machines runs were made on (`/root/...`, `/work/...`,
+/// `/tmp/...`, `~/...`, also after `file://`), or the notes' file names instead of their books
+/// ("seed 003", "seeds/", "004_9fa46204fa95f569").
 fn organisational_words(line: &str) -> Option<&'static str> {
     let lower = line.to_lowercase();
     let b = lower.as_bytes();
-    let followed_by = |at: usize, pred: &dyn Fn(u8) -> bool| {
-        let mut i = at;
-        while i < b.len() && (b[i] == b' ' || b[i] == b'#') {
+    let word_start = |at: usize| at == 0 || !b[at - 1].is_ascii_alphanumeric();
+    // The index after `i` and any run of separators.
+    let skip_separators = |mut i: usize| {
+        while i < b.len() && matches!(b[i], b' ' | b'#' | b'-' | b'_') {
             i += 1;
         }
-        i < b.len() && pred(b[i])
+        i
     };
-    for (at, _) in lower.match_indices("issue") {
-        let boundary = at == 0 || !b[at - 1].is_ascii_alphanumeric();
-        if boundary && followed_by(at + 5, &|c| c.is_ascii_digit()) {
-            return Some("a tracker number");
+    let digit_at = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+    for word in ["issues", "issue", "pr"] {
+        for (at, _) in lower.match_indices(word) {
+            let after = at + word.len();
+            let separated = word != "pr" || matches!(b.get(after), Some(b' ' | b'#'));
+            if word_start(at) && separated && digit_at(skip_separators(after)) {
+                return Some("a tracker number");
+            }
         }
     }
     if lower.contains("runs/issue") {
         return Some("a run folder named after a tracker number");
     }
-    for (at, _) in lower.match_indices("lease ") {
-        let boundary = at == 0 || !b[at - 1].is_ascii_alphanumeric();
-        let label = b
-            .get(at + 6)
-            .is_some_and(|c| matches!(c, b'a' | b'b' | b'c'))
-            && !b.get(at + 7).is_some_and(|c| c.is_ascii_alphanumeric());
-        if boundary && label {
+    for (at, _) in lower.match_indices("lease") {
+        let i = skip_separators(at + 5);
+        let label = i > at + 5
+            && b.get(i).is_some_and(u8::is_ascii_lowercase)
+            && !b.get(i + 1).is_some_and(u8::is_ascii_alphanumeric);
+        if word_start(at) && label {
             return Some("a machine label");
         }
     }
-    for dir in ["/root/", "/work/", "/home/", "/tmp/"] {
-        for (at, _) in lower.match_indices(dir) {
-            let starts_path = at == 0
-                || !(b[at - 1].is_ascii_alphanumeric() || matches!(b[at - 1], b'_' | b'.' | b'/'));
-            if starts_path
-                && b.get(at + dir.len())
-                    .is_some_and(|c| c.is_ascii_alphanumeric())
-            {
-                return Some("a path on the machine a run was made on");
-            }
+    const MACHINE_DIRS: [&str; 9] = [
+        "root",
+        "work",
+        "home",
+        "tmp",
+        "mnt",
+        "scratch",
+        "workspace",
+        "data",
+        "users",
+    ];
+    for (at, _) in lower.match_indices('/') {
+        let before = if at == 0 { b' ' } else { b[at - 1] };
+        let path_start = matches!(
+            before,
+            b' ' | b'`' | b'"' | b'\'' | b'(' | b'[' | b'=' | b'\t'
+        ) || lower[..at].ends_with("file://");
+        let first: String = lower[at + 1..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+            .collect();
+        let is_dir = lower[at + 1 + first.len()..].starts_with('/');
+        if path_start && is_dir && MACHINE_DIRS.contains(&first.as_str()) {
+            return Some("a path on the machine a run was made on");
         }
     }
+    if lower.match_indices("~/").any(|(at, _)| word_start(at)) {
+        return Some("a path in a home directory");
+    }
     for (at, _) in lower.match_indices("seed") {
-        if followed_by(at + 4, &|c| c == b'0') && lower[at + 4..].trim_start().starts_with("00") {
+        let i = skip_separators(at + 4);
+        if i > at + 4 && lower[i..].starts_with("00") && digit_at(i + 2) {
             return Some("a note by file number instead of book and chapter");
+        }
+        if lower[at + 4..].starts_with("s/") {
+            return Some("the notes' folder instead of their books");
+        }
+    }
+    for (at, _) in lower.match_indices("00") {
+        let name = &b[at..];
+        let hex = name.len() >= 20 && name[4..20].iter().all(u8::is_ascii_hexdigit);
+        if word_start(at) && digit_at(at + 2) && name.get(3) == Some(&b'_') && hex {
+            return Some("a note's file name instead of its book");
         }
     }
     if lower.contains("given to the project") {
@@ -896,15 +929,35 @@ fn the_organisational_word_finder_finds_each_kind_and_nothing_else() {
         "Issue #3 says",
         "(issue12)",
         "runs/issue15/final",
+        "issue-14",
+        "issues 12 and 13",
+        "PR #7",
     ];
-    let label = ["on lease A, then", "Lease B (the bundle)"];
+    let label = [
+        "on lease A, then",
+        "Lease B (the bundle)",
+        "bench-compare-lease-a.txt",
+        "lease D",
+    ];
     let paths = [
         "in /work/main/.gpu/bin",
         "(/root/ferro/target)",
         "`/tmp/run-3/logs`",
         "/home/user/x",
+        "/mnt/data/x",
+        "/workspace/ferro/",
+        "/scratch/a/b",
+        "file:///root/x",
+        "~/runs/x",
     ];
-    let notes = ["seed 002's table", "Seed 000", "seed 004"];
+    let notes = [
+        "seed 002's table",
+        "Seed 000",
+        "seed 004",
+        "seed-003",
+        "seeds/004_9fa46204fa95f569.txt",
+        "004_9fa46204fa95f569.txt",
+    ];
     for line in tracker.iter().chain(&label).chain(&paths).chain(&notes) {
         assert!(organisational_words(line).is_some(), "missed: {line}");
     }
@@ -917,8 +970,14 @@ fn the_organisational_word_finder_finds_each_kind_and_nothing_else() {
         "a lease is held",
         "please",
         "/usr/local/cuda/bin",
+        "/dev/null",
         "std::env::temp_dir()",
         "target/tmp/x",
+        "docs/results/h100/x",
+        "express #7",
+        "0x0000ffff",
+        "1000_000 elements",
+        "a release-acquire atomic",
         "--seed 1",
         "the seed of the random input",
         "seed 42",
@@ -965,17 +1024,56 @@ fn cited_results(text: &str) -> Vec<String> {
     cited
 }
 
-/// The measured numbers of a piece of text: each number directly followed by a unit of time,
-/// bandwidth, share or ratio (`238.46 us`, `4503 GB/s`, `93 %`, `1.09x`), both ends of a range
-/// (`1.02-1.20x`), as written.
-fn measured_numbers(text: &str) -> Vec<String> {
+/// What a quoted number measures, as far as matching it needs: a ratio (`1.09x`, `1.83 times`)
+/// must stand in its source as a ratio; anything else as a number.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Quantity {
+    Ratio,
+    Measure,
+}
+
+/// Units after which a number is a measurement: time, bandwidth, size per second, share, ratio.
+const UNITS: [(&str, Quantity); 12] = [
+    ("us", Quantity::Measure),
+    ("µs", Quantity::Measure),
+    ("ns", Quantity::Measure),
+    ("ms", Quantity::Measure),
+    ("GB/s", Quantity::Measure),
+    ("TB/s", Quantity::Measure),
+    ("GiB/s", Quantity::Measure),
+    ("MB/s", Quantity::Measure),
+    ("%", Quantity::Measure),
+    ("x", Quantity::Ratio),
+    ("×", Quantity::Ratio),
+    ("times", Quantity::Ratio),
+];
+
+/// The measured numbers of a piece of text: each number followed by a unit of time,
+/// bandwidth, share or ratio (`238.46 us`, `4503 GB/s`, `93 %`, `1.09x`, `1.83 times`), both
+/// ends of a range (`1.02-1.20x`), as written; and every number of a table cell in a table
+/// whose header names a unit (`| median us |`), cell by cell.
+fn measured_numbers(text: &str) -> Vec<(String, Quantity)> {
+    let mut found = Vec::new();
+    for line in text.lines() {
+        if !line.trim_start().starts_with('|') {
+            found.extend(numbers_with_units(line));
+        }
+    }
+    found.extend(table_numbers(text));
+    found
+}
+
+fn numbers_with_units(text: &str) -> Vec<(String, Quantity)> {
     let c: Vec<char> = text.chars().collect();
     let mut found = Vec::new();
     let mut pending: Vec<String> = Vec::new();
     let mut i = 0;
     while i < c.len() {
         let starts = c[i].is_ascii_digit()
-            && (i == 0 || !(c[i - 1].is_alphanumeric() || matches!(c[i - 1], '^' | '.' | '_')));
+            && (i == 0
+                || !(c[i - 1].is_alphanumeric()
+                    || matches!(c[i - 1], '^' | '.' | '_')
+                    || (c[i - 1] == ',' && i >= 2 && c[i - 2].is_ascii_digit())));
         if !starts {
             i += 1;
             continue;
@@ -983,28 +1081,30 @@ fn measured_numbers(text: &str) -> Vec<String> {
         let mut j = i;
         while j < c.len()
             && (c[j].is_ascii_digit()
-                || (c[j] == '.' && c.get(j + 1).is_some_and(char::is_ascii_digit)))
+                || (matches!(c[j], '.' | ',') && c.get(j + 1).is_some_and(char::is_ascii_digit)))
         {
             j += 1;
         }
-        let number: String = c[i..j].iter().collect();
+        let number: String = c[i..j].iter().filter(|&&c| c != ',').collect();
         let mut k = j;
         while k < c.len() && c[k] == ' ' {
             k += 1;
         }
-        let rest: String = c[k..c.len().min(k + 5)].iter().collect();
-        // A ratio's `x` follows its number directly (`1.09x`); `16 x 16` is a product.
-        let unit = ["us", "ms", "GB/s", "%", "x"].into_iter().find(|u| {
+        let rest: String = c[k..c.len().min(k + 6)].iter().collect();
+        // A ratio's `x` follows its number directly (`1.09x`); `16 x 16` is a product; "101
+        // times" counts, "1.83 times" compares.
+        let unit = UNITS.into_iter().find(|(u, _)| {
             rest.starts_with(u)
                 && (*u != "x" || j == k)
+                && (*u != "times" || number.contains('.'))
                 && !rest[u.len()..]
                     .chars()
                     .next()
                     .is_some_and(|c| c.is_ascii_alphanumeric())
         });
         pending.push(number);
-        if unit.is_some() {
-            found.append(&mut pending);
+        if let Some((_, quantity)) = unit {
+            found.extend(pending.drain(..).map(|n| (n, quantity)));
         } else if matches!(c.get(j), Some('-' | '–'))
             && c.get(j + 1).is_some_and(char::is_ascii_digit)
         {
@@ -1017,18 +1117,80 @@ fn measured_numbers(text: &str) -> Vec<String> {
     found
 }
 
-/// Whether `number` stands in `text` as a number of its own (not inside a longer one).
-fn stands_in(text: &str, number: &str) -> bool {
-    text.match_indices(number).any(|(at, _)| {
-        let before = text[..at].chars().next_back();
-        let after = text[at + number.len()..].chars().next();
-        let digit_or_point = |c: Option<char>| c.is_some_and(|c| c.is_ascii_digit() || c == '.');
-        !digit_or_point(before)
-            && !(digit_or_point(after)
-                && text[at + number.len()..]
-                    .chars()
-                    .nth(1)
-                    .is_some_and(|c| c.is_ascii_digit()))
+/// The numbers of the cells of every Markdown table in `text` whose column header names a
+/// unit (`us`, `ms`, `GB/s`, `%`, `x`): a cell holding one number, or a range `a..b`, or `a / b`.
+fn table_numbers(text: &str) -> Vec<(String, Quantity)> {
+    let mut found = Vec::new();
+    let mut header: Option<Vec<String>> = None;
+    for line in text.lines().map(str::trim) {
+        if !line.starts_with('|') {
+            header = None;
+            continue;
+        }
+        let cells: Vec<String> = line
+            .trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect();
+        let Some(head) = &header else {
+            header = Some(cells);
+            continue;
+        };
+        if cells
+            .iter()
+            .all(|c| c.chars().all(|c| matches!(c, '-' | ':')))
+        {
+            continue;
+        }
+        for (cell, title) in cells.iter().zip(head) {
+            let title = title.to_lowercase();
+            if title.starts_with("notes") || title.contains("the notes") {
+                continue;
+            }
+            let unit = [" us", "(us)", " ms", "gb/s", "%", "ratio", " x"]
+                .iter()
+                .any(|u| {
+                    title.ends_with(u.trim_start()) && (title.contains(u) || title == u.trim())
+                })
+                || title.starts_with("vs ")
+                || title.starts_with('x');
+            if !unit {
+                continue;
+            }
+            let quantity =
+                if title.starts_with("vs ") || title.starts_with('x') || title.ends_with(" x") {
+                    Quantity::Ratio
+                } else {
+                    Quantity::Measure
+                };
+            for part in cell.split(['/', ' ']).flat_map(|p| p.split("..")) {
+                let number = part.trim().trim_end_matches(['%', 'x']);
+                let numeric = !number.is_empty()
+                    && number.chars().all(|c| c.is_ascii_digit() || c == '.')
+                    && number.chars().next().is_some_and(|c| c.is_ascii_digit());
+                if numeric {
+                    found.push((number.to_string(), quantity));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Whether `number` stands in `source` as a number of its own (not inside a longer one), as a
+/// ratio (followed by `x`) where it is one, and, in JSON, as a value.
+fn stands_in(source: &str, json: bool, number: &str, quantity: Quantity) -> bool {
+    source.match_indices(number).any(|(at, _)| {
+        let before = source[..at].chars().next_back();
+        let rest = &source[at + number.len()..];
+        let mut after = rest.chars();
+        let (next, second) = (after.next(), after.next());
+        let longer = before.is_some_and(|c| c.is_ascii_digit() || c == '.')
+            || next.is_some_and(|c| c.is_ascii_digit())
+            || (next == Some('.') && second.is_some_and(|c| c.is_ascii_digit()));
+        let as_ratio = quantity == Quantity::Measure || json || next == Some('x');
+        let as_value = !json || source[..at].trim_end().ends_with(':');
+        !longer && as_ratio && as_value
     })
 }
 
@@ -1074,34 +1236,69 @@ fn paragraphs(page: &str) -> Vec<(usize, String)> {
     out
 }
 
+/// Whether a paragraph quotes numbers that are not ours to check: the notes' own (it names a
+/// book or the notes), the tuning log's history, or an outside source it links.
+fn quotes_another_source(paragraph: &str) -> bool {
+    [
+        "《",
+        "the notes'",
+        "the book's",
+        "笔记",
+        "tuning-notes.md",
+        "https://",
+    ]
+    .iter()
+    .any(|s| paragraph.contains(s))
+}
+
 /// Every problem of the guide's citations: a cited results file that does not exist, and a
-/// measured number of a citing paragraph that none of its cited files holds.
+/// measured number that none of the files it cites holds. A paragraph cites the results files
+/// it names; one that names none is held to the files its page names (a chapter's "Numbers:"
+/// line), or, on a page that names none, to every curated file; a paragraph quoting the notes,
+/// the tuning log or an outside source is held to nothing but its own citations. The tuning
+/// log itself is history, its numbers from runs not kept.
 fn citation_problems(
     pages: &[(String, String)],
     read_result: &dyn Fn(&str) -> Option<String>,
+    every_result: &[String],
 ) -> Vec<String> {
     let mut problems = Vec::new();
     for (page, text) in pages {
+        if page.ends_with("tuning-notes.md") {
+            continue;
+        }
+        let page_cites = cited_results(text);
         for (line, paragraph) in paragraphs(text) {
-            let cited = cited_results(&paragraph);
-            if cited.is_empty() {
+            let own = cited_results(&paragraph);
+            let cited = if !own.is_empty() {
+                own
+            } else if quotes_another_source(&paragraph) {
                 continue;
-            }
-            let mut sources = String::new();
+            } else if !page_cites.is_empty() {
+                page_cites.clone()
+            } else {
+                every_result.to_vec()
+            };
+            let mut sources = Vec::new();
             for file in &cited {
                 match read_result(file) {
-                    Some(text) => sources.push_str(&text),
+                    Some(text) => sources.push((file.ends_with(".json"), text)),
                     None => {
                         problems.push(format!("{page}:{line}: cites {file}, which does not exist"))
                     }
                 }
             }
-            for number in measured_numbers(&paragraph) {
-                if !stands_in(&sources, &number) {
-                    problems.push(format!(
-                        "{page}:{line}: {number} is in none of {}",
+            for (number, quantity) in measured_numbers(&paragraph) {
+                let found = sources
+                    .iter()
+                    .any(|(json, text)| stands_in(text, *json, &number, quantity));
+                if !found {
+                    let files = if cited.len() > 4 {
+                        "the curated results".to_string()
+                    } else {
                         cited.join(", ")
-                    ));
+                    };
+                    problems.push(format!("{page}:{line}: {number} is in none of {files}"));
                 }
             }
         }
@@ -1109,41 +1306,87 @@ fn citation_problems(
     problems
 }
 
+/// The curated results files, as paths from the root.
+fn curated_results() -> Vec<String> {
+    text_files()
+        .into_iter()
+        .map(|(path, _)| path)
+        .filter(|path| {
+            path.starts_with("docs/results/") && (path.ends_with(".md") || path.ends_with(".json"))
+        })
+        .collect()
+}
+
 #[test]
 fn every_number_the_guide_quotes_is_in_the_results_it_cites() {
     let root = workspace();
-    let problems = citation_problems(&guide_pages(), &|file| {
-        fs::read_to_string(root.join(file)).ok()
-    });
+    let problems = citation_problems(
+        &guide_pages(),
+        &|file| fs::read_to_string(root.join(file)).ok(),
+        &curated_results(),
+    );
     assert!(problems.is_empty(), "\n{}\n", problems.join("\n"));
 }
 
 #[test]
 fn the_citation_check_rejects_a_wrong_number_and_a_missing_file() {
-    let results = |file: &str| {
-        (file == "docs/results/h200/bench-report.md")
-            .then(|| "| fast | 2^28 | 233.98 | 4589 | 108% | 1.02x | PASS |".to_string())
+    let report = "| variant | n | median us | GB/s | %copy | vs CUB |\n|---|---|---:|---:|---:|---:|\n\
+                  | fast | 2^28 | 233.98 | 4589 | 108% | 1.02x |\n| shared | 2^28 | 87.5 | 3313 | 8% | 1.20x |";
+    let results = |file: &str| match file {
+        "docs/results/h200/bench-report.md" => Some(report.to_string()),
+        "docs/results/h200/bench-results.json" => {
+            Some("{\"median_us\": 517.872, \"name\": \"reduce 9.12\"}".into())
+        }
+        _ => None,
     };
-    let page = |text: &str| vec![("docs/x.md".to_string(), text.to_string())];
+    let every = ["docs/results/h200/bench-report.md".to_string()];
+    let check = |text: &str| {
+        let page = vec![("docs/x.md".to_string(), text.to_string())];
+        citation_problems(&page, &results, &every)
+    };
     let right = "The fast sum takes 233.98 us at 2^28, 4589 GB/s, 108 % of the copy, 1.02x CUB\n(`results/h200/bench-report.md`).";
-    assert_eq!(
-        citation_problems(&page(right), &results),
-        Vec::<String>::new()
-    );
-    for wrong in ["233.89 us", "4598 GB/s", "180 %", "1.2x", "0.98-1.02x"] {
+    assert_eq!(check(right), Vec::<String>::new());
+    let wrong = [
+        "233.89 us",
+        "4598 GB/s",
+        "180 %",
+        "1.2x",
+        "0.98-1.02x",
+        "331 GB/s",
+        "4.59 TB/s",
+        "1.83 times",
+        "233.98x",
+        "9.9 µs",
+    ];
+    for wrong in wrong {
         let text = format!("The fast sum: {wrong} (`results/h200/bench-report.md`).");
-        assert_eq!(
-            citation_problems(&page(&text), &results).len(),
-            1,
-            "{wrong}"
-        );
+        assert_eq!(check(&text).len(), 1, "{wrong}");
     }
+    let json = "CUB takes 9.12 us (`results/h200/bench-results.json`).";
+    assert_eq!(check(json).len(), 1, "a JSON key's number is not a value");
+    assert!(check("517.872 us (`results/h200/bench-results.json`)").is_empty());
     let missing = "4589 GB/s (`results/h100/bench-report.md`).";
-    assert!(citation_problems(&page(missing), &results)[0].contains("does not exist"));
-    let table = "From the H200 run (`results/h200/bench-report.md`):\n\n| n | us |\n|---|---|\n| 2^28 | 233.99 us |";
-    assert_eq!(citation_problems(&page(table), &results).len(), 1);
+    assert!(check(missing)[0].contains("does not exist"));
+    let table = "From the H200 run (`results/h200/bench-report.md`):\n\n| n | median us | GB/s | vs CUB |\n|---|---:|---:|---:|\n| 2^28 | 233.99 | 4589 | 1.02x |\n| 2^28 | 233.98 | 4598 | 1.03x |";
+    assert_eq!(check(table).len(), 3, "{:?}", check(table));
+    let page_cited = "Numbers: `results/h200/bench-report.md`.\n\nThe fast sum takes 233.98 us.\n\nThe shared one 99.99 us.";
     assert_eq!(
-        measured_numbers("2^20 elements, 5.5 us, 1.09-1.18x, sm_90, 16 x 16"),
+        check(page_cited).len(),
+        1,
+        "a paragraph without citations is held to its page's"
+    );
+    let uncited = "A page that cites nothing: 99.99 us.";
+    assert_eq!(
+        check(uncited).len(),
+        1,
+        "and a page without any to every curated file"
+    );
+    assert!(check("《CUDA C编程权威指南》 prints 0.465551 ms.").is_empty());
+    assert_eq!(
+        numbers_with_units("2^20 elements, 5.5 us, 1.09-1.18x, sm_90, 16 x 16")
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect::<Vec<_>>(),
         ["5.5", "1.09", "1.18"]
     );
 }

@@ -653,3 +653,58 @@ fn every_lesson_help_names_the_book_chapter_it_reproduces() {
         );
     }
 }
+
+/// The notes checklist, read when the test is built.
+const NOTES_CHECKLIST: &str = include_str!("../../../docs/notes-checklist.md");
+
+/// Every `ferrocuda ...` command of the notes checklist is accepted: run on a device that does
+/// not exist (`--device 99`), each stops only for want of that device (or, where there is no
+/// GPU at all, of any), or is one of the refusals the checklist shows on purpose, refused
+/// cleanly. The commands that drive `ncu` and `compute-sanitizer` are on the lessons page,
+/// whose test runs them.
+#[test]
+fn every_command_of_the_notes_checklist_is_accepted() {
+    const REFUSED: [&str; 3] = [
+        "smoke --block 0",
+        "stencil --variant shared --radius 16 --block 8",
+        "warp --width 6",
+    ];
+    let mut commands: Vec<&str> = NOTES_CHECKLIST
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter_map(|code| code.strip_prefix("ferrocuda "))
+        .filter(|args| !args.starts_with('<'))
+        .collect();
+    commands.sort_unstable();
+    commands.dedup();
+    assert!(commands.len() >= 40, "{commands:?}");
+    let mut run = 0;
+    for line in commands {
+        let mut args: Vec<&str> = line.split_whitespace().collect();
+        if matches!(args[0], "profile" | "sanitize") {
+            continue;
+        }
+        args.extend(["--device", "99"]);
+        let o = ferrocuda(&args);
+        let err = stderr(&o);
+        let no_device = err.contains("device 99")
+            || err.contains("no CUDA device")
+            || err.contains("no NVIDIA driver");
+        if REFUSED.contains(&line) {
+            assert_clean_failure(&o, &[]);
+            assert!(
+                !no_device,
+                "`ferrocuda {line}` must be refused before the GPU: {err}"
+            );
+        } else {
+            assert_clean_failure(&o, &[]);
+            assert!(
+                no_device,
+                "`ferrocuda {line}` failed on its arguments: {err}"
+            );
+        }
+        run += 1;
+    }
+    assert!(run >= 40, "{run} commands");
+}

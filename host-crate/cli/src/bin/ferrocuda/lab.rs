@@ -181,7 +181,7 @@ pub fn warp(gpu: &Gpu, a: &WarpArgs) -> Result<()> {
     );
     println!(
         "mask = {:#010x}: only the {} lanes that exist. The notes pass FULL_MASK = 0xffffffff with 16 threads, \
-         which names lanes that do not exist: undefined behaviour.",
+         which names lanes that do not exist: the programming guide only covers masks of threads that exist.",
         demo.mask(),
         demo.block
     );

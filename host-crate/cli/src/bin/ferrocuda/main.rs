@@ -199,7 +199,8 @@ enum Command {
     #[command(hide = true)]
     SanitizeCases(sanitize::CasesArgs),
     /// The notes' profiling metrics (achieved occupancy, global load efficiency and throughput,
-    /// instructions per warp, branch efficiency) under Nsight Compute, beside the notes' table.
+    /// global store throughput, shared memory efficiency, instructions per warp, branch
+    /// efficiency) under Nsight Compute, beside the notes' table.
     ///
     /// Reproduces: the nvprof metrics of Professional CUDA C Programming §3.4
     /// (《CUDA C编程权威指南》3.4 避免分支分化) and of the execution-model notes
