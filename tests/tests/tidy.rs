@@ -1055,16 +1055,36 @@ const UNITS: [(&str, Quantity); 12] = [
 fn measured_numbers(text: &str) -> Vec<(String, Quantity)> {
     let mut found = Vec::new();
     for line in text.lines() {
-        if !line.trim_start().starts_with('|') {
+        if line.trim_start().starts_with('|') {
+            for cell in line.split('|') {
+                found.extend(numbers_with_units(cell));
+            }
+        } else {
             found.extend(numbers_with_units(line));
         }
     }
     found.extend(table_numbers(text));
+    let mut seen = BTreeSet::new();
+    found.retain(|(number, _)| seen.insert(number.clone()));
     found
 }
 
 fn numbers_with_units(text: &str) -> Vec<(String, Quantity)> {
-    let c: Vec<char> = text.chars().collect();
+    // Inline code (`--blocks 1x`, a command or a literal) quotes no measurement.
+    let c: Vec<char> = text
+        .split('`')
+        .enumerate()
+        .map(|(i, part)| {
+            if i % 2 == 1 {
+                " ".repeat(part.chars().count())
+            } else {
+                part.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .collect();
     let mut found = Vec::new();
     let mut pending: Vec<String> = Vec::new();
     let mut i = 0;
@@ -1369,6 +1389,13 @@ fn the_citation_check_rejects_a_wrong_number_and_a_missing_file() {
     assert!(check(missing)[0].contains("does not exist"));
     let table = "From the H200 run (`results/h200/bench-report.md`):\n\n| n | median us | GB/s | vs CUB |\n|---|---:|---:|---:|\n| 2^28 | 233.99 | 4589 | 1.02x |\n| 2^28 | 233.98 | 4598 | 1.03x |";
     assert_eq!(check(table).len(), 3, "{:?}", check(table));
+    let cells = "(`results/h200/bench-report.md`)\n\n| | H200 |\n|---|---|\n| fast | 233.99 us, 4589 GB/s |";
+    assert_eq!(
+        check(cells).len(),
+        1,
+        "a unit inside a cell: {:?}",
+        check(cells)
+    );
     let page_cited = "Numbers: `results/h200/bench-report.md`.\n\nThe fast sum takes 233.98 us.\n\nThe shared one 99.99 us.";
     assert_eq!(
         check(page_cited).len(),
@@ -1382,6 +1409,10 @@ fn the_citation_check_rejects_a_wrong_number_and_a_missing_file() {
         "and a page without any to every curated file"
     );
     assert!(check("《CUDA C编程权威指南》 prints 0.465551 ms.").is_empty());
+    assert!(
+        check("`ferrocuda bench --blocks 1x` is refused (`results/h200/bench-report.md`).")
+            .is_empty()
+    );
     assert_eq!(
         numbers_with_units("2^20 elements, 5.5 us, 1.09-1.18x, sm_90, 16 x 16")
             .into_iter()
