@@ -463,3 +463,47 @@ fn the_reproducible_order_has_one_level_per_launch() {
     assert_eq!(chunks_per_level::<f32>(1 << 28), vec![32768, 4, 1]);
     assert_eq!(chunks_per_level::<f64>(1 << 28), vec![65536, 16, 1]);
 }
+
+/// The decomposition of the sharded reproducible sum, on the CPU: shards cut on chunk
+/// boundaries, each rank's chunk sums concatenated in rank order, then the order's remaining
+/// levels, give the bits of the whole array's order, for 1 to 8 ranks; a cut off a chunk
+/// boundary would not (the check can fail).
+#[test]
+fn reproducible_order_of_chunk_aligned_shards_is_the_whole_arrays_order() {
+    use ferrocuda::multi::Shards;
+    use ferrocuda_lessons::cpu::reproducible::{chunk_sums, same_sum, sum_reproducible};
+    let chunk = ferrocuda::reduce::reproducible_chunk::<f32>();
+    let finish = |sums: Vec<f32>| {
+        if sums.len() == 1 {
+            sums[0]
+        } else {
+            sum_reproducible(&sums)
+        }
+    };
+    for n in [
+        1,
+        chunk - 1,
+        chunk,
+        chunk + 1,
+        5 * chunk + 3,
+        9 * chunk + 17,
+    ] {
+        let x = ferrocuda_lessons::cpu::random_vec::<f32>(n, n as u64);
+        let whole = sum_reproducible(&x);
+        for ranks in 1..=8 {
+            let shards = Shards::aligned(n, ranks, chunk).unwrap();
+            let sums: Vec<f32> = (0..ranks)
+                .flat_map(|r| chunk_sums(&x[shards.range(r)]))
+                .collect();
+            assert!(same_sum(finish(sums), whole), "n = {n}, {ranks} ranks");
+        }
+    }
+    // Cut off the chunk boundaries, the order changes and so do the bits.
+    let n = 9 * chunk + 17;
+    let x = ferrocuda_lessons::cpu::random_vec::<f32>(n, 3);
+    let shards = Shards::even(n, 3).unwrap();
+    let sums: Vec<f32> = (0..3)
+        .flat_map(|r| chunk_sums(&x[shards.range(r)]))
+        .collect();
+    assert!(!same_sum(finish(sums), sum_reproducible(&x)));
+}

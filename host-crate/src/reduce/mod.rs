@@ -19,7 +19,8 @@ mod reproducible;
 pub use kernel::{FAST_BLOCK, FastArgs, ReduceOp, fast_entry};
 pub use plan::ReducePlan;
 pub use reproducible::{
-    Reproducible, chunks_per_level, sum_reproducible, sum_reproducible_to_device,
+    Reproducible, chunk_sums_to_device, chunks_per_level, reproducible_chunk, sum_reproducible,
+    sum_reproducible_to_device,
 };
 
 /// The sum of `input` (0 when empty; integers wrap). Deterministic: the same input on the same

@@ -217,6 +217,51 @@ pub fn sum_reproducible<T: Reproducible>(gpu: &Gpu, input: &DeviceSlice<T>) -> R
     with_state(gpu, |state| state.run(gpu, input))
 }
 
+/// The first level of the reproducible order: the sum of each chunk of
+/// [`reproducible_chunk::<T>()`](reproducible_chunk) elements of `input` (the last one may be
+/// short), in order, into `out[..chunks]`, enqueued on the GPU's stream without waiting. The
+/// rest of the order is the same order applied to the chunk sums, so a sum cut at chunk
+/// boundaries (one part per GPU) finishes with [`sum_reproducible`] of the concatenated chunk
+/// sums and has the bits of the whole. `out` must hold `input.len().div_ceil(chunk)` elements.
+pub fn chunk_sums_to_device<T: Reproducible>(
+    gpu: &Gpu,
+    input: &DeviceSlice<T>,
+    out: &mut DeviceSlice<T>,
+) -> Result<()> {
+    let chunks = input.len().div_ceil(reproducible_chunk::<T>());
+    if out.len() < chunks {
+        return Err(Error::InvalidArgument {
+            what: format!(
+                "reproducible chunk sums: {} elements make {chunks} chunks, but the output holds {}",
+                input.len(),
+                out.len()
+            ),
+        });
+    }
+    if chunks == 0 {
+        return Ok(());
+    }
+    gpu.check_owned(input)?;
+    gpu.check_owned(out)?;
+    let kernel = gpu.kernel(entry::<T>()?)?;
+    let max_grid = with_state(gpu, |state: &mut ReproState<T>| Ok(state.max_grid))?;
+    let grid = chunks.min(max_grid as usize) as u32;
+    // SAFETY: `input` holds `input.len()` elements and `out` at least `chunks`, both checked
+    // above to be this GPU's; the block is REDUCE_REPRO_BLOCK, the kernel's own.
+    unsafe {
+        kernel.launch_on(
+            gpu.stream(),
+            kernel.config(grid, REDUCE_REPRO_BLOCK),
+            (input.as_device_ptr(), input.len(), out.as_device_ptr()),
+        )
+    }
+}
+
+/// The reproducible order's chunk: how many elements of `T` its first level sums into one.
+pub fn reproducible_chunk<T: Reproducible>() -> usize {
+    reduce_repro_chunk(size_of::<T>())
+}
+
 /// [`sum_reproducible`] into `result[0]` on the device, enqueued on the GPU's stream without
 /// waiting (for the next kernel, or to time the kernels alone). `result` must hold at least
 /// one element.
