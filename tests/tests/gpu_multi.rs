@@ -5,8 +5,9 @@
 use std::process::ExitCode;
 
 use anyhow::ensure;
-use ferrocuda::multi::{ShardedArray, Shards, sum_reproducible};
+use ferrocuda::multi::{ShardedArray, Shards, apply_sharded, sum_reproducible};
 use ferrocuda::reduce::{self, Reproducible};
+use ferrocuda::stencil::{self, Boundary, Taps};
 use ferrocuda::{Error, Gpu};
 use ferrocuda_lessons::cpu::reproducible::{same_sum, sum_reproducible as cpu_sum};
 use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite};
@@ -36,6 +37,14 @@ fn main() -> ExitCode {
         gpu_test(
             "sharded_array_from_buffers_takes_each_buffer_as_a_rank",
             from_buffers,
+        ),
+        gpu_test(
+            "sharded_stencil_iterated_has_the_bits_of_one_gpu_for_every_boundary_and_rank_count",
+            stencil_iterated,
+        ),
+        gpu_test(
+            "sharded_stencil_refuses_a_shard_shorter_than_the_radius",
+            stencil_short_shard,
         ),
     ])
 }
@@ -149,4 +158,78 @@ fn from_buffers(gpu: &Gpu) -> TestResult {
     ensure!(a.sum()? == 96 && a.min()? == 1 && a.max()? == 50);
     ensure!(ShardedArray::<i64>::from_buffers(gpu, Vec::new()).is_err());
     Ok(())
+}
+
+/// The one-GPU stencil applied `steps` times (ping-pong), on the host.
+fn one_gpu_steps<T: ferrocuda::runtime::element::Element>(
+    gpu: &Gpu,
+    data: &[T],
+    taps: &Taps<T>,
+    boundary: Boundary,
+    steps: usize,
+) -> anyhow::Result<Vec<T>> {
+    let mut a = gpu.upload(data, "a")?;
+    let mut b = gpu.alloc::<T>(data.len(), "b")?;
+    for _ in 0..steps {
+        stencil::apply_into(gpu, &a, &mut b, taps, boundary)?;
+        std::mem::swap(&mut a, &mut b);
+    }
+    Ok(gpu.download(&a)?)
+}
+
+fn stencil_iterated(gpu: &Gpu) -> TestResult {
+    let steps = 5;
+    for boundary in Boundary::ALL {
+        for radius in [1u32, 3, 16] {
+            for n in [16usize, 100, 4099, (1 << 16) + 3] {
+                let taps = Taps::Sum { radius };
+                let ints = random_vec::<i32>(n, n as u64 + radius as u64);
+                let floats = random_vec::<f32>(n, 7 * n as u64 + radius as u64);
+                let want_i = one_gpu_steps(gpu, &ints, &taps, boundary, steps)?;
+                let weights =
+                    Taps::Weighted((0..=2 * radius).map(|k| 0.1 + k as f32 * 0.01).collect());
+                let want_f = one_gpu_steps(gpu, &floats, &weights, boundary, steps)?;
+                for ranks in 1..=8 {
+                    let shards = Shards::even(n, ranks)?;
+                    if (0..ranks).any(|k| shards.len(k) > 0 && shards.len(k) < radius as usize) {
+                        continue;
+                    }
+                    let a = ShardedArray::scatter(gpu, &ints, shards.clone())?;
+                    let got = apply_sharded(&a, &taps, boundary, steps)?.gather()?;
+                    ensure!(
+                        got == want_i,
+                        "i32 {boundary:?} R = {radius} n = {n} {ranks} ranks"
+                    );
+                    let a = ShardedArray::scatter(gpu, &floats, shards)?;
+                    let got = apply_sharded(&a, &weights, boundary, steps)?.gather()?;
+                    let same = got
+                        .iter()
+                        .zip(&want_f)
+                        .all(|(g, w)| g.to_bits() == w.to_bits());
+                    ensure!(
+                        same,
+                        "f32 {boundary:?} R = {radius} n = {n} {ranks} ranks: not the same bits"
+                    );
+                }
+            }
+        }
+    }
+    // Zero steps copy the array.
+    let data = random_vec::<i32>(1000, 1);
+    let a = ShardedArray::scatter(gpu, &data, Shards::even(1000, 3)?)?;
+    ensure!(apply_sharded(&a, &Taps::Sum { radius: 3 }, Boundary::Zero, 0)?.gather()? == data);
+    Ok(())
+}
+
+fn stencil_short_shard(gpu: &Gpu) -> TestResult {
+    let data = random_vec::<f32>(20, 2);
+    let a = ShardedArray::scatter(gpu, &data, Shards::even(20, 8)?)?;
+    match apply_sharded(&a, &Taps::Sum { radius: 3 }, Boundary::Periodic, 1) {
+        Err(Error::InvalidArgument { what }) => {
+            ensure!(what.contains("fewer than the radius"), "{what}");
+            Ok(())
+        }
+        Err(e) => anyhow::bail!("expected a refusal, got {e}"),
+        Ok(_) => anyhow::bail!("expected a refusal, got a result"),
+    }
 }

@@ -63,6 +63,25 @@ impl<T: Element> ShardedArray<T> {
         })
     }
 
+    /// An array of `parts` cut as `shards` (the lengths agree: the caller made them so).
+    pub(crate) fn from_parts(
+        gpu: &Gpu,
+        shards: Shards,
+        parts: Vec<DeviceBuffer<T>>,
+    ) -> Result<Self> {
+        debug_assert!((0..shards.ranks()).all(|r| parts[r].len() == shards.len(r)));
+        Ok(Self {
+            gpu: gpu.clone(),
+            shards,
+            parts,
+        })
+    }
+
+    /// The GPU the shards live on.
+    pub(crate) fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
     /// How the array is cut.
     pub fn shards(&self) -> &Shards {
         &self.shards

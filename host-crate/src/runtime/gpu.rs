@@ -803,6 +803,44 @@ impl Gpu {
         })
     }
 
+    /// Copies `src` into `dst` on the device, enqueued on the GPU's stream without waiting
+    /// (ordered with the kernels there). The two must have the same length; being a shared and
+    /// a mutable borrow, they cannot overlap.
+    pub fn copy_on_device<T: DeviceCopy>(
+        &self,
+        src: &DeviceSlice<T>,
+        dst: &mut DeviceSlice<T>,
+    ) -> Result<()> {
+        if src.len() != dst.len() {
+            return Err(Error::InvalidArgument {
+                what: format!(
+                    "device copy: the source has {} elements, the destination {}",
+                    src.len(),
+                    dst.len()
+                ),
+            });
+        }
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.check_owned(src)?;
+        self.check_owned(dst)?;
+        let stream = self.stream();
+        self.ordered(stream, || {
+            // SAFETY: both slices are `len` elements of this context's device memory, `src`
+            // borrowed and `dst` borrowed mutably (so they do not overlap); the copy is ordered
+            // on the stream with the work that wrote `src` and the work that reads `dst`.
+            check_raw("cuMemcpyDtoDAsync", unsafe {
+                cust::sys::cuMemcpyDtoDAsync_v2(
+                    dst.as_device_ptr().as_raw(),
+                    src.as_device_ptr().as_raw(),
+                    src.len() * size_of::<T>(),
+                    stream.as_inner(),
+                )
+            })
+        })
+    }
+
     /// Fills `slice` with poison ([`Element::poison`]: a NaN for floats), so that an output a
     /// kernel fails to write is caught. Asynchronous on the stream.
     pub fn poison_async<T: Element>(&self, slice: &mut DeviceSlice<T>) -> Result<()> {
