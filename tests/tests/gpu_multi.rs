@@ -39,6 +39,10 @@ fn main() -> ExitCode {
             from_buffers,
         ),
         gpu_test(
+            "sharded_reproducible_sum_of_buffers_with_empty_ranks_has_the_bits_of_one_gpu",
+            reproducible_from_buffers,
+        ),
+        gpu_test(
             "sharded_stencil_iterated_has_the_bits_of_one_gpu_for_every_boundary_and_rank_count",
             stencil_iterated,
         ),
@@ -133,12 +137,31 @@ fn reproducible<T: Reproducible>(gpu: &Gpu) -> TestResult {
     Ok(())
 }
 
+/// Built from buffers: aligned parts with empty ones between give the bits of the whole.
+fn reproducible_from_buffers(gpu: &Gpu) -> TestResult {
+    let chunk = reduce::reproducible_chunk::<f32>();
+    let data = random_vec::<f32>(3 * chunk + 5, 21);
+    let cuts = [0, 0, chunk, chunk, 3 * chunk, data.len(), data.len()];
+    let parts = cuts
+        .windows(2)
+        .map(|w| gpu.upload(&data[w[0]..w[1]], "part"))
+        .collect::<ferrocuda::Result<Vec<_>>>()?;
+    let a = ShardedArray::from_buffers(gpu, parts)?;
+    let whole = reduce::sum_reproducible(gpu, &gpu.upload(&data, "whole")?)?;
+    let got = sum_reproducible(&a)?;
+    ensure!(same_sum(got, whole), "{got} vs one GPU {whole}");
+    Ok(())
+}
+
 fn refuses_misaligned(gpu: &Gpu) -> TestResult {
     let data = random_vec::<f32>(20_000, 5);
     let a = ShardedArray::scatter(gpu, &data, Shards::even(data.len(), 3)?)?;
     match sum_reproducible(&a) {
         Err(Error::InvalidArgument { what }) => {
-            ensure!(what.contains("chunk boundary"), "{what}");
+            ensure!(
+                what.contains("chunk boundary") && what.contains("rank 1"),
+                "{what}"
+            );
             Ok(())
         }
         other => anyhow::bail!("expected a refusal, got {other:?}"),
@@ -214,10 +237,37 @@ fn stencil_iterated(gpu: &Gpu) -> TestResult {
             }
         }
     }
-    // Zero steps copy the array.
-    let data = random_vec::<i32>(1000, 1);
-    let a = ShardedArray::scatter(gpu, &data, Shards::even(1000, 3)?)?;
-    ensure!(apply_sharded(&a, &Taps::Sum { radius: 3 }, Boundary::Zero, 0)?.gather()? == data);
+    // Empty shards (n below the rank count), one holder shorter than the radius, shards built
+    // from buffers with empty ones between, and zero steps, for every boundary.
+    for boundary in Boundary::ALL {
+        for (n, ranks, radius) in [(3usize, 8usize, 1u32), (5, 8, 1), (2, 1, 3), (2, 5, 1)] {
+            let data = random_vec::<i32>(n, n as u64 + ranks as u64);
+            let taps = Taps::Sum { radius };
+            let want = one_gpu_steps(gpu, &data, &taps, boundary, steps)?;
+            let a = ShardedArray::scatter(gpu, &data, Shards::even(n, ranks)?)?;
+            let got = apply_sharded(&a, &taps, boundary, steps)?.gather()?;
+            ensure!(
+                got == want,
+                "{boundary:?} n = {n}, {ranks} ranks, R = {radius}"
+            );
+        }
+        let data = random_vec::<i32>(200, 9);
+        let parts = [&data[..100], &[][..], &data[100..], &[][..]]
+            .iter()
+            .map(|p| gpu.upload(p, "part"))
+            .collect::<ferrocuda::Result<Vec<_>>>()?;
+        let a = ShardedArray::from_buffers(gpu, parts)?;
+        let taps = Taps::Sum { radius: 16 };
+        let want = one_gpu_steps(gpu, &data, &taps, boundary, steps)?;
+        ensure!(
+            apply_sharded(&a, &taps, boundary, steps)?.gather()? == want,
+            "{boundary:?} from buffers"
+        );
+        ensure!(
+            apply_sharded(&a, &taps, boundary, 0)?.gather()? == data,
+            "{boundary:?} zero steps"
+        );
+    }
     Ok(())
 }
 
@@ -226,7 +276,10 @@ fn stencil_short_shard(gpu: &Gpu) -> TestResult {
     let a = ShardedArray::scatter(gpu, &data, Shards::even(20, 8)?)?;
     match apply_sharded(&a, &Taps::Sum { radius: 3 }, Boundary::Periodic, 1) {
         Err(Error::InvalidArgument { what }) => {
-            ensure!(what.contains("fewer than the radius"), "{what}");
+            ensure!(
+                what.contains("fewer than the radius") && what.contains("rank 0"),
+                "{what}"
+            );
             Ok(())
         }
         Err(e) => anyhow::bail!("expected a refusal, got {e}"),

@@ -1,7 +1,7 @@
 //! How an array of `n` elements is cut into one contiguous shard per rank.
 //!
 //! Two cuts: [`Shards::even`], where the shards differ in length by at most one element, and
-//! [`Shards::aligned`], where every boundary but the last falls on a multiple of a granule (the
+//! [`Shards::aligned`], where every non-empty shard starts on a multiple of a granule (the
 //! reproducible sum's chunk, so that each rank's chunk sums are the whole array's). Every size
 //! is cut, `n = 0` and `n` below the rank count included: a shard may be empty.
 
@@ -15,7 +15,7 @@ pub struct Shards {
 
 impl Shards {
     /// `n` elements over `ranks` shards whose lengths differ by at most one, the longer ones
-    /// first (the cut of `MPI_Scatterv` examples and of NVIDIA's multi-GPU Jacobi).
+    /// first.
     pub fn even(n: usize, ranks: usize) -> Result<Self> {
         check_ranks(ranks)?;
         let (base, extra) = (n / ranks, n % ranks);
@@ -23,7 +23,7 @@ impl Shards {
         Ok(Self { bounds })
     }
 
-    /// `n` elements over `ranks` shards whose inner boundaries fall on multiples of `granule`:
+    /// `n` elements over `ranks` shards, each non-empty one starting on a multiple of `granule`:
     /// the `n.div_ceil(granule)` granules are cut [`even`](Self::even)ly, and the last granule
     /// may be short. A shard of a rank past the last granule is empty.
     pub fn aligned(n: usize, ranks: usize, granule: usize) -> Result<Self> {
@@ -77,10 +77,14 @@ impl Shards {
     }
 }
 
+/// More ranks than any machine or job has: a count above it is a mistake, refused before the
+/// bounds are allocated.
+const MAX_RANKS: usize = 1 << 20;
+
 fn check_ranks(ranks: usize) -> Result<()> {
-    if ranks == 0 {
+    if ranks == 0 || ranks > MAX_RANKS {
         return Err(Error::InvalidArgument {
-            what: "shards: an array needs at least one rank to hold it, not 0".into(),
+            what: format!("shards: the number of ranks must be 1 to {MAX_RANKS}, not {ranks}"),
         });
     }
     Ok(())
@@ -148,6 +152,7 @@ mod tests {
     #[test]
     fn zero_ranks_and_a_zero_granule_are_refused() {
         assert!(Shards::even(10, 0).is_err());
+        assert!(Shards::even(1, usize::MAX).is_err());
         assert!(Shards::aligned(10, 0, 4).is_err());
         let e = Shards::aligned(10, 2, 0).unwrap_err().to_string();
         assert!(e.contains("granule"), "{e}");

@@ -52,8 +52,10 @@ impl<T: Element> ShardedArray<T> {
             });
         }
         let mut bounds = vec![0];
-        for part in &parts {
-            gpu.check_owned(part)?;
+        for (r, part) in parts.iter().enumerate() {
+            gpu.check_owned(part).map_err(|e| Error::InvalidArgument {
+                what: format!("sharded array: rank {r}'s buffer: {e}"),
+            })?;
             bounds.push(bounds.last().unwrap() + part.len());
         }
         Ok(Self {
@@ -154,16 +156,15 @@ impl<T: Element> ShardedArray<T> {
 pub fn sum_reproducible<T: Reproducible>(array: &ShardedArray<T>) -> Result<T> {
     let chunk = reduce::reproducible_chunk::<T>();
     let shards = array.shards();
-    let misaligned = (0..shards.ranks())
-        .map(|r| shards.range(r))
-        .find(|range| range.start % chunk != 0 && !range.is_empty());
-    if let Some(range) = misaligned {
+    let misaligned =
+        (0..shards.ranks()).find(|&r| shards.range(r).start % chunk != 0 && shards.len(r) > 0);
+    if let Some(r) = misaligned {
         return Err(Error::InvalidArgument {
             what: format!(
-                "reproducible sum of a sharded array: a shard starts at element {}, not on a \
-                 chunk boundary (a multiple of {chunk}); cut it with Shards::aligned(n, ranks, \
-                 reduce::reproducible_chunk::<{}>())",
-                range.start,
+                "reproducible sum of a sharded array: rank {r}'s shard starts at element {}, not \
+                 on a chunk boundary (a multiple of {chunk}); cut it with Shards::aligned(n, \
+                 ranks, reduce::reproducible_chunk::<{}>())",
+                shards.range(r).start,
                 T::TYPE
             ),
         });
@@ -176,6 +177,8 @@ pub fn sum_reproducible<T: Reproducible>(array: &ShardedArray<T>) -> Result<T> {
     // SAFETY: `T` is an `Element`, valid for every byte pattern; every chunk sum is written
     // below (each rank writes its chunks' range) before the buffer is read.
     let mut all = unsafe { gpu.alloc_uninit::<T>(chunks, "sharded reproducible sum: chunk sums")? };
+    // Poisoned first (a NaN): a chunk sum no rank wrote cannot pass for one.
+    gpu.poison_async(&mut all)?;
     for r in 0..shards.ranks() {
         let range = shards.range(r);
         if range.is_empty() {

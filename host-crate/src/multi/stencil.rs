@@ -24,9 +24,10 @@ struct Extended<T: Element> {
 }
 
 /// `taps` applied `steps` times to the whole of `array`, with `boundary` at its ends, computed
-/// shard by shard with halo exchanges; a new array cut as `array` is. Every non-empty shard
-/// must hold at least `R` elements (a halo comes from one neighbour); otherwise the error says
-/// which shard is too short. Zero steps copy the array.
+/// shard by shard with halo exchanges; a new array cut as `array` is. With two or more
+/// non-empty shards, each must hold at least `R` elements (a halo comes from one neighbour);
+/// otherwise the error names the shorter rank. An array held by one rank is the one-GPU stencil
+/// itself, any length. Zero steps copy the array.
 pub fn apply_sharded<T: Element>(
     array: &ShardedArray<T>,
     taps: &Taps<T>,
@@ -40,45 +41,72 @@ pub fn apply_sharded<T: Element>(
     let shards = array.shards();
     let r = taps.radius() as usize;
     let holders: Vec<usize> = (0..shards.ranks()).filter(|&k| shards.len(k) > 0).collect();
-    if let Some(&short) = holders.iter().find(|&&k| shards.len(k) < r) {
+    if holders.len() > 1
+        && steps > 0
+        && let Some(&short) = holders.iter().find(|&&k| shards.len(k) < r)
+    {
         return Err(Error::InvalidArgument {
             what: format!(
                 "sharded stencil of radius {r}: rank {short} holds {} elements, fewer than the \
-                 radius, so its neighbours' halos would span more than one shard; cut the {} \
+                 radius, so a neighbour's halo would span more than one shard; cut the {} \
                  elements over fewer ranks",
                 shards.len(short),
                 shards.n()
             ),
         });
     }
-    let mut ext = holders
-        .iter()
-        .map(|&k| extend(gpu, array, k, r))
+    // Every rank's result, written below before the array is handed out.
+    let mut parts = (0..shards.ranks())
+        // SAFETY: `T` is an `Element`, valid for every byte pattern; each part is written by a
+        // copy below (empty parts need none).
+        .map(|k| unsafe { gpu.alloc_uninit::<T>(shards.len(k), "sharded stencil: output") })
         .collect::<Result<Vec<_>>>()?;
-    for step in 0..steps {
-        let cur = step % 2;
-        fill_halos(gpu, &mut ext, r, boundary, cur)?;
-        for e in &mut ext {
-            let [a, b] = &mut e.buffers;
-            let (input, output) = if cur == 0 { (&*a, b) } else { (&*b, a) };
-            stencil::apply_into(gpu, input, output, taps, boundary)?;
+    if holders.len() == 1 || steps == 0 {
+        // One holder has the whole array: its boundary is the array's, the one-GPU stencil's.
+        for &k in &holders {
+            let last = whole_steps(gpu, array.part(k), taps, boundary, steps)?;
+            gpu.copy_on_device(&last, &mut parts[k])?;
         }
-    }
-    let last = steps % 2;
-    let mut parts = Vec::with_capacity(shards.ranks());
-    let mut held = ext.iter();
-    for k in 0..shards.ranks() {
-        // SAFETY: `T` is an `Element`, valid for every byte pattern; the copy below writes
-        // every element before the array is handed out.
-        let mut part = unsafe { gpu.alloc_uninit::<T>(shards.len(k), "sharded stencil: output")? };
-        if shards.len(k) > 0 {
-            let e = held.next().expect("one extended shard per non-empty rank");
-            gpu.copy_on_device(&e.buffers[last].index(r..r + e.len), &mut part)?;
+    } else {
+        let mut ext = holders
+            .iter()
+            .map(|&k| extend(gpu, array, k, r))
+            .collect::<Result<Vec<_>>>()?;
+        for step in 0..steps {
+            let cur = step % 2;
+            fill_halos(gpu, &mut ext, r, boundary, cur)?;
+            for e in &mut ext {
+                let [a, b] = &mut e.buffers;
+                let (input, output) = if cur == 0 { (&*a, b) } else { (&*b, a) };
+                stencil::apply_into(gpu, input, output, taps, boundary)?;
+            }
         }
-        parts.push(part);
+        for (e, &k) in ext.iter().zip(&holders) {
+            gpu.copy_on_device(&e.buffers[steps % 2].index(r..r + e.len), &mut parts[k])?;
+        }
     }
     gpu.synchronize()?;
     ShardedArray::from_parts(gpu, Shards::clone(shards), parts)
+}
+
+/// The one-GPU stencil applied `steps` times to `input` (ping-pong), the last result returned.
+fn whole_steps<T: Element>(
+    gpu: &Gpu,
+    input: &crate::runtime::memory::DeviceSlice<T>,
+    taps: &Taps<T>,
+    boundary: Boundary,
+    steps: usize,
+) -> Result<DeviceBuffer<T>> {
+    // SAFETY (both): `T` is an `Element`; `a` is written by the copy, `b` by the kernel before
+    // either is read.
+    let mut a = unsafe { gpu.alloc_uninit::<T>(input.len(), "sharded stencil: steps")? };
+    gpu.copy_on_device(input, &mut a)?;
+    let mut b = unsafe { gpu.alloc_uninit::<T>(input.len(), "sharded stencil: steps")? };
+    for _ in 0..steps {
+        stencil::apply_into(gpu, &a, &mut b, taps, boundary)?;
+        std::mem::swap(&mut a, &mut b);
+    }
+    Ok(a)
 }
 
 /// Rank `k`'s shard between two halos of `r` cells (filled before each step).
@@ -89,17 +117,22 @@ fn extend<T: Element>(
     r: usize,
 ) -> Result<Extended<T>> {
     let len = array.shards().len(k);
-    let mut buffers = [
-        gpu.alloc::<T>(len + 2 * r, "sharded stencil: extended shard")?,
-        gpu.alloc::<T>(len + 2 * r, "sharded stencil: extended shard")?,
-    ];
+    // SAFETY: `T` is an `Element`. Every cell is written before it is read: the middle by the
+    // copy below (buffer 0) or a step's kernel, the halos before every step.
+    let mut buffers = unsafe {
+        [
+            gpu.alloc_uninit::<T>(len + 2 * r, "sharded stencil: extended shard")?,
+            gpu.alloc_uninit::<T>(len + 2 * r, "sharded stencil: extended shard")?,
+        ]
+    };
     gpu.copy_on_device(array.part(k), &mut buffers[0].index_mut(r..r + len))?;
     Ok(Extended { len, buffers })
 }
 
-/// Fills the halos of every extended shard's buffer `cur`: from the neighbouring shard's cells
-/// inside the array, by `boundary` at its ends (zeros, the end element repeated, or the other
-/// end of the array).
+/// Fills the halos of every extended shard's buffer `cur` (two or more shards, each of at least
+/// `r` cells): from the neighbouring shards' cells, copied straight into the halo, or by
+/// `boundary` at the array's ends (zeros, or the end cell repeated; periodic arrays have a
+/// neighbour at both ends).
 fn fill_halos<T: Element>(
     gpu: &Gpu,
     ext: &mut [Extended<T>],
@@ -107,81 +140,77 @@ fn fill_halos<T: Element>(
     boundary: Boundary,
     cur: usize,
 ) -> Result<()> {
-    if r == 0 {
-        return Ok(());
-    }
     let count = ext.len();
+    let periodic = boundary == Boundary::Periodic;
     for i in 0..count {
-        let (left, right) = (
-            (i > 0)
-                .then(|| i - 1)
-                .or((boundary == Boundary::Periodic).then(|| count - 1)),
-            (i + 1 < count)
-                .then(|| i + 1)
-                .or((boundary == Boundary::Periodic).then_some(0)),
-        );
+        let left = if i > 0 {
+            Some(i - 1)
+        } else {
+            periodic.then(|| count - 1)
+        };
+        let right = if i + 1 < count {
+            Some(i + 1)
+        } else {
+            periodic.then_some(0)
+        };
         // Left halo: the last `r` cells of the shard before.
         match left {
             Some(j) => {
-                let src_len = ext[j].len;
-                let src = copy_out(gpu, &ext[j].buffers[cur], src_len, r)?;
-                gpu.copy_on_device(&src, &mut ext[i].buffers[cur].index_mut(0..r))?;
+                let (src, dst) = pair(ext, j, i);
+                let from = src.buffers[cur].index(src.len..src.len + r);
+                gpu.copy_on_device(&from, &mut dst.buffers[cur].index_mut(0..r))?;
             }
-            None => end_halo(gpu, &mut ext[i].buffers[cur], 0..r, r, boundary)?,
+            None => {
+                let (halo, rest) = ext[i].buffers[cur].split_at_mut(r);
+                end_halo(gpu, halo, &rest.index(0..1), boundary)?;
+            }
         }
         // Right halo: the first `r` cells of the shard after.
         let len = ext[i].len;
         match right {
             Some(j) => {
-                let src = copy_out(gpu, &ext[j].buffers[cur], r, r)?;
-                gpu.copy_on_device(
-                    &src,
-                    &mut ext[i].buffers[cur].index_mut(r + len..r + len + r),
-                )?;
+                let (src, dst) = pair(ext, j, i);
+                let from = src.buffers[cur].index(r..2 * r);
+                gpu.copy_on_device(&from, &mut dst.buffers[cur].index_mut(r + len..r + len + r))?;
             }
-            None => end_halo(
-                gpu,
-                &mut ext[i].buffers[cur],
-                r + len..r + len + r,
-                r + len - 1,
-                boundary,
-            )?,
+            None => {
+                let (rest, halo) = ext[i].buffers[cur].split_at_mut(r + len);
+                end_halo(gpu, halo, &rest.index(r + len - 1..r + len), boundary)?;
+            }
         }
     }
     Ok(())
 }
 
-/// `count` cells of `buffer` from `start`, into a new buffer (so that a shard may be its own
-/// neighbour, as the only shard of a periodic array is).
-fn copy_out<T: Element>(
-    gpu: &Gpu,
-    buffer: &DeviceBuffer<T>,
-    start: usize,
-    count: usize,
-) -> Result<DeviceBuffer<T>> {
-    // SAFETY: `T` is an `Element`; the copy writes every element before it is read.
-    let mut out = unsafe { gpu.alloc_uninit::<T>(count, "sharded stencil: halo")? };
-    gpu.copy_on_device(&buffer.index(start..start + count), &mut out)?;
-    Ok(out)
+/// `ext[src]` shared and `ext[dst]` mutable (`src != dst`: two or more shards).
+fn pair<T: Element>(
+    ext: &mut [Extended<T>],
+    src: usize,
+    dst: usize,
+) -> (&Extended<T>, &mut Extended<T>) {
+    if src < dst {
+        let (a, b) = ext.split_at_mut(dst);
+        (&a[src], &mut b[0])
+    } else {
+        let (a, b) = ext.split_at_mut(src);
+        (&b[0], &mut a[dst])
+    }
 }
 
-/// A halo at an end of the whole array: zeros, or `edge` (the end cell) repeated.
+/// A halo at an end of the whole array: zeros, or `edge` (the end cell) in every cell.
 fn end_halo<T: Element>(
     gpu: &Gpu,
-    buffer: &mut DeviceBuffer<T>,
-    halo: std::ops::Range<usize>,
-    edge: usize,
+    mut halo: crate::runtime::memory::ViewMut<'_, T>,
+    edge: &crate::runtime::memory::DeviceSlice<T>,
     boundary: Boundary,
 ) -> Result<()> {
     match boundary {
-        Boundary::Zero => gpu.memset_d8_async(&mut buffer.index_mut(halo), 0),
-        Boundary::Clamp => {
-            let cell = copy_out(gpu, buffer, edge, 1)?;
-            for at in halo {
-                gpu.copy_on_device(&cell, &mut buffer.index_mut(at..at + 1))?;
+        Boundary::Zero => gpu.memset_d8_async(&mut halo, 0),
+        Boundary::Clamp | Boundary::Periodic => {
+            for at in 0..halo.len() {
+                gpu.copy_on_device(edge, &mut halo.index_mut(at..at + 1))?;
             }
             Ok(())
         }
-        Boundary::Periodic => unreachable!("a periodic array has a neighbour at both ends"),
     }
 }

@@ -805,8 +805,10 @@ impl Gpu {
 
     /// Copies `src` into `dst` on the device, enqueued on the GPU's stream without waiting
     /// (ordered with the kernels there). The two must have the same length; being a shared and
-    /// a mutable borrow, they cannot overlap.
-    pub fn copy_on_device<T: DeviceCopy>(
+    /// a mutable borrow, they cannot overlap. Only for [`Element`] types, as
+    /// [`memset_d8_async`](Self::memset_d8_async): copying the bytes of a buffer not yet written
+    /// would hand out, in `dst`, values that are not valid for every `DeviceCopy` type.
+    pub fn copy_on_device<T: Element>(
         &self,
         src: &DeviceSlice<T>,
         dst: &mut DeviceSlice<T>,
