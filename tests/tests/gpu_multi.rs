@@ -277,7 +277,7 @@ fn stencil_short_shard(gpu: &Gpu) -> TestResult {
     match apply_sharded(&a, &Taps::Sum { radius: 3 }, Boundary::Periodic, 1) {
         Err(Error::InvalidArgument { what }) => {
             ensure!(
-                what.contains("fewer than the radius") && what.contains("rank 0"),
+                what.contains("fewer than the radius") && what.contains("rank 4 holds 2"),
                 "{what}"
             );
             Ok(())
