@@ -37,11 +37,7 @@ impl<T: Element> ShardedArray<T> {
         let parts = (0..shards.ranks())
             .map(|r| gpu.upload(&data[shards.range(r)], "sharded array: one rank's shard"))
             .collect::<Result<_>>()?;
-        Ok(Self {
-            gpu: gpu.clone(),
-            shards,
-            parts,
-        })
+        Ok(Self::from_parts(gpu, shards, parts))
     }
 
     /// An array made of buffers already on the device, rank `r` holding `parts[r]`, in order.
@@ -58,25 +54,17 @@ impl<T: Element> ShardedArray<T> {
             })?;
             bounds.push(bounds.last().unwrap() + part.len());
         }
-        Ok(Self {
-            gpu: gpu.clone(),
-            shards: Shards::from_bounds(bounds),
-            parts,
-        })
+        Ok(Self::from_parts(gpu, Shards::from_bounds(bounds), parts))
     }
 
     /// An array of `parts` cut as `shards` (the lengths agree: the caller made them so).
-    pub(crate) fn from_parts(
-        gpu: &Gpu,
-        shards: Shards,
-        parts: Vec<DeviceBuffer<T>>,
-    ) -> Result<Self> {
+    pub(crate) fn from_parts(gpu: &Gpu, shards: Shards, parts: Vec<DeviceBuffer<T>>) -> Self {
         debug_assert!((0..shards.ranks()).all(|r| parts[r].len() == shards.len(r)));
-        Ok(Self {
+        Self {
             gpu: gpu.clone(),
             shards,
             parts,
-        })
+        }
     }
 
     /// The GPU the shards live on.

@@ -10,10 +10,9 @@
 use crate::runtime::element::Element;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::gpu::Gpu;
-use crate::runtime::memory::DeviceBuffer;
+use crate::runtime::memory::{DeviceBuffer, DeviceSlice, ViewMut};
 use crate::stencil::{self, Boundary, Taps};
 
-use super::shard::Shards;
 use super::sharded::ShardedArray;
 
 /// One rank's extended shard: `R` halo cells, the shard, `R` halo cells; two of them for
@@ -86,13 +85,13 @@ pub fn apply_sharded<T: Element>(
         }
     }
     gpu.synchronize()?;
-    ShardedArray::from_parts(gpu, Shards::clone(shards), parts)
+    Ok(ShardedArray::from_parts(gpu, shards.clone(), parts))
 }
 
 /// The one-GPU stencil applied `steps` times to `input` (ping-pong), the last result returned.
 fn whole_steps<T: Element>(
     gpu: &Gpu,
-    input: &crate::runtime::memory::DeviceSlice<T>,
+    input: &DeviceSlice<T>,
     taps: &Taps<T>,
     boundary: Boundary,
     steps: usize,
@@ -200,8 +199,8 @@ fn pair<T: Element>(
 /// A halo at an end of the whole array: zeros, or `edge` (the end cell) in every cell.
 fn end_halo<T: Element>(
     gpu: &Gpu,
-    mut halo: crate::runtime::memory::ViewMut<'_, T>,
-    edge: &crate::runtime::memory::DeviceSlice<T>,
+    mut halo: ViewMut<'_, T>,
+    edge: &DeviceSlice<T>,
     boundary: Boundary,
 ) -> Result<()> {
     match boundary {

@@ -19,6 +19,7 @@ use crate::runtime::element::Element;
 use crate::runtime::error::{Error, KernelLaunch, Result};
 use crate::runtime::event::Marker;
 use crate::runtime::gpu::{Gpu, WorkspaceKey};
+use crate::runtime::kernel::Kernel;
 
 /// The element types of the reproducible sum: `f32` and `f64` (integers are reproducible in
 /// any order; `reduce::sum` is already the same on every GPU for them).
@@ -122,18 +123,11 @@ impl<T: Reproducible> ReproState<T> {
             } else {
                 self.levels[level % 2].as_device_ptr()
             };
-            let grid = chunks.min(self.max_grid as usize) as u32;
             // SAFETY: `src` holds `len` elements (the input, or the previous level's sums);
             // `dst` holds `chunks` (the levels were reserved for the first two levels and later
-            // ones are smaller; `result` holds one); the block is REDUCE_REPRO_BLOCK. Launches
-            // on one stream run in order, so a level reads what the one before wrote.
-            unsafe {
-                kernel.launch_on(
-                    gpu.stream(),
-                    kernel.config(grid, REDUCE_REPRO_BLOCK),
-                    (src, len, dst),
-                )?
-            };
+            // ones are smaller; `result` holds one). Launches on one stream run in order, so a
+            // level reads what the one before wrote.
+            let grid = unsafe { self.level(gpu, &kernel, src, len, dst)? };
             if chunks == 1 {
                 self.done.record(gpu.stream())?;
                 return Ok(LastLevel {
@@ -144,6 +138,34 @@ impl<T: Reproducible> ReproState<T> {
             }
             (src, len, level) = (dst, chunks, level + 1);
         }
+    }
+
+    /// Enqueues one level of the order on the GPU's stream: the sums of the chunks of the `len`
+    /// elements at `src` into `dst`; returns its grid.
+    ///
+    /// # Safety
+    /// `src` holds `len` elements and `dst` `len.div_ceil(chunk)`, both this GPU's memory.
+    unsafe fn level(
+        &self,
+        gpu: &Gpu,
+        kernel: &Kernel<'_, ReproArgs<T>>,
+        src: DevicePointer<T>,
+        len: usize,
+        dst: DevicePointer<T>,
+    ) -> Result<u32> {
+        let grid = len
+            .div_ceil(reduce_repro_chunk(size_of::<T>()))
+            .min(self.max_grid as usize) as u32;
+        // SAFETY: the sizes are the caller's promise; the block is REDUCE_REPRO_BLOCK, the
+        // kernel's own.
+        unsafe {
+            kernel.launch_on(
+                gpu.stream(),
+                kernel.config(grid, REDUCE_REPRO_BLOCK),
+                (src, len, dst),
+            )?
+        };
+        Ok(grid)
     }
 
     fn run(&mut self, gpu: &Gpu, input: &DeviceSlice<T>) -> Result<T> {
@@ -244,17 +266,20 @@ pub fn chunk_sums_to_device<T: Reproducible>(
     gpu.check_owned(input)?;
     gpu.check_owned(out)?;
     let kernel = gpu.kernel(entry::<T>()?)?;
-    let max_grid = with_state(gpu, |state: &mut ReproState<T>| Ok(state.max_grid))?;
-    let grid = chunks.min(max_grid as usize) as u32;
-    // SAFETY: `input` holds `input.len()` elements and `out` at least `chunks`, both checked
-    // above to be this GPU's; the block is REDUCE_REPRO_BLOCK, the kernel's own.
-    unsafe {
-        kernel.launch_on(
-            gpu.stream(),
-            kernel.config(grid, REDUCE_REPRO_BLOCK),
-            (input.as_device_ptr(), input.len(), out.as_device_ptr()),
-        )
-    }
+    with_state(gpu, |state: &mut ReproState<T>| {
+        // SAFETY: `input` holds `input.len()` elements and `out` at least `chunks`, both checked
+        // above to be this GPU's.
+        unsafe {
+            state.level(
+                gpu,
+                &kernel,
+                input.as_device_ptr(),
+                input.len(),
+                out.as_device_ptr(),
+            )
+        }
+    })
+    .map(|_| ())
 }
 
 /// The reproducible order's chunk: how many elements of `T` its first level sums into one.
