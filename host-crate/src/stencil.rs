@@ -361,6 +361,32 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         })
     }
 
+    /// [`launch_on`](Self::launch_on) without the bracket through the GPU's own stream, for
+    /// work that orders its streams itself (the multi-GPU stencil's two streams overlap).
+    ///
+    /// # Safety
+    /// The caller orders `stream` with every other use of the input and output (events), and
+    /// waits for the stream before either is freed or handed to safe code.
+    pub(crate) unsafe fn launch_unordered(&mut self, stream: &Stream) -> Result<()> {
+        if self.n == 0 {
+            return Ok(());
+        }
+        self.gpu.make_current()?;
+        self.gpu.check_stream(stream)?;
+        let (input, output, n, boundary) = (self.input, self.output, self.n, self.boundary.code());
+        // SAFETY: as in `launch_on`; the ordering is the caller's.
+        unsafe {
+            match &self.kernel {
+                StencilKernel::Sum(k) => {
+                    k.launch_prepared(stream, self.config, (input, output, n, boundary))
+                }
+                StencilKernel::Weighted(k, w) => {
+                    k.launch_prepared(stream, self.config, (input, output, n, boundary, *w))
+                }
+            }
+        }
+    }
+
     /// Waits for the kernel; an execution error names it and its configuration.
     pub fn finish(&self) -> Result<()> {
         self.gpu.synchronize_launch(&KernelLaunch {

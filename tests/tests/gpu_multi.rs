@@ -1,11 +1,15 @@
-//! Arrays cut into one shard per rank, on virtual ranks of one GPU: scatter and gather, the
-//! sums, minima and maxima against the CPU, and the reproducible sum with the bits of the whole
-//! array on one GPU and of the CPU order, for 1 to 8 ranks and every size that cuts a shard
-//! short, empty or off a chunk.
+//! Arrays cut into one shard per rank: on virtual ranks of one GPU (1 to 8 ranks, each with its
+//! own streams, exchanging by device copies) and over NCCL with one rank on the GPU (its
+//! broadcasts and its send/receive to itself). Scatter and gather, the sums, minima and maxima
+//! against the CPU, the reproducible sum with the bits of the whole array on one GPU and of the
+//! CPU order, the iterated stencil with the bits of the one-GPU stencil, for every size that
+//! cuts a shard short, empty or off a chunk; a peer that never comes is a time-out, not a hang.
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use anyhow::ensure;
-use ferrocuda::multi::{ShardedArray, Shards, apply_sharded, sum_reproducible};
+use ferrocuda::multi::nccl::UniqueId;
+use ferrocuda::multi::{ShardedArray, Shards, Team, Transport, apply_sharded, sum_reproducible};
 use ferrocuda::reduce::{self, Reproducible};
 use ferrocuda::stencil::{self, Boundary, Taps};
 use ferrocuda::{Error, Gpu};
@@ -50,7 +54,23 @@ fn main() -> ExitCode {
             "sharded_stencil_refuses_a_shard_shorter_than_the_radius",
             stencil_short_shard,
         ),
+        gpu_test(
+            "nccl_team_of_one_rank_sums_gathers_and_steps_the_stencil_through_nccl",
+            nccl_one_rank,
+        ),
+        gpu_test("nccl_refuses_two_ranks_on_one_gpu", nccl_two_on_one),
+        gpu_test(
+            "nccl_rank_whose_peer_never_comes_times_out_instead_of_hanging",
+            nccl_peer_never_comes,
+        ),
     ])
+}
+
+/// Virtual teams of 1 to 8 ranks on `gpu`.
+fn virtual_teams(gpu: &Gpu) -> anyhow::Result<Vec<Team>> {
+    Ok((1..=8)
+        .map(|r| Team::virtual_ranks(gpu, r))
+        .collect::<ferrocuda::Result<_>>()?)
 }
 
 /// Sizes around the reproducible chunk (8192 `f32`, 4096 `f64`) and below the rank count.
@@ -72,15 +92,24 @@ fn sizes(chunk: usize) -> Vec<usize> {
 }
 
 fn round_trip(gpu: &Gpu) -> TestResult {
-    for ranks in 1..=8 {
-        for n in sizes(8192) {
-            let data = random_vec::<i32>(n, n as u64);
-            for shards in [Shards::even(n, ranks)?, Shards::aligned(n, ranks, 8192)?] {
-                let a = ShardedArray::scatter(gpu, &data, shards.clone())?;
-                ensure!(a.gather()? == data, "{ranks} ranks, n = {n}, {shards:?}");
-                for r in 0..ranks {
-                    ensure!(a.part(r).len() == shards.len(r), "rank {r}: {shards:?}");
-                }
+    for team in virtual_teams(gpu)? {
+        round_trip_on(&team)?;
+    }
+    Ok(())
+}
+
+fn round_trip_on(team: &Team) -> TestResult {
+    let ranks = team.size();
+    for n in sizes(8192) {
+        let data = random_vec::<i32>(n, n as u64);
+        for shards in [Shards::even(n, ranks)?, Shards::aligned(n, ranks, 8192)?] {
+            let a = ShardedArray::scatter(team, &data, shards.clone())?;
+            ensure!(a.gather()? == data, "{ranks} ranks, n = {n}, {shards:?}");
+            for r in 0..ranks {
+                ensure!(
+                    a.part(r).map(|p| p.len()) == Some(shards.len(r)),
+                    "rank {r}: {shards:?}"
+                );
             }
         }
     }
@@ -88,10 +117,18 @@ fn round_trip(gpu: &Gpu) -> TestResult {
 }
 
 fn integers(gpu: &Gpu) -> TestResult {
-    for ranks in 1..=8 {
+    for team in virtual_teams(gpu)? {
+        integers_on(&team)?;
+    }
+    Ok(())
+}
+
+fn integers_on(team: &Team) -> TestResult {
+    let ranks = team.size();
+    {
         for n in sizes(8192) {
             let data = random_vec::<i32>(n, 1000 + n as u64);
-            let a = ShardedArray::scatter(gpu, &data, Shards::even(n, ranks)?)?;
+            let a = ShardedArray::scatter(team, &data, Shards::even(n, ranks)?)?;
             let sum = data.iter().fold(0i32, |s, &x| s.wrapping_add(x));
             ensure!(a.sum()? == sum, "sum, {ranks} ranks, n = {n}");
             if n == 0 {
@@ -112,6 +149,10 @@ fn integers(gpu: &Gpu) -> TestResult {
 }
 
 fn reproducible<T: Reproducible>(gpu: &Gpu) -> TestResult {
+    reproducible_on::<T>(gpu, &virtual_teams(gpu)?)
+}
+
+fn reproducible_on<T: Reproducible>(gpu: &Gpu, teams: &[Team]) -> TestResult {
     let chunk = reduce::reproducible_chunk::<T>();
     for n in sizes(chunk) {
         let data = random_vec::<T>(n, 77 + n as u64);
@@ -122,8 +163,9 @@ fn reproducible<T: Reproducible>(gpu: &Gpu) -> TestResult {
             same_sum(one_gpu, cpu),
             "n = {n}: one GPU {one_gpu} vs CPU {cpu}"
         );
-        for ranks in 1..=8 {
-            let a = ShardedArray::scatter(gpu, &data, Shards::aligned(n, ranks, chunk)?)?;
+        for team in teams {
+            let ranks = team.size();
+            let a = ShardedArray::scatter(team, &data, Shards::aligned(n, ranks, chunk)?)?;
             let got = sum_reproducible(&a)?;
             ensure!(
                 same_sum(got, one_gpu),
@@ -146,7 +188,8 @@ fn reproducible_from_buffers(gpu: &Gpu) -> TestResult {
         .windows(2)
         .map(|w| gpu.upload(&data[w[0]..w[1]], "part"))
         .collect::<ferrocuda::Result<Vec<_>>>()?;
-    let a = ShardedArray::from_buffers(gpu, parts)?;
+    let team = Team::virtual_ranks(gpu, parts.len())?;
+    let a = ShardedArray::from_buffers(&team, parts)?;
     let whole = reduce::sum_reproducible(gpu, &gpu.upload(&data, "whole")?)?;
     let got = sum_reproducible(&a)?;
     ensure!(same_sum(got, whole), "{got} vs one GPU {whole}");
@@ -155,7 +198,8 @@ fn reproducible_from_buffers(gpu: &Gpu) -> TestResult {
 
 fn refuses_misaligned(gpu: &Gpu) -> TestResult {
     let data = random_vec::<f32>(20_000, 5);
-    let a = ShardedArray::scatter(gpu, &data, Shards::even(data.len(), 3)?)?;
+    let team = Team::virtual_ranks(gpu, 3)?;
+    let a = ShardedArray::scatter(&team, &data, Shards::even(data.len(), 3)?)?;
     match sum_reproducible(&a) {
         Err(Error::InvalidArgument { what }) => {
             ensure!(
@@ -174,12 +218,13 @@ fn from_buffers(gpu: &Gpu) -> TestResult {
         .iter()
         .map(|p| gpu.upload(p, "part"))
         .collect::<ferrocuda::Result<Vec<_>>>()?;
-    let a = ShardedArray::from_buffers(gpu, buffers)?;
+    let team = Team::virtual_ranks(gpu, 3)?;
+    let a = ShardedArray::from_buffers(&team, buffers)?;
     ensure!(a.shards().ranks() == 3 && a.shards().n() == 5);
     ensure!(a.shards().range(2) == (3..5), "{:?}", a.shards());
     ensure!(a.gather()? == [1, 2, 3, 40, 50]);
     ensure!(a.sum()? == 96 && a.min()? == 1 && a.max()? == 50);
-    ensure!(ShardedArray::<i64>::from_buffers(gpu, Vec::new()).is_err());
+    ensure!(ShardedArray::<i64>::from_buffers(&team, Vec::new()).is_err());
     Ok(())
 }
 
@@ -201,6 +246,11 @@ fn one_gpu_steps<T: ferrocuda::runtime::element::Element>(
 }
 
 fn stencil_iterated(gpu: &Gpu) -> TestResult {
+    stencil_iterated_on(gpu, &virtual_teams(gpu)?)?;
+    stencil_odd_cases(gpu)
+}
+
+fn stencil_iterated_on(gpu: &Gpu, teams: &[Team]) -> TestResult {
     let steps = 5;
     for boundary in Boundary::ALL {
         for radius in [1u32, 3, 16] {
@@ -212,18 +262,19 @@ fn stencil_iterated(gpu: &Gpu) -> TestResult {
                 let weights =
                     Taps::Weighted((0..=2 * radius).map(|k| 0.1 + k as f32 * 0.01).collect());
                 let want_f = one_gpu_steps(gpu, &floats, &weights, boundary, steps)?;
-                for ranks in 1..=8 {
+                for team in teams {
+                    let ranks = team.size();
                     let shards = Shards::even(n, ranks)?;
                     if (0..ranks).any(|k| shards.len(k) > 0 && shards.len(k) < radius as usize) {
                         continue;
                     }
-                    let a = ShardedArray::scatter(gpu, &ints, shards.clone())?;
+                    let a = ShardedArray::scatter(team, &ints, shards.clone())?;
                     let got = apply_sharded(&a, &taps, boundary, steps)?.gather()?;
                     ensure!(
                         got == want_i,
                         "i32 {boundary:?} R = {radius} n = {n} {ranks} ranks"
                     );
-                    let a = ShardedArray::scatter(gpu, &floats, shards)?;
+                    let a = ShardedArray::scatter(team, &floats, shards)?;
                     let got = apply_sharded(&a, &weights, boundary, steps)?.gather()?;
                     let same = got
                         .iter()
@@ -237,14 +288,20 @@ fn stencil_iterated(gpu: &Gpu) -> TestResult {
             }
         }
     }
-    // Empty shards (n below the rank count), one holder shorter than the radius, shards built
-    // from buffers with empty ones between, and zero steps, for every boundary.
+    Ok(())
+}
+
+/// Empty shards (n below the rank count), one holder shorter than the radius, shards built from
+/// buffers with empty ones between, and zero steps, for every boundary.
+fn stencil_odd_cases(gpu: &Gpu) -> TestResult {
+    let steps = 5;
     for boundary in Boundary::ALL {
         for (n, ranks, radius) in [(3usize, 8usize, 1u32), (5, 8, 1), (2, 1, 3), (2, 5, 1)] {
             let data = random_vec::<i32>(n, n as u64 + ranks as u64);
             let taps = Taps::Sum { radius };
             let want = one_gpu_steps(gpu, &data, &taps, boundary, steps)?;
-            let a = ShardedArray::scatter(gpu, &data, Shards::even(n, ranks)?)?;
+            let team = Team::virtual_ranks(gpu, ranks)?;
+            let a = ShardedArray::scatter(&team, &data, Shards::even(n, ranks)?)?;
             let got = apply_sharded(&a, &taps, boundary, steps)?.gather()?;
             ensure!(
                 got == want,
@@ -256,7 +313,8 @@ fn stencil_iterated(gpu: &Gpu) -> TestResult {
             .iter()
             .map(|p| gpu.upload(p, "part"))
             .collect::<ferrocuda::Result<Vec<_>>>()?;
-        let a = ShardedArray::from_buffers(gpu, parts)?;
+        let team = Team::virtual_ranks(gpu, parts.len())?;
+        let a = ShardedArray::from_buffers(&team, parts)?;
         let taps = Taps::Sum { radius: 16 };
         let want = one_gpu_steps(gpu, &data, &taps, boundary, steps)?;
         ensure!(
@@ -273,7 +331,8 @@ fn stencil_iterated(gpu: &Gpu) -> TestResult {
 
 fn stencil_short_shard(gpu: &Gpu) -> TestResult {
     let data = random_vec::<f32>(20, 2);
-    let a = ShardedArray::scatter(gpu, &data, Shards::even(20, 8)?)?;
+    let team = Team::virtual_ranks(gpu, 8)?;
+    let a = ShardedArray::scatter(&team, &data, Shards::even(20, 8)?)?;
     match apply_sharded(&a, &Taps::Sum { radius: 3 }, Boundary::Periodic, 1) {
         Err(Error::InvalidArgument { what }) => {
             ensure!(
@@ -285,4 +344,58 @@ fn stencil_short_shard(gpu: &Gpu) -> TestResult {
         Err(e) => anyhow::bail!("expected a refusal, got {e}"),
         Ok(_) => anyhow::bail!("expected a refusal, got a result"),
     }
+}
+
+/// NCCL with one rank: every operation through the NCCL transport (the gathers and the
+/// reproducible sum's chunk sums as broadcasts from rank 0 to itself, the periodic stencil's
+/// halos as a send to itself and a receive from itself), against the same checks as the
+/// virtual ranks.
+fn nccl_one_rank(gpu: &Gpu) -> TestResult {
+    let team = Team::nccl(std::slice::from_ref(gpu))?;
+    ensure!(team.transport() == Transport::Nccl && team.size() == 1);
+    ensure!(team.local_ranks() == [0]);
+    round_trip_on(&team)?;
+    integers_on(&team)?;
+    let teams = [team];
+    reproducible_on::<f32>(gpu, &teams)?;
+    reproducible_on::<f64>(gpu, &teams)?;
+    stencil_iterated_on(gpu, &teams)?;
+    Ok(())
+}
+
+fn nccl_two_on_one(gpu: &Gpu) -> TestResult {
+    match Team::nccl(&[gpu.clone(), gpu.clone()]) {
+        Err(Error::InvalidArgument { what }) => {
+            ensure!(
+                what.contains("ranks 0 and 1 are both on device") && what.contains("virtual"),
+                "{what}"
+            );
+            Ok(())
+        }
+        other => anyhow::bail!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// Rank 0 of 2 alone: the communicator cannot form; the wait ends at the limit with a
+/// time-out naming the rank, and the communicator is aborted.
+fn nccl_peer_never_comes(gpu: &Gpu) -> TestResult {
+    let limit = Duration::from_secs(3);
+    let start = Instant::now();
+    let got = Team::join(gpu, 0, 2, UniqueId::new()?, limit);
+    let took = start.elapsed();
+    match got {
+        Err(e @ Error::Timeout { .. }) => {
+            let text = e.to_string();
+            ensure!(
+                text.contains("rank 0 of 2") && text.contains("3 s"),
+                "{text}"
+            );
+        }
+        other => anyhow::bail!("expected a time-out, got {other:?}"),
+    }
+    ensure!(
+        took >= limit && took < limit + Duration::from_secs(20),
+        "the time-out came after {took:?} for a limit of {limit:?}"
+    );
+    Ok(())
 }

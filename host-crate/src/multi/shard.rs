@@ -42,6 +42,11 @@ impl Shards {
         Ok(Self { bounds })
     }
 
+    /// Where each shard starts, and the end: `bounds()[r]..bounds()[r + 1]` is rank `r`'s.
+    pub fn bounds(&self) -> &[usize] {
+        &self.bounds
+    }
+
     /// Shards with the given bounds: `bounds[0] = 0`, non-decreasing, one more than the ranks.
     pub(crate) fn from_bounds(bounds: Vec<usize>) -> Self {
         debug_assert!(bounds.len() >= 2 && bounds[0] == 0 && bounds.is_sorted());

@@ -1,11 +1,10 @@
-//! An array cut into one shard per rank, and its reductions.
+//! An array cut into one shard per rank of a [`Team`], and its reductions.
 //!
-//! The ranks here are **virtual**: every shard lives on the one [`Gpu`] the array was made on,
-//! in its own buffer, and what a collective would move between GPUs is a device copy (or, for a
-//! partial of one value, a read on the host). It is the transport the decomposition is tested
-//! with on one GPU, since NCCL refuses two ranks on one device; the arithmetic (where a shard
-//! starts, which chunk sums go where, in which order the partials are combined) is the one a
-//! rank per GPU uses.
+//! Each process holds the shards of the ranks it drives ([`Team::local_ranks`]): all of them
+//! on virtual ranks or with one process for several GPUs, one with a process per GPU. What a
+//! reduction must bring together travels through the team's transport: one value per rank for
+//! `sum`/`min`/`max`, the chunk sums for the reproducible sum, combined in rank order on every
+//! rank, so every rank returns the same bits.
 
 use crate::reduce::{self, Reproducible};
 use crate::runtime::element::Element;
@@ -14,62 +13,94 @@ use crate::runtime::gpu::Gpu;
 use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
 
 use super::shard::Shards;
+use super::team::Team;
 
-/// One device buffer per rank, holding that rank's shard of a 1D array.
-pub struct ShardedArray<T: Element> {
-    gpu: Gpu,
+/// The shards of a 1D array that this process's ranks hold, one device buffer each, on that
+/// rank's GPU.
+pub struct ShardedArray<'t, T: Element> {
+    team: &'t Team,
     shards: Shards,
+    /// One per local rank, in the team's member order.
     parts: Vec<DeviceBuffer<T>>,
 }
 
-impl<T: Element> ShardedArray<T> {
-    /// Copies `data` to the device, cut as `shards` says (`shards.n()` must be `data.len()`).
-    pub fn scatter(gpu: &Gpu, data: &[T], shards: Shards) -> Result<Self> {
-        if shards.n() != data.len() {
+impl<'t, T: Element> ShardedArray<'t, T> {
+    /// Copies this process's shards of `data` (the whole array, the same on every process) to
+    /// their ranks' GPUs, cut as `shards` says (`shards.n()` must be `data.len()`, and
+    /// `shards.ranks()` the team's size).
+    pub fn scatter(team: &'t Team, data: &[T], shards: Shards) -> Result<Self> {
+        if shards.n() != data.len() || shards.ranks() != team.size() {
             return Err(Error::InvalidArgument {
                 what: format!(
-                    "scatter: the shards cover {} elements, but the data has {}",
+                    "scatter: the shards cut {} elements over {} ranks, but the data has {} and \
+                     the team {} ranks",
                     shards.n(),
-                    data.len()
+                    shards.ranks(),
+                    data.len(),
+                    team.size()
                 ),
             });
         }
-        let parts = (0..shards.ranks())
-            .map(|r| gpu.upload(&data[shards.range(r)], "sharded array: one rank's shard"))
+        let parts = team
+            .members()
+            .iter()
+            .map(|m| {
+                m.gpu.upload(
+                    &data[shards.range(m.rank)],
+                    "sharded array: one rank's shard",
+                )
+            })
             .collect::<Result<_>>()?;
-        Ok(Self::from_parts(gpu, shards, parts))
+        Ok(Self::from_parts(team, shards, parts))
     }
 
-    /// An array made of buffers already on the device, rank `r` holding `parts[r]`, in order.
-    pub fn from_buffers(gpu: &Gpu, parts: Vec<DeviceBuffer<T>>) -> Result<Self> {
-        if parts.is_empty() {
+    /// An array made of buffers already on the devices: `parts[i]` is the shard of the team's
+    /// `i`-th local rank, on that rank's GPU. The shards' lengths are shared between the ranks
+    /// (with several processes, through the transport), so every process knows the whole cut.
+    pub fn from_buffers(team: &'t Team, parts: Vec<DeviceBuffer<T>>) -> Result<Self> {
+        let members = team.members();
+        if parts.len() != members.len() {
             return Err(Error::InvalidArgument {
-                what: "sharded array: at least one rank's buffer is needed, got none".into(),
+                what: format!(
+                    "sharded array: {} buffers given for the {} ranks this process drives",
+                    parts.len(),
+                    members.len()
+                ),
             });
         }
-        let mut bounds = vec![0];
-        for (r, part) in parts.iter().enumerate() {
-            gpu.check_owned(part).map_err(|e| Error::InvalidArgument {
-                what: format!("sharded array: rank {r}'s buffer: {e}"),
-            })?;
-            bounds.push(bounds.last().unwrap() + part.len());
+        for (m, part) in members.iter().zip(&parts) {
+            m.gpu
+                .check_owned(part)
+                .map_err(|e| Error::InvalidArgument {
+                    what: format!("sharded array: rank {}'s buffer: {e}", m.rank),
+                })?;
         }
-        Ok(Self::from_parts(gpu, Shards::from_bounds(bounds), parts))
+        let lens: Vec<Option<u64>> = all_values(team, |i| Ok(Some(parts[i].len() as u64)))?;
+        let mut bounds = vec![0];
+        for len in lens {
+            bounds.push(bounds.last().unwrap() + len.unwrap_or(0) as usize);
+        }
+        Ok(Self::from_parts(team, Shards::from_bounds(bounds), parts))
     }
 
     /// An array of `parts` cut as `shards` (the lengths agree: the caller made them so).
-    pub(crate) fn from_parts(gpu: &Gpu, shards: Shards, parts: Vec<DeviceBuffer<T>>) -> Self {
-        debug_assert!((0..shards.ranks()).all(|r| parts[r].len() == shards.len(r)));
+    pub(crate) fn from_parts(team: &'t Team, shards: Shards, parts: Vec<DeviceBuffer<T>>) -> Self {
+        debug_assert!(
+            team.members()
+                .iter()
+                .zip(&parts)
+                .all(|(m, p)| p.len() == shards.len(m.rank))
+        );
         Self {
-            gpu: gpu.clone(),
+            team,
             shards,
             parts,
         }
     }
 
-    /// The GPU the shards live on.
-    pub(crate) fn gpu(&self) -> &Gpu {
-        &self.gpu
+    /// The team the array is spread over.
+    pub fn team(&self) -> &'t Team {
+        self.team
     }
 
     /// How the array is cut.
@@ -77,32 +108,44 @@ impl<T: Element> ShardedArray<T> {
         &self.shards
     }
 
-    /// Rank `r`'s shard.
-    ///
-    /// # Panics
-    /// When `r` is not below the number of ranks.
-    pub fn part(&self, r: usize) -> &DeviceSlice<T> {
-        &self.parts[r]
+    /// Rank `r`'s shard, if this process drives rank `r`.
+    pub fn part(&self, r: usize) -> Option<&DeviceSlice<T>> {
+        let i = self.team.members().iter().position(|m| m.rank == r)?;
+        Some(&self.parts[i])
     }
 
-    /// The whole array on the host, the shards in rank order.
+    /// The local shards, in the team's member order.
+    pub(crate) fn parts(&self) -> &[DeviceBuffer<T>] {
+        &self.parts
+    }
+
+    /// The whole array on the host, the shards in rank order (with several processes, every
+    /// process gets all of it).
     pub fn gather(&self) -> Result<Vec<T>> {
-        let mut out = Vec::with_capacity(self.shards.n());
-        for part in &self.parts {
-            out.extend(self.gpu.download(part)?);
+        let n = self.shards.n();
+        if n == 0 {
+            return Ok(Vec::new());
         }
-        Ok(out)
+        let mut gathered = gathered_buffers::<T>(self.team, n, "sharded array: gathered")?;
+        for (i, (m, part)) in self.team.members().iter().zip(&self.parts).enumerate() {
+            let range = self.shards.range(m.rank);
+            let place = &mut gathered[self.team.gathered_of(i)];
+            m.gpu.copy_on_device(part, &mut place.index_mut(range))?;
+        }
+        self.team.share(
+            &mut gathered,
+            self.shards.bounds(),
+            "gather (ncclBroadcast)",
+        )?;
+        self.team.members()[0].gpu.download(&gathered[0])
     }
 
-    /// The sum: each rank's fast sum, then the partials added in rank order (integers wrap; a
-    /// float sum depends on the number of ranks, as an NCCL all-reduce does: see
-    /// [`sum_reproducible`] for one that does not).
+    /// The sum: each rank's fast sum, then the partials added in rank order on every rank
+    /// (integers wrap; a float sum depends on the number of ranks: see [`sum_reproducible`]
+    /// for one that does not).
     pub fn sum(&self) -> Result<T> {
-        let mut total = T::default();
-        for part in self.parts.iter().filter(|p| !p.is_empty()) {
-            total = total.add(reduce::sum(&self.gpu, part)?);
-        }
-        Ok(total)
+        let partials = self.partials(reduce::sum)?;
+        Ok(partials.into_iter().flatten().fold(T::default(), T::add))
     }
 
     /// The minimum over every shard; an error when the array is empty.
@@ -115,37 +158,94 @@ impl<T: Element> ShardedArray<T> {
         self.extreme("max", reduce::max, T::max_of)
     }
 
+    /// Every rank's `reduce` of its shard (`None` for an empty shard), in rank order.
+    fn partials(&self, reduce: fn(&Gpu, &DeviceSlice<T>) -> Result<T>) -> Result<Vec<Option<T>>> {
+        let members = self.team.members();
+        all_values(self.team, |i| {
+            let part = &self.parts[i];
+            if part.is_empty() {
+                Ok(None)
+            } else {
+                reduce(&members[i].gpu, part).map(Some)
+            }
+        })
+    }
+
     fn extreme(
         &self,
         what: &str,
         reduce: fn(&Gpu, &DeviceSlice<T>) -> Result<T>,
         combine: fn(T, T) -> T,
     ) -> Result<T> {
-        let mut partials = self.parts.iter().filter(|p| !p.is_empty());
-        let Some(first) = partials.next() else {
-            return Err(Error::InvalidArgument {
+        self.partials(reduce)?
+            .into_iter()
+            .flatten()
+            .reduce(combine)
+            .ok_or_else(|| Error::InvalidArgument {
                 what: format!("{what} of an empty sharded array is undefined"),
-            });
-        };
-        let mut acc = reduce(&self.gpu, first)?;
-        for part in partials {
-            acc = combine(acc, reduce(&self.gpu, part)?);
-        }
-        Ok(acc)
+            })
     }
 }
 
-/// The reproducible sum of a sharded array: the bits of
-/// [`reduce::sum_reproducible`] of the whole array on one GPU, and of the CPU order, for any
-/// number of ranks. Each rank sums its chunks ([`reduce::chunk_sums_to_device`]) into its place
-/// in one buffer of every chunk sum (with a rank per GPU, an all-gather); the order's remaining
-/// levels finish on that buffer. The shards must start on chunk boundaries
+/// Gathered buffers of `n` elements, one per [`Team::gathered_of`] (on that member's GPU).
+fn gathered_buffers<T: Element>(team: &Team, n: usize, what: &str) -> Result<Vec<DeviceBuffer<T>>> {
+    (0..team.gathered_count())
+        // SAFETY: `T` is an `Element`, valid for every byte pattern; the callers write every
+        // element (each rank its piece, the transport the others) before reading.
+        .map(|i| unsafe { team.members()[i].gpu.alloc_uninit::<T>(n, what) })
+        .collect()
+}
+
+/// One value per rank, in rank order, on every process: `local(i)` of each local member `i`
+/// (`None` for a rank with nothing to give), the others through the transport.
+fn all_values<T: Element>(
+    team: &Team,
+    mut local: impl FnMut(usize) -> Result<Option<T>>,
+) -> Result<Vec<Option<T>>> {
+    let size = team.size();
+    let mut values = vec![None; size];
+    for (i, m) in team.members().iter().enumerate() {
+        values[m.rank] = local(i)?;
+    }
+    if team.members().len() == size {
+        return Ok(values);
+    }
+    // Each rank's value and whether it has one, as two elements of `T` (a flag of 0 or 1).
+    let mut gathered = gathered_buffers::<T>(team, 2 * size, "partials of every rank")?;
+    for (i, m) in team.members().iter().enumerate() {
+        let v = values[m.rank];
+        let pair = [
+            v.unwrap_or_default(),
+            T::from_f64(f64::from(u8::from(v.is_some()))),
+        ];
+        let place = &mut gathered[team.gathered_of(i)];
+        m.gpu
+            .upload_into(&mut place.index_mut(2 * m.rank..2 * m.rank + 2), &pair)?;
+    }
+    let bounds: Vec<usize> = (0..=size).map(|r| 2 * r).collect();
+    team.share(
+        &mut gathered,
+        &bounds,
+        "partials of every rank (ncclBroadcast)",
+    )?;
+    let host = team.members()[0].gpu.download(&gathered[0])?;
+    Ok((0..size)
+        .map(|r| (host[2 * r + 1].to_f64() != 0.0).then_some(host[2 * r]))
+        .collect())
+}
+
+/// The reproducible sum of a sharded array: the bits of [`reduce::sum_reproducible`] of the
+/// whole array on one GPU, and of the CPU order, for any number of ranks and on every rank.
+/// Each rank sums its chunks ([`reduce::chunk_sums_to_device`]) into its place in a buffer of
+/// every chunk sum; the transport fills in the other ranks' places (an all-gather of unequal
+/// pieces: one `ncclBroadcast` per rank, in one group); the order's remaining levels finish on
+/// that buffer, the same on every rank. The shards must start on chunk boundaries
 /// ([`Shards::aligned`] with [`reduce::reproducible_chunk`]); otherwise the error says so.
-pub fn sum_reproducible<T: Reproducible>(array: &ShardedArray<T>) -> Result<T> {
+pub fn sum_reproducible<T: Reproducible>(array: &ShardedArray<'_, T>) -> Result<T> {
     let chunk = reduce::reproducible_chunk::<T>();
     let shards = array.shards();
-    let misaligned =
-        (0..shards.ranks()).find(|&r| shards.range(r).start % chunk != 0 && shards.len(r) > 0);
+    let misaligned = (0..shards.ranks())
+        .find(|&r| !shards.range(r).start.is_multiple_of(chunk) && shards.len(r) > 0);
     if let Some(r) = misaligned {
         return Err(Error::InvalidArgument {
             what: format!(
@@ -157,28 +257,44 @@ pub fn sum_reproducible<T: Reproducible>(array: &ShardedArray<T>) -> Result<T> {
             ),
         });
     }
-    let gpu = &array.gpu;
+    let team = array.team();
     let chunks = shards.n().div_ceil(chunk);
     if chunks == 0 {
         return Ok(T::default());
     }
-    // SAFETY: `T` is an `Element`, valid for every byte pattern; every chunk sum is written
-    // below (each rank writes its chunks' range) before the buffer is read.
-    let mut all = unsafe { gpu.alloc_uninit::<T>(chunks, "sharded reproducible sum: chunk sums")? };
-    // Poisoned first (a NaN): a chunk sum no rank wrote cannot pass for one.
-    gpu.poison_async(&mut all)?;
-    for r in 0..shards.ranks() {
-        let range = shards.range(r);
+    let mut all = gathered_buffers::<T>(team, chunks, "sharded reproducible sum: chunk sums")?;
+    for (k, buf) in all.iter_mut().enumerate() {
+        // Poisoned first (a NaN): a chunk sum no rank wrote cannot pass for one.
+        team.members()[k].gpu.poison_async(buf)?;
+    }
+    for (i, (m, part)) in team.members().iter().zip(array.parts()).enumerate() {
+        let range = shards.range(m.rank);
         if range.is_empty() {
             continue;
         }
         let first = range.start / chunk;
-        let mut place = all.index_mut(first..first + range.len().div_ceil(chunk));
-        reduce::chunk_sums_to_device(gpu, array.part(r), &mut place)?;
+        let place = &mut all[team.gathered_of(i)];
+        let mut place = place.index_mut(first..first + range.len().div_ceil(chunk));
+        reduce::chunk_sums_to_device(&m.gpu, part, &mut place)?;
     }
+    let bounds: Vec<usize> = (0..=shards.ranks())
+        .map(|r| {
+            if r == shards.ranks() {
+                chunks
+            } else {
+                shards.range(r).start.div_ceil(chunk).min(chunks)
+            }
+        })
+        .collect();
+    team.share(
+        &mut all,
+        &bounds,
+        "reproducible sum: chunk sums (ncclBroadcast)",
+    )?;
+    let gpu = &team.members()[0].gpu;
     if chunks == 1 {
         // One chunk: its sum is the whole order's last level, as on one GPU.
-        return Ok(gpu.download(&all)?[0]);
+        return Ok(gpu.download(&all[0])?[0]);
     }
-    reduce::sum_reproducible(gpu, &all)
+    reduce::sum_reproducible(gpu, &all[0])
 }

@@ -1,42 +1,56 @@
-//! The 1D stencil over a sharded array, iterated: each rank keeps its shard between `R` halo
-//! cells on each side, fills them from its neighbours' shards (or by the boundary rule at the
-//! array's ends) before every step, and applies the one-GPU stencil to its extended shard. The
-//! result is the one-GPU stencil applied `steps` times to the whole array, bit for bit: every
-//! output reads the same `2R + 1` inputs in the same order.
+//! The 1D stencil over a sharded array, iterated, with halo exchanges overlapped with the
+//! interior, as NVIDIA's multi-GPU Jacobi (`nccl_overlap`) does.
 //!
-//! With a rank per GPU the halo fill is the exchange NVIDIA's multi-GPU Jacobi makes with
-//! `ncclSend`/`ncclRecv`; on virtual ranks it is a device copy.
+//! Each rank keeps its shard between `R` halo cells on each side (two such buffers,
+//! ping-pong). A step, on every rank:
+//! 1. on the low-priority stream, the whole shard from the current buffer (its first and last
+//!    `R` outputs, which need the halos, are redone in 3);
+//! 2. on the high-priority stream, the first and last `R` outputs alone (a stencil over `3R`
+//!    cells each), then sent to the neighbours, whose next halos they are (`ncclSend` /
+//!    `ncclRecv` in one group; device copies on virtual ranks), while 1 runs;
+//! 3. once 1 is done, those `2R` outputs copied over its own, and the array's end halos filled
+//!    by the boundary rule (zeros, or the end cell; periodic arrays wrap the last rank to the
+//!    first).
+//!
+//! The result is the one-GPU stencil applied `steps` times to the whole array, bit for bit:
+//! every output reads the same `2R + 1` inputs in the same order.
 
 use crate::runtime::element::Element;
-use crate::runtime::error::{Error, Result};
+use crate::runtime::error::{Error, Result, check_raw};
 use crate::runtime::gpu::Gpu;
-use crate::runtime::memory::{DeviceBuffer, DeviceSlice, ViewMut};
-use crate::stencil::{self, Boundary, Taps};
+use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
+use crate::runtime::stream::Stream;
+use crate::stencil::{self, Boundary, StencilRun, Taps};
 
 use super::sharded::ShardedArray;
+use super::team::Transfer;
 
-/// One rank's extended shard: `R` halo cells, the shard, `R` halo cells; two of them for
-/// ping-pong.
-struct Extended<T: Element> {
+/// A local rank's buffers: its shard between halos (two, ping-pong), and the `3R`-cell outputs
+/// of its two ends.
+struct Local<T: Element> {
+    member: usize,
     len: usize,
-    buffers: [DeviceBuffer<T>; 2],
+    ext: [DeviceBuffer<T>; 2],
+    left: DeviceBuffer<T>,
+    right: DeviceBuffer<T>,
 }
 
 /// `taps` applied `steps` times to the whole of `array`, with `boundary` at its ends, computed
-/// shard by shard with halo exchanges; a new array cut as `array` is. With two or more
-/// non-empty shards, each must hold at least `R` elements (a halo comes from one neighbour);
-/// otherwise the error names the shorter rank. An array held by one rank is the one-GPU stencil
-/// itself, any length. Zero steps copy the array.
-pub fn apply_sharded<T: Element>(
-    array: &ShardedArray<T>,
+/// shard by shard with halo exchanges; a new array cut as `array` is, on the same team. With
+/// two or more non-empty shards, each must hold at least `R` elements (a halo comes from one
+/// neighbour); otherwise the error names the shorter rank. An array held by one rank gets
+/// the one-GPU stencil's result at any length. Zero steps copy the array.
+pub fn apply_sharded<'t, T: Element>(
+    array: &ShardedArray<'t, T>,
     taps: &Taps<T>,
     boundary: Boundary,
     steps: usize,
-) -> Result<ShardedArray<T>> {
+) -> Result<ShardedArray<'t, T>> {
     if let Some(e) = taps.error() {
         return Err(Error::InvalidArgument { what: e });
     }
-    let gpu = array.gpu();
+    let team = array.team();
+    let members = team.members();
     let shards = array.shards();
     let r = taps.radius() as usize;
     let holders: Vec<usize> = (0..shards.ranks()).filter(|&k| shards.len(k) > 0).collect();
@@ -54,38 +68,412 @@ pub fn apply_sharded<T: Element>(
             ),
         });
     }
-    // Every rank's result, written below before the array is handed out.
-    let mut parts = (0..shards.ranks())
+    // Every local rank's result, written below before the array is handed out.
+    let mut parts = members
+        .iter()
         // SAFETY: `T` is an `Element`, valid for every byte pattern; each part is written by a
         // copy below (empty parts need none).
-        .map(|k| unsafe { gpu.alloc_uninit::<T>(shards.len(k), "sharded stencil: output") })
+        .map(|m| unsafe {
+            m.gpu
+                .alloc_uninit::<T>(shards.len(m.rank), "sharded stencil: output")
+        })
         .collect::<Result<Vec<_>>>()?;
-    if holders.len() == 1 || steps == 0 {
-        // One holder has the whole array: its boundary is the array's, the one-GPU stencil's.
-        for &k in &holders {
-            let last = whole_steps(gpu, array.part(k), taps, boundary, steps)?;
-            gpu.copy_on_device(&last, &mut parts[k])?;
-        }
-    } else {
-        let mut ext = holders
-            .iter()
-            .map(|&k| extend(gpu, array, k, r))
-            .collect::<Result<Vec<_>>>()?;
-        for step in 0..steps {
-            let cur = step % 2;
-            fill_halos(gpu, &mut ext, r, boundary, cur)?;
-            for e in &mut ext {
-                let [a, b] = &mut e.buffers;
-                let (input, output) = if cur == 0 { (&*a, b) } else { (&*b, a) };
-                stencil::apply_into(gpu, input, output, taps, boundary)?;
+    if steps == 0 || holders.is_empty() || (holders.len() == 1 && shards.len(holders[0]) < r) {
+        // Nothing to step, or one holder too short for halos of its own cells: the one-GPU
+        // stencil (its boundary is the array's). A longer single holder takes the exchange
+        // path below, its halos coming from itself when the array is periodic.
+        for (i, m) in members.iter().enumerate() {
+            if shards.len(m.rank) > 0 {
+                let last = whole_steps(&m.gpu, &array.parts()[i], taps, boundary, steps)?;
+                m.gpu.copy_on_device(&last, &mut parts[i])?;
             }
         }
-        for (e, &k) in ext.iter().zip(&holders) {
-            gpu.copy_on_device(&e.buffers[steps % 2].index(r..r + e.len), &mut parts[k])?;
+        team.finish("sharded stencil")?;
+        return Ok(ShardedArray::from_parts(team, shards.clone(), parts));
+    }
+    let mut locals = Vec::new();
+    for (i, m) in members.iter().enumerate() {
+        let len = shards.len(m.rank);
+        if len == 0 {
+            continue;
+        }
+        // SAFETY (all four): `T` is an `Element`. Every cell is written before it is read: the
+        // middle of `ext[0]` by the copy below, of `ext[1]` by a step's kernels, the halos
+        // before every step, the end outputs by their kernels.
+        let mut ext = unsafe {
+            [
+                m.gpu
+                    .alloc_uninit::<T>(len + 2 * r, "sharded stencil: shard and halos")?,
+                m.gpu
+                    .alloc_uninit::<T>(len + 2 * r, "sharded stencil: shard and halos")?,
+            ]
+        };
+        m.gpu
+            .copy_on_device(&array.parts()[i], &mut ext[0].index_mut(r..r + len))?;
+        let (left, right) = unsafe {
+            (
+                m.gpu
+                    .alloc_uninit::<T>(3 * r, "sharded stencil: first outputs")?,
+                m.gpu
+                    .alloc_uninit::<T>(3 * r, "sharded stencil: last outputs")?,
+            )
+        };
+        locals.push(Local {
+            member: i,
+            len,
+            ext,
+            left,
+            right,
+        });
+    }
+    // The first step's halos: from the neighbours' shards, through the same exchange.
+    let stepped = (|| {
+        team.enter()?;
+        prime_halos(array, &mut locals, &holders, r, boundary)?;
+        for step in 0..steps {
+            one_step(array, &mut locals, &holders, taps, boundary, r, step % 2)?;
+        }
+        for l in &mut locals {
+            let m = &members[l.member];
+            let from = l.ext[steps % 2].index(r..r + l.len);
+            // SAFETY: `parts[l.member]` has `len` elements; the edge stream holds the last step.
+            unsafe { raw_copy(&m.gpu, &m.edge, &mut parts[l.member], &from)? };
+        }
+        Ok(())
+    })();
+    // Waits even after an error: nothing may still run when the buffers are freed.
+    let finished = team.finish("sharded stencil (halo exchange)");
+    stepped.and(finished)?;
+    Ok(ShardedArray::from_parts(team, shards.clone(), parts))
+}
+
+/// The neighbours of holder `h` (an index into `holders`): left and right, wrapping when
+/// `periodic`, `None` at an end of the array.
+fn neighbours(h: usize, count: usize, periodic: bool) -> (Option<usize>, Option<usize>) {
+    let left = if h > 0 {
+        Some(h - 1)
+    } else {
+        periodic.then(|| count - 1)
+    };
+    let right = if h + 1 < count {
+        Some(h + 1)
+    } else {
+        periodic.then_some(0)
+    };
+    (left, right)
+}
+
+/// The transfers of one exchange, in the order every rank posts them: first every rank's last
+/// `R` cells to its right neighbour's left halo, then every rank's first `R` cells to its left
+/// neighbour's right halo (so that two ranks that are each other's both neighbours match each
+/// send with the right receive). `src(h, rightward)` and `dst(h, rightward)` give the local
+/// addresses (0 for a rank not driven here).
+fn halo_transfers(
+    holders: &[usize],
+    periodic: bool,
+    bytes: usize,
+    src: impl Fn(usize, bool) -> u64,
+    dst: impl Fn(usize, bool) -> u64,
+) -> Vec<Transfer> {
+    let count = holders.len();
+    let mut transfers = Vec::with_capacity(2 * count);
+    for rightward in [true, false] {
+        for h in 0..count {
+            let (left, right) = neighbours(h, count, periodic);
+            let to = if rightward { right } else { left };
+            if let Some(to) = to {
+                transfers.push(Transfer {
+                    from: holders[h],
+                    src: src(h, rightward),
+                    to: holders[to],
+                    dst: dst(to, rightward),
+                    bytes,
+                });
+            }
         }
     }
-    gpu.synchronize()?;
-    Ok(ShardedArray::from_parts(gpu, shards.clone(), parts))
+    transfers
+}
+
+/// Fills the halos of every local rank's `ext[0]` before the first step: the neighbours' end
+/// cells through the exchange, the array's ends by the boundary rule.
+fn prime_halos<T: Element>(
+    array: &ShardedArray<'_, T>,
+    locals: &mut [Local<T>],
+    holders: &[usize],
+    r: usize,
+    boundary: Boundary,
+) -> Result<()> {
+    let team = array.team();
+    let members = team.members();
+    let size = size_of::<T>() as u64;
+    let find = |h: usize| {
+        locals
+            .iter()
+            .position(|l| members[l.member].rank == holders[h])
+    };
+    let transfers = halo_transfers(
+        holders,
+        boundary == Boundary::Periodic,
+        r * size_of::<T>(),
+        |h, rightward| {
+            find(h).map_or(0, |i| {
+                let l = &locals[i];
+                let base = l.ext[0].as_device_ptr().as_raw();
+                // Rightward: the last R cells of the shard; leftward: the first R.
+                if rightward {
+                    base + (l.len as u64) * size
+                } else {
+                    base + r as u64 * size
+                }
+            })
+        },
+        |h, rightward| {
+            find(h).map_or(0, |i| {
+                let l = &locals[i];
+                let base = l.ext[0].as_device_ptr().as_raw();
+                if rightward {
+                    base
+                } else {
+                    base + (r + l.len) as u64 * size
+                }
+            })
+        },
+    );
+    // SAFETY: each address is inside a local rank's `ext[0]` (R cells), which only the edge
+    // streams touch until the first step waits for them.
+    unsafe {
+        team.exchange(
+            &transfers,
+            "sharded stencil: first halos (ncclSend/ncclRecv)",
+        )?
+    };
+    for l in locals.iter_mut() {
+        let m = &members[l.member];
+        let (left, right) = ends(holders, m.rank, boundary);
+        let len = l.len;
+        let [buf, _] = &mut l.ext;
+        if left {
+            fill_end(&m.gpu, &m.edge, buf, 0..r, r, boundary)?;
+        }
+        if right {
+            fill_end(
+                &m.gpu,
+                &m.edge,
+                buf,
+                r + len..2 * r + len,
+                r + len - 1,
+                boundary,
+            )?;
+        }
+        m.ready.record(&m.edge)?;
+    }
+    Ok(())
+}
+
+/// Whether rank `rank` holds the array's left end, and its right end (not with periodic
+/// arrays).
+fn ends(holders: &[usize], rank: usize, boundary: Boundary) -> (bool, bool) {
+    let periodic = boundary == Boundary::Periodic;
+    (
+        !periodic && holders.first() == Some(&rank),
+        !periodic && holders.last() == Some(&rank),
+    )
+}
+
+/// One step on every local rank, from `ext[cur]` into `ext[1 - cur]`.
+fn one_step<T: Element>(
+    array: &ShardedArray<'_, T>,
+    locals: &mut [Local<T>],
+    holders: &[usize],
+    taps: &Taps<T>,
+    boundary: Boundary,
+    r: usize,
+    cur: usize,
+) -> Result<()> {
+    let team = array.team();
+    let members = team.members();
+    // 1 and 2: the interior on the bulk stream, the two ends on the edge stream.
+    for l in locals.iter_mut() {
+        let m = &members[l.member];
+        let len = l.len;
+        let [a, b] = &mut l.ext;
+        let (input, output) = if cur == 0 { (&*a, b) } else { (&*b, a) };
+        m.ready.wait_on(&m.bulk)?;
+        // SAFETY (the three launches): the bulk stream waited for the last step's edge work
+        // (`ready`); the edge stream holds it; `finish` waits for both before any buffer is
+        // freed. The interior writes `output[r..r + len]`, the ends write scratch buffers, and
+        // the halos of `output` are written by the exchange below: nothing overlaps.
+        unsafe {
+            StencilRun::new(
+                &m.gpu,
+                taps,
+                boundary,
+                &input.index(r..r + len),
+                &mut output.index_mut(r..r + len),
+            )?
+            .launch_unordered(&m.bulk)?;
+            StencilRun::new(&m.gpu, taps, boundary, &input.index(0..3 * r), &mut l.left)?
+                .launch_unordered(&m.edge)?;
+            StencilRun::new(
+                &m.gpu,
+                taps,
+                boundary,
+                &input.index(len - r..len + 2 * r),
+                &mut l.right,
+            )?
+            .launch_unordered(&m.edge)?;
+        }
+        m.bulk_done.record(&m.bulk)?;
+    }
+    // 2: the exchange, into the next buffer's halos.
+    let nxt = 1 - cur;
+    let size = size_of::<T>() as u64;
+    let find = |h: usize| {
+        locals
+            .iter()
+            .position(|l| members[l.member].rank == holders[h])
+    };
+    let transfers = halo_transfers(
+        holders,
+        boundary == Boundary::Periodic,
+        r * size_of::<T>(),
+        |h, rightward| {
+            find(h).map_or(0, |i| {
+                let l = &locals[i];
+                let out = if rightward { &l.right } else { &l.left };
+                out.as_device_ptr().as_raw() + r as u64 * size
+            })
+        },
+        |h, rightward| {
+            find(h).map_or(0, |i| {
+                let l = &locals[i];
+                let base = l.ext[nxt].as_device_ptr().as_raw();
+                if rightward {
+                    base
+                } else {
+                    base + (r + l.len) as u64 * size
+                }
+            })
+        },
+    );
+    // SAFETY: sources are the middle `R` outputs of the end buffers, written on the edge
+    // stream before; destinations the halos of the next buffers, which no kernel of this step
+    // touches.
+    unsafe {
+        team.exchange(
+            &transfers,
+            "sharded stencil: halo exchange (ncclSend/ncclRecv)",
+        )?
+    };
+    // 3: the ends over the interior's, and the array's end halos.
+    for l in locals.iter_mut() {
+        let m = &members[l.member];
+        let len = l.len;
+        m.bulk_done.wait_on(&m.edge)?;
+        let (left_end, right_end) = ends(holders, m.rank, boundary);
+        let out = &mut l.ext[nxt];
+        // SAFETY: the edge stream waited for the interior (`bulk_done`); `out[r..2r]` and
+        // `out[len..len + r]` are inside the shard (len >= r).
+        unsafe {
+            raw_copy(
+                &m.gpu,
+                &m.edge,
+                &mut out.index_mut(r..2 * r),
+                &l.left.index(r..2 * r),
+            )?;
+            raw_copy(
+                &m.gpu,
+                &m.edge,
+                &mut out.index_mut(len..len + r),
+                &l.right.index(r..2 * r),
+            )?;
+        }
+        if left_end {
+            fill_end(&m.gpu, &m.edge, out, 0..r, r, boundary)?;
+        }
+        if right_end {
+            fill_end(
+                &m.gpu,
+                &m.edge,
+                out,
+                r + len..2 * r + len,
+                r + len - 1,
+                boundary,
+            )?;
+        }
+        m.ready.record(&m.edge)?;
+    }
+    Ok(())
+}
+
+/// An end halo `halo` of `buf` by the boundary rule: zeros, or cell `edge` of `buf` repeated.
+fn fill_end<T: Element>(
+    gpu: &Gpu,
+    stream: &Stream,
+    buf: &mut DeviceBuffer<T>,
+    halo: std::ops::Range<usize>,
+    edge: usize,
+    boundary: Boundary,
+) -> Result<()> {
+    gpu.make_current()?;
+    let base = buf.as_device_ptr().as_raw();
+    let size = size_of::<T>();
+    match boundary {
+        Boundary::Zero => {
+            // SAFETY: the halo lies inside `buf`, held mutably; ordered on the edge stream.
+            check_raw("cuMemsetD8Async", unsafe {
+                cust::sys::cuMemsetD8Async(
+                    base + (halo.start * size) as u64,
+                    0,
+                    halo.len() * size,
+                    stream.as_inner(),
+                )
+            })
+        }
+        Boundary::Clamp | Boundary::Periodic => {
+            for at in halo {
+                // SAFETY: both cells lie inside `buf` and differ (the edge is not in a halo).
+                check_raw("cuMemcpyDtoDAsync", unsafe {
+                    cust::sys::cuMemcpyDtoDAsync_v2(
+                        base + (at * size) as u64,
+                        base + (edge * size) as u64,
+                        size,
+                        stream.as_inner(),
+                    )
+                })?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `src` into `dst` (the same length) on `stream`, without the bracket through the GPU's own
+/// stream.
+///
+/// # Safety
+/// The caller orders `stream` with every other use of both (events) and waits for it before
+/// either is freed.
+unsafe fn raw_copy<T: Element>(
+    gpu: &Gpu,
+    stream: &Stream,
+    dst: &mut DeviceSlice<T>,
+    src: &DeviceSlice<T>,
+) -> Result<()> {
+    debug_assert_eq!(dst.len(), src.len());
+    if src.is_empty() {
+        return Ok(());
+    }
+    gpu.make_current()?;
+    // SAFETY: the caller's contract; `len` elements each, one borrowed mutably.
+    check_raw("cuMemcpyDtoDAsync", unsafe {
+        cust::sys::cuMemcpyDtoDAsync_v2(
+            dst.as_device_ptr().as_raw(),
+            src.as_device_ptr().as_raw(),
+            src.len() * size_of::<T>(),
+            stream.as_inner(),
+        )
+    })
 }
 
 /// The one-GPU stencil applied `steps` times to `input` (ping-pong), the last result returned.
@@ -108,108 +496,41 @@ fn whole_steps<T: Element>(
     Ok(a)
 }
 
-/// Rank `k`'s shard between two halos of `r` cells (filled before each step).
-fn extend<T: Element>(
-    gpu: &Gpu,
-    array: &ShardedArray<T>,
-    k: usize,
-    r: usize,
-) -> Result<Extended<T>> {
-    let len = array.shards().len(k);
-    // SAFETY: `T` is an `Element`. Every cell is written before it is read: the middle by the
-    // copy below (buffer 0) or a step's kernel, the halos before every step.
-    let mut buffers = unsafe {
-        [
-            gpu.alloc_uninit::<T>(len + 2 * r, "sharded stencil: extended shard")?,
-            gpu.alloc_uninit::<T>(len + 2 * r, "sharded stencil: extended shard")?,
-        ]
-    };
-    gpu.copy_on_device(array.part(k), &mut buffers[0].index_mut(r..r + len))?;
-    Ok(Extended { len, buffers })
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Fills the halos of every extended shard's buffer `cur` (two or more shards, each of at least
-/// `r` cells): from the neighbouring shards' cells, copied straight into the halo, or by
-/// `boundary` at the array's ends (zeros, or the end cell repeated; periodic arrays have a
-/// neighbour at both ends).
-fn fill_halos<T: Element>(
-    gpu: &Gpu,
-    ext: &mut [Extended<T>],
-    r: usize,
-    boundary: Boundary,
-    cur: usize,
-) -> Result<()> {
-    let count = ext.len();
-    let periodic = boundary == Boundary::Periodic;
-    for i in 0..count {
-        let left = if i > 0 {
-            Some(i - 1)
-        } else {
-            periodic.then(|| count - 1)
-        };
-        let right = if i + 1 < count {
-            Some(i + 1)
-        } else {
-            periodic.then_some(0)
-        };
-        // Left halo: the last `r` cells of the shard before.
-        match left {
-            Some(j) => {
-                let (src, dst) = pair(ext, j, i);
-                let from = src.buffers[cur].index(src.len..src.len + r);
-                gpu.copy_on_device(&from, &mut dst.buffers[cur].index_mut(0..r))?;
-            }
-            None => {
-                let (halo, rest) = ext[i].buffers[cur].split_at_mut(r);
-                end_halo(gpu, halo, &rest.index(0..1), boundary)?;
-            }
-        }
-        // Right halo: the first `r` cells of the shard after.
-        let len = ext[i].len;
-        match right {
-            Some(j) => {
-                let (src, dst) = pair(ext, j, i);
-                let from = src.buffers[cur].index(r..2 * r);
-                gpu.copy_on_device(&from, &mut dst.buffers[cur].index_mut(r + len..r + len + r))?;
-            }
-            None => {
-                let (rest, halo) = ext[i].buffers[cur].split_at_mut(r + len);
-                end_halo(gpu, halo, &rest.index(r + len - 1..r + len), boundary)?;
-            }
-        }
+    fn pairs(holders: &[usize], periodic: bool) -> Vec<(usize, usize, bool)> {
+        halo_transfers(holders, periodic, 4, |_, r| u64::from(r), |_, _| 0)
+            .iter()
+            .map(|t| (t.from, t.to, t.src == 1))
+            .collect()
     }
-    Ok(())
-}
 
-/// `ext[src]` shared and `ext[dst]` mutable (`src != dst`: two or more shards).
-fn pair<T: Element>(
-    ext: &mut [Extended<T>],
-    src: usize,
-    dst: usize,
-) -> (&Extended<T>, &mut Extended<T>) {
-    if src < dst {
-        let (a, b) = ext.split_at_mut(dst);
-        (&a[src], &mut b[0])
-    } else {
-        let (a, b) = ext.split_at_mut(src);
-        (&b[0], &mut a[dst])
-    }
-}
-
-/// A halo at an end of the whole array: zeros, or `edge` (the end cell) in every cell.
-fn end_halo<T: Element>(
-    gpu: &Gpu,
-    mut halo: ViewMut<'_, T>,
-    edge: &DeviceSlice<T>,
-    boundary: Boundary,
-) -> Result<()> {
-    match boundary {
-        Boundary::Zero => gpu.memset_d8_async(&mut halo, 0),
-        Boundary::Clamp | Boundary::Periodic => {
-            for at in 0..halo.len() {
-                gpu.copy_on_device(edge, &mut halo.index_mut(at..at + 1))?;
-            }
-            Ok(())
-        }
+    #[test]
+    fn halos_go_right_first_then_left_and_wrap_only_when_periodic() {
+        // Ranks 1, 2, 4 hold data (0 and 3 are empty).
+        assert_eq!(
+            pairs(&[1, 2, 4], false),
+            [(1, 2, true), (2, 4, true), (2, 1, false), (4, 2, false)]
+        );
+        assert_eq!(
+            pairs(&[1, 2, 4], true),
+            [
+                (1, 2, true),
+                (2, 4, true),
+                (4, 1, true),
+                (1, 4, false),
+                (2, 1, false),
+                (4, 2, false)
+            ]
+        );
+        // Two ranks, periodic: each is the other's both neighbours; the rightward send comes
+        // first on both, so it meets the left-halo receive.
+        assert_eq!(
+            pairs(&[0, 1], true),
+            [(0, 1, true), (1, 0, true), (0, 1, false), (1, 0, false)]
+        );
+        assert_eq!(pairs(&[3], false), []);
     }
 }

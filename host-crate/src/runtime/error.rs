@@ -118,6 +118,41 @@ pub enum Error {
         /// What the driver returned.
         status: cust::sys::CUresult,
     },
+    /// NCCL cannot be loaded: the multi-GPU transport is missing on this machine.
+    #[error(transparent)]
+    NoNccl(#[from] crate::multi::nccl::NcclMissing),
+    /// An NCCL call failed, or a communicator reported an asynchronous error.
+    #[error("{call} failed on rank {rank} of {ranks}: {status} ({message})")]
+    Nccl {
+        /// The NCCL call, e.g. `ncclSend`, or `ncclCommGetAsyncError`.
+        call: &'static str,
+        /// The rank whose communicator failed.
+        rank: usize,
+        /// How many ranks the communicator has.
+        ranks: usize,
+        /// The `ncclResult_t` name.
+        status: &'static str,
+        /// NCCL's description (`ncclGetLastError`, else `ncclGetErrorString`).
+        message: String,
+    },
+    /// A multi-GPU operation did not finish in its time limit: a peer died, hangs or never
+    /// came. The communicator was aborted (never a hang).
+    #[error(
+        "{what} did not finish within {} s on rank {rank} of {ranks}: a peer died, hangs or never \
+         joined; the communicator was aborted (raise the limit with \
+         `FERROCUDA_NCCL_TIMEOUT` or `Team`'s timeout)",
+        .timeout.as_secs_f64()
+    )]
+    Timeout {
+        /// What was waited for.
+        what: String,
+        /// The rank that waited.
+        rank: usize,
+        /// How many ranks the communicator has.
+        ranks: usize,
+        /// The limit.
+        timeout: std::time::Duration,
+    },
     /// A CUDA call failed.
     #[error("{call} failed{}: {}", .launch.as_ref().map(|l| format!(" for {l}")).unwrap_or_default(), cuda_message(.cause))]
     Cuda {

@@ -1,0 +1,492 @@
+//! A [`Team`]: the ranks this process drives, each on a GPU with its own two streams, and how
+//! the ranks talk — NCCL between GPUs, or device copies between **virtual ranks** of one GPU
+//! (the test transport: NCCL refuses two ranks on one device).
+//!
+//! Three ways to make one, as NCCL's own documentation lays them out:
+//! - [`Team::nccl`]: one process, several GPUs, one communicator per GPU (what
+//!   `ncclCommInitAll` does, here non-blocking, in one group);
+//! - [`Team::from_env`]: one rank per process, as a launcher starts them (`torchrun`, `mpirun`,
+//!   a batch system): `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, and a rendezvous file through which
+//!   rank 0 hands out NCCL's unique id; [`Team::join`] when the caller shares the id itself;
+//! - [`Team::virtual_ranks`]: every rank on one GPU, for tests.
+//!
+//! Every wait of an NCCL team is bounded ([`nccl::default_timeout`]): a peer that dies or never
+//! comes gives [`Error::Timeout`] and an aborted communicator, never a hang.
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::runtime::element::Element;
+use crate::runtime::error::{Error, Result, check_raw};
+use crate::runtime::event::Marker;
+use crate::runtime::gpu::{Gpu, GpuStream};
+use crate::runtime::memory::DeviceBuffer;
+
+use super::nccl::{self, Communicator, UniqueId};
+
+/// The most virtual ranks one GPU is given (each has two streams).
+pub const MAX_VIRTUAL_RANKS: usize = 64;
+
+/// How the ranks of a team reach each other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// Device copies between ranks of one GPU (tests only).
+    Virtual,
+    /// NCCL, one rank per GPU.
+    Nccl,
+}
+
+/// One rank this process drives.
+pub(crate) struct Member {
+    pub(crate) rank: usize,
+    pub(crate) gpu: Gpu,
+    /// High priority: halo cells and exchanges, and every collective.
+    pub(crate) edge: GpuStream,
+    /// Low priority: the stencil's interior.
+    pub(crate) bulk: GpuStream,
+    /// The end of a step's work on `edge` (what `bulk` waits for next).
+    pub(crate) ready: Marker,
+    /// The end of a step's interior on `bulk`.
+    pub(crate) bulk_done: Marker,
+    /// The end of this rank's device-copy sends (virtual ranks).
+    pub(crate) pushed: Marker,
+    comm: Option<Communicator>,
+}
+
+impl Member {
+    fn new(rank: usize, gpu: &Gpu, comm: Option<Communicator>) -> Result<Self> {
+        let edge = gpu.new_stream_of_priority(true)?;
+        let bulk = gpu.new_stream_of_priority(false)?;
+        gpu.make_current()?;
+        Ok(Self {
+            rank,
+            gpu: gpu.clone(),
+            edge,
+            bulk,
+            ready: Marker::new()?,
+            bulk_done: Marker::new()?,
+            pushed: Marker::new()?,
+            comm,
+        })
+    }
+}
+
+/// One copy between ranks: `bytes` bytes from `src` (on rank `from`'s GPU; read only there)
+/// to `dst` (on rank `to`'s GPU; written only there).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Transfer {
+    pub(crate) from: usize,
+    pub(crate) src: u64,
+    pub(crate) to: usize,
+    pub(crate) dst: u64,
+    pub(crate) bytes: usize,
+}
+
+/// The ranks this process drives, out of [`size`](Self::size), and their transport.
+pub struct Team {
+    size: usize,
+    members: Vec<Member>,
+    transport: Transport,
+}
+
+impl std::fmt::Debug for Team {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Team")
+            .field("size", &self.size)
+            .field("local_ranks", &self.local_ranks())
+            .field("transport", &self.transport)
+            .finish()
+    }
+}
+
+fn invalid(what: String) -> Error {
+    Error::InvalidArgument { what }
+}
+
+impl Team {
+    /// `ranks` virtual ranks on `gpu`, each with its own streams and buffers, exchanging by
+    /// device copies: the decomposition's test transport, not a way to use several GPUs.
+    pub fn virtual_ranks(gpu: &Gpu, ranks: usize) -> Result<Self> {
+        if ranks == 0 || ranks > MAX_VIRTUAL_RANKS {
+            return Err(invalid(format!(
+                "virtual ranks: {ranks} asked for; one GPU takes 1 to {MAX_VIRTUAL_RANKS}"
+            )));
+        }
+        let members = (0..ranks)
+            .map(|r| Member::new(r, gpu, None))
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            size: ranks,
+            members,
+            transport: Transport::Virtual,
+        })
+    }
+
+    /// One rank per GPU of `gpus` (rank `i` on `gpus[i]`), all in this process, over NCCL;
+    /// every wait bounded by [`nccl::default_timeout`].
+    pub fn nccl(gpus: &[Gpu]) -> Result<Self> {
+        Self::nccl_with_timeout(gpus, nccl::default_timeout())
+    }
+
+    /// [`nccl`](Self::nccl) with its time limit.
+    pub fn nccl_with_timeout(gpus: &[Gpu], timeout: Duration) -> Result<Self> {
+        if gpus.is_empty() {
+            return Err(invalid("NCCL team: no GPU given".into()));
+        }
+        for (i, g) in gpus.iter().enumerate() {
+            let ordinal = g.props().ordinal;
+            if let Some(j) = gpus[..i].iter().position(|h| h.props().ordinal == ordinal) {
+                return Err(invalid(format!(
+                    "NCCL team: ranks {j} and {i} are both on device {ordinal}; NCCL takes one \
+                     rank per GPU (Team::virtual_ranks puts several on one, for tests)"
+                )));
+            }
+        }
+        nccl::load_nccl()?;
+        let id = UniqueId::new()?;
+        let ranks: Vec<(usize, Gpu)> = gpus.iter().cloned().enumerate().collect();
+        let comms = Communicator::init(id, gpus.len(), &ranks, timeout)?;
+        let members = comms
+            .into_iter()
+            .zip(gpus)
+            .map(|(c, g)| Member::new(c.rank(), g, Some(c)))
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            size: gpus.len(),
+            members,
+            transport: Transport::Nccl,
+        })
+    }
+
+    /// Rank `rank` of `size`, on `gpu`, joining the communicator of `id` (made by one rank with
+    /// [`UniqueId::new`] and shared by the caller), within `timeout`.
+    pub fn join(
+        gpu: &Gpu,
+        rank: usize,
+        size: usize,
+        id: UniqueId,
+        timeout: Duration,
+    ) -> Result<Self> {
+        if rank >= size {
+            return Err(invalid(format!("NCCL team: rank {rank} of {size} ranks")));
+        }
+        let comms = Communicator::init(id, size, &[(rank, gpu.clone())], timeout)?;
+        let comm = comms.into_iter().next();
+        Ok(Self {
+            size,
+            members: vec![Member::new(rank, gpu, comm)?],
+            transport: Transport::Nccl,
+        })
+    }
+
+    /// This process's rank as a launcher starts it: `RANK` of `WORLD_SIZE`, on device
+    /// `LOCAL_RANK` (default: `RANK`), meeting the others through the file that
+    /// `FERROCUDA_RENDEZVOUS` names (`file:///shared/path` or a path, on a file system every
+    /// rank sees; rank 0 writes NCCL's unique id there, the others read it). Use a fresh path
+    /// for every run. Every wait is bounded by [`nccl::default_timeout`].
+    pub fn from_env() -> Result<Self> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let number = |name: &str| -> Result<Option<usize>> {
+            var(name)
+                .map(|v| {
+                    v.trim()
+                        .parse::<usize>()
+                        .map_err(|_| invalid(format!("{name}={v:?} is not a rank number")))
+                })
+                .transpose()
+        };
+        let (Some(rank), Some(size)) = (number("RANK")?, number("WORLD_SIZE")?) else {
+            return Err(invalid(
+                "NCCL team from the environment: RANK and WORLD_SIZE must be set (as torchrun \
+                 or mpirun set them), with FERROCUDA_RENDEZVOUS naming a shared file"
+                    .into(),
+            ));
+        };
+        let local = number("LOCAL_RANK")?.unwrap_or(rank);
+        let Some(place) = var("FERROCUDA_RENDEZVOUS") else {
+            return Err(invalid(
+                "NCCL team from the environment: FERROCUDA_RENDEZVOUS must name a file every \
+                 rank can see (file:///shared/run-42 or a path)"
+                    .into(),
+            ));
+        };
+        let path = PathBuf::from(place.strip_prefix("file://").unwrap_or(&place));
+        if rank >= size {
+            return Err(invalid(format!(
+                "RANK={rank} is not below WORLD_SIZE={size}"
+            )));
+        }
+        let timeout = nccl::default_timeout();
+        let gpu = Gpu::new(u32::try_from(local).unwrap_or(u32::MAX))?;
+        nccl::load_nccl()?;
+        let id = if rank == 0 {
+            let id = UniqueId::new()?;
+            publish(&path, size, &id)?;
+            id
+        } else {
+            await_id(&path, size, rank, timeout)?
+        };
+        Self::join(&gpu, rank, size, id, timeout)
+    }
+
+    /// How many ranks the team has, in all processes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The ranks this process drives, in order.
+    pub fn local_ranks(&self) -> Vec<usize> {
+        self.members.iter().map(|m| m.rank).collect()
+    }
+
+    /// How the ranks reach each other.
+    pub fn transport(&self) -> Transport {
+        self.transport
+    }
+
+    /// The GPU of local rank `rank`, if this process drives it.
+    pub fn gpu_of(&self, rank: usize) -> Option<&Gpu> {
+        self.members.iter().find(|m| m.rank == rank).map(|m| &m.gpu)
+    }
+
+    pub(crate) fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// Where local member `i` finds a gathered buffer: one for all virtual ranks (one GPU),
+    /// one per member otherwise.
+    pub(crate) fn gathered_of(&self, i: usize) -> usize {
+        match self.transport {
+            Transport::Virtual => 0,
+            Transport::Nccl => i,
+        }
+    }
+
+    /// How many gathered buffers a gather needs ([`gathered_of`](Self::gathered_of)).
+    pub(crate) fn gathered_count(&self) -> usize {
+        match self.transport {
+            Transport::Virtual => 1,
+            Transport::Nccl => self.members.len(),
+        }
+    }
+
+    /// Makes every member's streams wait for what its GPU's own stream holds (the safe calls
+    /// that wrote the inputs).
+    pub(crate) fn enter(&self) -> Result<()> {
+        for m in &self.members {
+            m.gpu.make_current()?;
+            m.ready.record(m.gpu.stream())?;
+            m.ready.wait_on(&m.edge)?;
+            m.ready.wait_on(&m.bulk)?;
+        }
+        Ok(())
+    }
+
+    /// Waits for every member's streams (and GPU stream): NCCL members within the time limit.
+    pub(crate) fn finish(&self, what: &str) -> Result<()> {
+        let mut first = None;
+        for m in &self.members {
+            let waited = match &m.comm {
+                Some(c) => c
+                    .wait_stream(&m.edge, what)
+                    .and_then(|()| c.wait_stream(&m.bulk, what)),
+                None => m.gpu.make_current().and_then(|()| {
+                    // SAFETY: live streams of the current context.
+                    check_raw("cuStreamSynchronize", unsafe {
+                        cust::sys::cuStreamSynchronize(m.edge.as_inner())
+                    })?;
+                    check_raw("cuStreamSynchronize", unsafe {
+                        cust::sys::cuStreamSynchronize(m.bulk.as_inner())
+                    })
+                }),
+            };
+            if let Err(e) = waited {
+                // Nothing of this call may still run when its buffers are freed.
+                let _ = m.gpu.make_current();
+                // SAFETY: live streams (an aborted communicator's kernels have stopped).
+                unsafe {
+                    cust::sys::cuStreamSynchronize(m.edge.as_inner());
+                    cust::sys::cuStreamSynchronize(m.bulk.as_inner());
+                }
+                first.get_or_insert(e);
+            }
+        }
+        for m in &self.members {
+            if let Err(e) = m.gpu.synchronize() {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Fills every gathered buffer (one per [`gathered_of`](Self::gathered_of)) with every
+    /// rank's piece: rank `r`'s elements `bounds[r]..bounds[r + 1]`, which rank `r` wrote into
+    /// its own gathered buffer. Virtual ranks share one buffer, already whole; NCCL ranks
+    /// broadcast their pieces in one group (an all-gather of unequal pieces). Enqueued on the
+    /// members' edge streams, after their GPU streams.
+    pub(crate) fn share<T: Element>(
+        &self,
+        gathered: &mut [DeviceBuffer<T>],
+        bounds: &[usize],
+        what: &str,
+    ) -> Result<()> {
+        if self.transport == Transport::Virtual {
+            return Ok(());
+        }
+        debug_assert_eq!(gathered.len(), self.members.len());
+        debug_assert_eq!(bounds.len(), self.size + 1);
+        self.enter()?;
+        let comms: Vec<&Communicator> = self
+            .members
+            .iter()
+            .filter_map(|m| m.comm.as_ref())
+            .collect();
+        nccl::group(&comms, what, || {
+            for (m, buf) in self.members.iter().zip(gathered.iter_mut()) {
+                let comm = m.comm.as_ref().expect("an NCCL member has a communicator");
+                m.gpu.check_owned(buf)?;
+                m.gpu.make_current()?;
+                let base = buf.as_device_ptr().as_raw();
+                for root in 0..self.size {
+                    let (a, b) = (bounds[root], bounds[root + 1]);
+                    if a == b {
+                        continue;
+                    }
+                    // SAFETY: elements a..b lie inside `buf` (the caller sized it for
+                    // `bounds`), held mutably here and waited for by `finish` below.
+                    unsafe {
+                        comm.broadcast(
+                            base + (a * size_of::<T>()) as u64,
+                            (b - a) * size_of::<T>(),
+                            root,
+                            &m.edge,
+                        )?;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        self.finish(what)
+    }
+
+    /// Moves `transfers` between ranks, in their order (for each pair of ranks, the receiver
+    /// takes the sender's transfers in the order they are listed), on the members' edge
+    /// streams: after what each stream held (a sender's data must be written there, or waited
+    /// for there), and before what it is given next. A transfer whose source or destination
+    /// rank is not driven here is posted only on the side that is.
+    ///
+    /// # Safety
+    /// For each transfer, `src` holds `bytes` readable bytes on the sender's GPU and `dst`
+    /// `bytes` writable bytes on the receiver's, which nothing else touches until the streams
+    /// are waited for.
+    pub(crate) unsafe fn exchange(&self, transfers: &[Transfer], what: &str) -> Result<()> {
+        match self.transport {
+            Transport::Virtual => {
+                for m in &self.members {
+                    m.gpu.make_current()?;
+                    for t in transfers.iter().filter(|t| t.from == m.rank && t.bytes > 0) {
+                        // SAFETY: the caller's contract; one context for all virtual ranks.
+                        check_raw("cuMemcpyDtoDAsync", unsafe {
+                            cust::sys::cuMemcpyDtoDAsync_v2(
+                                t.dst,
+                                t.src,
+                                t.bytes,
+                                m.edge.as_inner(),
+                            )
+                        })?;
+                    }
+                    m.pushed.record(&m.edge)?;
+                }
+                for m in &self.members {
+                    for t in transfers.iter().filter(|t| t.to == m.rank && t.bytes > 0) {
+                        self.members[t.from].pushed.wait_on(&m.edge)?;
+                    }
+                }
+                Ok(())
+            }
+            Transport::Nccl => {
+                let comms: Vec<&Communicator> = self
+                    .members
+                    .iter()
+                    .filter_map(|m| m.comm.as_ref())
+                    .collect();
+                nccl::group(&comms, what, || {
+                    for m in &self.members {
+                        let comm = m.comm.as_ref().expect("an NCCL member has a communicator");
+                        m.gpu.make_current()?;
+                        for t in transfers.iter().filter(|t| t.bytes > 0) {
+                            // SAFETY (both): the caller's contract.
+                            if t.from == m.rank {
+                                unsafe { comm.send(t.src, t.bytes, t.to, &m.edge)? };
+                            }
+                            if t.to == m.rank {
+                                unsafe { comm.recv(t.dst, t.bytes, t.from, &m.edge)? };
+                            }
+                        }
+                    }
+                    Ok(())
+                })
+            }
+        }
+    }
+}
+
+/// Rank 0's side of the rendezvous: the id written whole (a temporary file renamed over the
+/// path), with the world size, so that a reader never sees half of it.
+fn publish(path: &Path, size: usize, id: &UniqueId) -> Result<()> {
+    let io =
+        |e: std::io::Error| invalid(format!("rendezvous: cannot write {}: {e}", path.display()));
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::write(&tmp, format!("ferrocuda-nccl {size} {}\n", id.to_hex())).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// The other ranks' side: the id of a world of `size`, read once rank 0 has written it, within
+/// `timeout`.
+fn await_id(path: &Path, size: usize, rank: usize, timeout: Duration) -> Result<UniqueId> {
+    let start = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            let mut words = text.split_whitespace();
+            if words.next() == Some("ferrocuda-nccl")
+                && words.next().and_then(|w| w.parse::<usize>().ok()) == Some(size)
+                && let Some(id) = words.next().and_then(UniqueId::from_hex)
+            {
+                return Ok(id);
+            }
+        }
+        if start.elapsed() > timeout {
+            return Err(Error::Timeout {
+                what: format!(
+                    "the rendezvous (rank 0 writing NCCL's id for {size} ranks to {})",
+                    path.display()
+                ),
+                rank,
+                ranks: size,
+                timeout,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rendezvous_file_carries_the_id_and_refuses_another_world_size() {
+        let dir = std::env::temp_dir().join(format!("ferrocuda-rdv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("id");
+        let id = UniqueId([7; 128]);
+        publish(&path, 4, &id).unwrap();
+        assert_eq!(await_id(&path, 4, 1, Duration::from_secs(1)).unwrap(), id);
+        let wrong = await_id(&path, 8, 3, Duration::from_millis(100)).unwrap_err();
+        let text = wrong.to_string();
+        assert!(
+            text.contains("rendezvous") && text.contains("rank 3 of 8") && text.contains("0.1 s"),
+            "{text}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
