@@ -708,3 +708,52 @@ fn every_command_of_the_notes_checklist_is_accepted() {
     }
     assert!(run >= 40, "{run} commands");
 }
+
+/// `ferrocuda multi` without NCCL, without the launcher's variables, or with a bad argument:
+/// one line each, saying what is missing, before any GPU is needed (no panic, no hang).
+#[test]
+fn multi_says_in_one_line_what_is_missing() {
+    let bin =
+        std::env::var("FERROCUDA_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_ferrocuda").into());
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut c = Command::new(&bin);
+        c.arg("multi").args(args);
+        for v in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "FERROCUDA_RENDEZVOUS"] {
+            c.env_remove(v);
+        }
+        c.envs(env.iter().copied()).output().expect("runs")
+    };
+    let o = run(&[], &[("FERROCUDA_LIBNCCL", "/nonexistent/libnccl.so.2")]);
+    assert_clean_failure(
+        &o,
+        &["no NCCL", "/nonexistent/libnccl.so.2", "FERROCUDA_LIBNCCL"],
+    );
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    let o = run(&["--transport", "env"], &[]);
+    assert_clean_failure(&o, &["RANK and WORLD_SIZE must be set"]);
+    let o = run(
+        &["--transport", "env"],
+        &[("RANK", "0"), ("WORLD_SIZE", "2")],
+    );
+    assert_clean_failure(&o, &["FERROCUDA_RENDEZVOUS must name a file"]);
+    let o = run(
+        &["--transport", "env"],
+        &[("RANK", "two"), ("WORLD_SIZE", "2")],
+    );
+    assert_clean_failure(&o, &["RANK=\"two\" is not a rank number"]);
+    let o = run(
+        &["--transport", "env"],
+        &[
+            ("RANK", "2"),
+            ("WORLD_SIZE", "2"),
+            ("FERROCUDA_RENDEZVOUS", "file:///nonexistent/x"),
+        ],
+    );
+    assert_clean_failure(&o, &["RANK=2 is not below WORLD_SIZE=2"]);
+    let o = run(&["--transport", "carrier-pigeon"], &[]);
+    assert_clean_failure(&o, &["--transport must be nccl, env or virtual"]);
+    let o = run(&["--radius", "5"], &[]);
+    assert_clean_failure(&o, &["radius must be one of"]);
+    let o = run(&["--boundary", "mirror"], &[]);
+    assert_clean_failure(&o, &["--boundary must be zero, clamp or periodic"]);
+}

@@ -3,6 +3,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod lab;
+mod multi;
 mod profile;
 mod sanitize;
 
@@ -213,6 +214,17 @@ enum Command {
     /// What `profile` runs under ncu.
     #[command(hide = true)]
     ProfileCases,
+    /// Beyond one GPU: the sharded sums and the iterated 1D stencil on a team of ranks (NCCL
+    /// over this machine's GPUs, one rank per process from a launcher, or virtual ranks on one
+    /// GPU), checked bit for bit against one GPU and timed beside it (efficiency T1 / (N x TN)).
+    ///
+    /// The stencil lesson of the 《CUDA C/C++ Basics》学习笔记 one level up: halos between GPUs
+    /// instead of between blocks' shared memories.
+    ///
+    /// 多 GPU：把数组按 rank 切分，做分片求和、可复现求和与迭代一维模板（GPU 之间交换 halo），逐位对照单 GPU 结果并计时。
+    ///
+    /// Explained in (讲解): docs/multi-gpu.md
+    Multi(multi::MultiArgs),
 }
 
 fn main() -> ExitCode {
@@ -258,6 +270,7 @@ fn run(cli: Cli) -> Result<()> {
             a.validate()?;
             lab::occupancy(&open(cli.device)?, &a)
         }
+        Command::Multi(a) => multi::multi(cli.device, &a),
         Command::Info { bandwidth } => info(cli.device, bandwidth),
         Command::Smoke {
             n,

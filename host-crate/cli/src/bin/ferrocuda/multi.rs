@@ -1,0 +1,365 @@
+//! `ferrocuda multi`: the sharded sums and the iterated stencil on a team of ranks (NCCL over
+//! the GPUs it finds, one rank per process from a launcher, or virtual ranks on one GPU),
+//! checked against one GPU and timed beside it.
+use std::time::Instant;
+
+use anyhow::{Context as _, Result, bail, ensure};
+use ferrocuda::Gpu;
+use ferrocuda::multi::{self, ShardedArray, Shards, Team, Transport};
+use ferrocuda::reduce;
+use ferrocuda::stencil::{self, Boundary, Taps};
+use ferrocuda_cli::args::parse_count;
+use ferrocuda_lessons::cpu::random_vec;
+use ferrocuda_lessons::timing::Stats;
+
+/// The arguments of `ferrocuda multi`.
+#[derive(clap::Args)]
+pub struct MultiArgs {
+    /// The ranks: `nccl` (one per GPU of this process, `--gpus` of them), `env` (this process
+    /// is one rank: RANK, WORLD_SIZE, LOCAL_RANK and FERROCUDA_RENDEZVOUS, as a launcher sets
+    /// them) or `virtual` (`--ranks` on one GPU: the test transport, not a speed-up).
+    #[arg(long, default_value = "nccl")]
+    transport: String,
+    /// GPUs for `--transport nccl` (0: every GPU the driver shows).
+    #[arg(long, default_value_t = 0)]
+    gpus: usize,
+    /// Ranks for `--transport virtual`.
+    #[arg(long, default_value_t = 4)]
+    ranks: usize,
+    /// f32 elements in all (strong scaling), or per rank with `--per-rank` (weak scaling).
+    #[arg(long, default_value = "2^24", value_parser = parse_count)]
+    n: usize,
+    /// `--n` is per rank.
+    #[arg(long)]
+    per_rank: bool,
+    /// Stencil radius.
+    #[arg(long, default_value_t = 3)]
+    radius: u32,
+    /// Stencil boundary: zero, clamp or periodic.
+    #[arg(long, default_value = "periodic")]
+    boundary: String,
+    /// Stencil time steps per call.
+    #[arg(long, default_value_t = 20)]
+    steps: usize,
+    /// Timed repetitions (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Seed of the random input.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Also time PyTorch's sum per call (local `x.sum()` and `torch.distributed.all_reduce` of
+    /// the scalar over as many GPUs, one process each), with `python3`.
+    #[arg(long)]
+    baseline: bool,
+}
+
+impl MultiArgs {
+    /// Refuses a bad argument before any GPU is opened.
+    pub fn validate(&self) -> Result<()> {
+        ensure!(
+            ["nccl", "env", "virtual"].contains(&self.transport.as_str()),
+            "--transport must be nccl, env or virtual, not `{}`",
+            self.transport
+        );
+        if let Some(e) = stencil::radius_error(self.radius) {
+            bail!("{e}");
+        }
+        ensure!(
+            Boundary::from_name(&self.boundary).is_some(),
+            "--boundary must be zero, clamp or periodic, not `{}`",
+            self.boundary
+        );
+        ensure!(self.reps > 0, "--reps must be at least 1");
+        Ok(())
+    }
+}
+
+fn team(device: u32, a: &MultiArgs) -> Result<Team> {
+    Ok(match a.transport.as_str() {
+        "virtual" => Team::virtual_ranks(&open(device)?, a.ranks)?,
+        "env" => Team::from_env()?,
+        _ => {
+            // NCCL first: a machine without it says so before any GPU is touched.
+            let (major, minor, patch) = multi::nccl::version()?;
+            println!("NCCL {major}.{minor}.{patch}");
+            let count = if a.gpus == 0 { device_count()? } else { a.gpus };
+            let gpus = (0..count as u32).map(open).collect::<Result<Vec<_>>>()?;
+            Team::nccl(&gpus)?
+        }
+    })
+}
+
+fn open(device: u32) -> Result<Gpu> {
+    Gpu::new(device).with_context(|| format!("opening CUDA device {device}"))
+}
+
+/// How many devices the driver shows (opening device 0 initialises it).
+fn device_count() -> Result<usize> {
+    open(0)?;
+    let mut count = 0;
+    for ordinal in 0.. {
+        match Gpu::new(ordinal) {
+            Ok(_) => count += 1,
+            Err(ferrocuda::Error::DeviceNotFound { .. }) => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(count)
+}
+
+/// Median wall time of `op` (which waits for its own work), after one untimed run.
+fn wall(reps: usize, mut op: impl FnMut() -> Result<()>) -> Result<Stats> {
+    op()?;
+    let mut samples = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let start = Instant::now();
+        op()?;
+        samples.push(start.elapsed().as_secs_f64());
+    }
+    Ok(Stats::from_samples(samples))
+}
+
+/// Runs `ferrocuda multi`.
+pub fn multi(device: u32, a: &MultiArgs) -> Result<()> {
+    a.validate()?;
+    let team = team(device, a)?;
+    let size = team.size();
+    let local = team.local_ranks();
+    let n = if a.per_rank { a.n * size } else { a.n };
+    let boundary = Boundary::from_name(&a.boundary).expect("validated");
+    let taps = Taps::<f32>::Sum { radius: a.radius };
+    let first = team.gpu_of(local[0]).expect("a local rank").clone();
+    let transport = match team.transport() {
+        Transport::Virtual => "virtual ranks (device copies on one GPU; a test transport)",
+        Transport::Nccl => "NCCL",
+    };
+    println!(
+        "team: {size} ranks over {transport}; this process drives {local:?} ({} ranks' GPUs: {})",
+        local.len(),
+        local
+            .iter()
+            .map(|&r| {
+                let p = team.gpu_of(r).expect("local").props();
+                format!("{} {}", p.ordinal, p.name)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let chunk = reduce::reproducible_chunk::<f32>();
+    let shards = Shards::aligned(n, size, chunk)?;
+    println!(
+        "n = {n} f32 ({} per rank, cut on the reproducible sum's {chunk}-element chunks)",
+        shards.len(0)
+    );
+    let data = random_vec::<f32>(n, a.seed);
+    let array = ShardedArray::scatter(&team, &data, shards.clone())?;
+    let bytes = (n * 4) as u64;
+
+    // One GPU of the same run: the whole array on the first local GPU, if it fits.
+    let (free, _) = first.memory_info()?;
+    let fits = 3 * bytes < free as u64;
+    let whole = if fits {
+        Some(first.upload(&data, "whole array")?)
+    } else {
+        println!("(the whole array does not fit on one GPU: no one-GPU rows)");
+        None
+    };
+
+    // Sums.
+    let got = array.sum()?;
+    let t_sum = wall(a.reps, || array.sum().map(|_| ()).map_err(Into::into))?;
+    let repro = multi::sum_reproducible(&array)?;
+    let t_repro = wall(a.reps, || {
+        multi::sum_reproducible(&array)
+            .map(|_| ())
+            .map_err(Into::into)
+    })?;
+    println!(
+        "{:<34} {:>12} {:>10} {:>10}",
+        "", "result", "median us", "GB/s"
+    );
+    println!(
+        "{:<34} {:>12.6e} {:>10.1} {:>10.0}",
+        "sum (ranks' fast sums)",
+        got,
+        t_sum.median_s * 1e6,
+        t_sum.gbs(bytes)
+    );
+    println!(
+        "{:<34} {:>12.6e} {:>10.1} {:>10.0}",
+        "sum (reproducible)",
+        repro,
+        t_repro.median_s * 1e6,
+        t_repro.gbs(bytes)
+    );
+    if a.baseline {
+        torch_baseline(&team, &shards, &t_sum, a.reps.max(20));
+    }
+    if let Some(w) = &whole {
+        let one = reduce::sum_reproducible(&first, w)?;
+        let t_one = wall(a.reps, || {
+            reduce::sum_reproducible(&first, w)
+                .map(|_| ())
+                .map_err(Into::into)
+        })?;
+        println!(
+            "{:<34} {:>12.6e} {:>10.1} {:>10.0}",
+            "sum (reproducible), one GPU",
+            one,
+            t_one.median_s * 1e6,
+            t_one.gbs(bytes)
+        );
+        ensure!(
+            one.to_bits() == repro.to_bits(),
+            "FAIL: the reproducible sum on {size} ranks ({:#010x}) differs from one GPU's \
+             ({:#010x})",
+            repro.to_bits(),
+            one.to_bits()
+        );
+        println!(
+            "same bits on {size} ranks and one GPU: {:#010x}  PASS",
+            repro.to_bits()
+        );
+    }
+
+    // The iterated stencil.
+    let steps = a.steps;
+    let t_team = wall(a.reps, || {
+        multi::apply_sharded(&array, &taps, boundary, steps)
+            .map(|_| ())
+            .map_err(Into::into)
+    })?;
+    let per_step = t_team.median_s / steps.max(1) as f64;
+    println!(
+        "stencil R = {} {}, {steps} steps per call: {:.1} us per step on {size} ranks ({:.0} GB/s \
+         over the whole array)",
+        a.radius,
+        boundary.name(),
+        per_step * 1e6,
+        2.0 * bytes as f64 / per_step / 1e9
+    );
+    if whole.is_some() {
+        let mut x = first.upload(&data, "stencil ping")?;
+        let mut y = first.alloc::<f32>(n, "stencil pong")?;
+        let t_one = wall(a.reps, || {
+            for _ in 0..steps {
+                stencil::apply_into(&first, &x, &mut y, &taps, boundary)?;
+                std::mem::swap(&mut x, &mut y);
+            }
+            first.synchronize().map_err(Into::into)
+        })?;
+        let one_step = t_one.median_s / steps.max(1) as f64;
+        println!(
+            "one GPU, the same {n} elements: {:.1} us per step; efficiency T1 / (N x TN) = {:.1} %",
+            one_step * 1e6,
+            100.0 * one_step / (size as f64 * per_step)
+        );
+        // The check: the team's result against the one-GPU stencil applied as often.
+        let mut x = first.upload(&data, "check ping")?;
+        let mut y = first.alloc::<f32>(n, "check pong")?;
+        for _ in 0..steps {
+            stencil::apply_into(&first, &x, &mut y, &taps, boundary)?;
+            std::mem::swap(&mut x, &mut y);
+        }
+        let want = first.download(&x)?;
+        let got = multi::apply_sharded(&array, &taps, boundary, steps)?.gather()?;
+        let same = got
+            .iter()
+            .zip(&want)
+            .all(|(g, w)| g.to_bits() == w.to_bits());
+        ensure!(
+            same && got.len() == want.len(),
+            "FAIL: the stencil on {size} ranks differs from one GPU's"
+        );
+        println!("same bits as the one-GPU stencil after {steps} steps: PASS");
+    }
+    // One shard's stencil alone on one GPU: what a rank would take with no neighbours, so the
+    // difference is the price of the ends, the exchange and the per-call copies.
+    let shard_n = shards.len(0);
+    if shard_n > 0 {
+        let mut x = first.upload(&data[..shard_n], "shard ping")?;
+        let mut y = first.alloc::<f32>(shard_n, "shard pong")?;
+        let t_shard = wall(a.reps, || {
+            for _ in 0..steps {
+                stencil::apply_into(&first, &x, &mut y, &taps, boundary)?;
+                std::mem::swap(&mut x, &mut y);
+            }
+            first.synchronize().map_err(Into::into)
+        })?;
+        let shard_step = t_shard.median_s / steps.max(1) as f64;
+        println!(
+            "one shard ({shard_n} elements) alone on one GPU: {:.1} us per step; the ends, halo \
+             exchange and per-call copies add {:.1} us per step",
+            shard_step * 1e6,
+            (per_step - shard_step) * 1e6
+        );
+    }
+    Ok(())
+}
+
+/// PyTorch's sum per call over as many GPUs as the team has (run only by a team that drives
+/// all its ranks, with `python3` and torch present), beside the team's.
+fn torch_baseline(team: &Team, shards: &Shards, ours: &Stats, calls: usize) {
+    use std::io::Write as _;
+    if team.local_ranks().len() != team.size() || team.transport() != Transport::Nccl {
+        println!(
+            "(PyTorch baseline: only with --transport nccl, where one process holds every rank)"
+        );
+        return;
+    }
+    let rendezvous = std::env::temp_dir().join(format!("ferrocuda-torch-{}", std::process::id()));
+    let _ = std::fs::remove_file(&rendezvous);
+    let child = std::process::Command::new("python3")
+        .arg("-")
+        .args([
+            team.size().to_string(),
+            shards.len(0).to_string(),
+            calls.to_string(),
+            rendezvous.display().to_string(),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let output = child.and_then(|mut c| {
+        c.stdin
+            .take()
+            .expect("piped")
+            .write_all(include_str!("multi_baseline.py").as_bytes())?;
+        c.wait_with_output()
+    });
+    let _ = std::fs::remove_file(&rendezvous);
+    match output {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            for line in text.lines() {
+                let w: Vec<&str> = line.split_whitespace().collect();
+                match w.as_slice() {
+                    ["torch", version, "nccl", nccl] => {
+                        println!("PyTorch {version} (its NCCL {nccl})");
+                    }
+                    ["torch", "sum+all_reduce", _, _, us, _] => {
+                        let us: f64 = us.parse().unwrap_or(f64::NAN);
+                        println!(
+                            "{:<34} {:>12} {:>10.1} {:>10}   ferrocuda's sum per call: {:.2}x faster",
+                            "PyTorch x.sum() + all_reduce",
+                            "",
+                            us,
+                            "",
+                            us / (ours.median_s * 1e6)
+                        );
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(o) => println!(
+            "(PyTorch baseline failed: {})",
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .last()
+                .unwrap_or("no output")
+        ),
+        Err(e) => println!("(PyTorch baseline not run: python3: {e})"),
+    }
+}
