@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::ensure;
 use ferrocuda::multi::nccl::UniqueId;
-use ferrocuda::multi::{ShardedArray, Shards, Team, Transport, apply_sharded, sum_reproducible};
+use ferrocuda::multi::{
+    ShardedArray, ShardedStencil, Shards, Team, Transport, apply_sharded, sum_reproducible,
+};
 use ferrocuda::reduce::{self, Reproducible};
 use ferrocuda::stencil::{self, Boundary, Taps};
 use ferrocuda::{Error, Gpu};
@@ -273,6 +275,15 @@ fn stencil_iterated_on(gpu: &Gpu, teams: &[Team]) -> TestResult {
                     ensure!(
                         got == want_i,
                         "i32 {boundary:?} R = {radius} n = {n} {ranks} ranks"
+                    );
+                    // The same steps in two calls of a plan that keeps its state.
+                    let mut plan = ShardedStencil::new(&a, &taps, boundary)?;
+                    plan.step(2)?;
+                    plan.step(steps - 2)?;
+                    ensure!(
+                        plan.to_array()?.gather()? == want_i,
+                        "plan stepped 2 + {}: i32 {boundary:?} R = {radius} n = {n} {ranks} ranks",
+                        steps - 2
                     );
                     let a = ShardedArray::scatter(team, &floats, shards)?;
                     let got = apply_sharded(&a, &weights, boundary, steps)?.gather()?;

@@ -38,113 +38,179 @@ struct Local<T: Element> {
 /// `taps` applied `steps` times to the whole of `array`, with `boundary` at its ends, computed
 /// shard by shard with halo exchanges; a new array cut as `array` is, on the same team. With
 /// two or more non-empty shards, each must hold at least `R` elements (a halo comes from one
-/// neighbour); otherwise the error names the shorter rank. An array held by one rank gets
-/// the one-GPU stencil's result at any length. Zero steps copy the array.
+/// neighbour); otherwise the error names the shorter rank. An array held by one rank gets the
+/// one-GPU stencil's result at any length. Zero steps copy the array. A program that steps
+/// the same array again and again keeps a [`ShardedStencil`] instead (this makes one, steps it
+/// and copies its state out: three device allocations and two copies of the array per call).
 pub fn apply_sharded<'t, T: Element>(
     array: &ShardedArray<'t, T>,
     taps: &Taps<T>,
     boundary: Boundary,
     steps: usize,
 ) -> Result<ShardedArray<'t, T>> {
-    if let Some(e) = taps.error() {
-        return Err(Error::InvalidArgument { what: e });
-    }
-    let team = array.team();
-    let members = team.members();
-    let shards = array.shards();
-    let r = taps.radius() as usize;
-    let holders: Vec<usize> = (0..shards.ranks()).filter(|&k| shards.len(k) > 0).collect();
-    if holders.len() > 1
-        && steps > 0
-        && let Some(&short) = holders.iter().find(|&&k| shards.len(k) < r)
-    {
-        return Err(Error::InvalidArgument {
-            what: format!(
-                "sharded stencil of radius {r}: rank {short} holds {} elements, fewer than the \
-                 radius, so a neighbour's halo would span more than one shard; cut the {} \
-                 elements over fewer ranks",
-                shards.len(short),
-                shards.n()
-            ),
-        });
-    }
-    // Every local rank's result, written below before the array is handed out.
-    let mut parts = members
-        .iter()
-        // SAFETY: `T` is an `Element`, valid for every byte pattern; each part is written by a
-        // copy below (empty parts need none).
-        .map(|m| unsafe {
-            m.gpu
-                .alloc_uninit::<T>(shards.len(m.rank), "sharded stencil: output")
-        })
-        .collect::<Result<Vec<_>>>()?;
-    if steps == 0 || holders.is_empty() || (holders.len() == 1 && shards.len(holders[0]) < r) {
-        // Nothing to step, or one holder too short for halos of its own cells: the one-GPU
-        // stencil (its boundary is the array's). A longer single holder takes the exchange
-        // path below, its halos coming from itself when the array is periodic.
+    let mut plan = ShardedStencil::new(array, taps, boundary)?;
+    plan.step(steps)?;
+    plan.to_array()
+}
+
+/// An iterated 1D stencil over a sharded array that keeps its state on the devices between
+/// calls, as a simulation's time loop does: each local rank's shard between its halos, in two
+/// buffers that alternate. [`step`](Self::step) advances it, [`to_array`](Self::to_array)
+/// copies the current state out.
+pub struct ShardedStencil<'t, T: Element> {
+    team: &'t crate::multi::Team,
+    shards: crate::multi::Shards,
+    taps: Taps<T>,
+    boundary: Boundary,
+    r: usize,
+    /// The ranks that hold elements, in order.
+    holders: Vec<usize>,
+    /// With halos (`r` cells each side), or without (`halos == false`: the array is on one
+    /// rank, shorter than the radius, and steps are the one-GPU stencil's).
+    halos: bool,
+    locals: Vec<Local<T>>,
+    /// Which of `ext` holds the current state.
+    cur: usize,
+}
+
+impl<'t, T: Element> ShardedStencil<'t, T> {
+    /// Copies `array` into the plan's buffers and fills the first halos. Refuses what
+    /// [`apply_sharded`] refuses.
+    pub fn new(array: &ShardedArray<'t, T>, taps: &Taps<T>, boundary: Boundary) -> Result<Self> {
+        if let Some(e) = taps.error() {
+            return Err(Error::InvalidArgument { what: e });
+        }
+        let team = array.team();
+        let members = team.members();
+        let shards = array.shards();
+        let r = taps.radius() as usize;
+        let holders: Vec<usize> = (0..shards.ranks()).filter(|&k| shards.len(k) > 0).collect();
+        if holders.len() > 1
+            && let Some(&short) = holders.iter().find(|&&k| shards.len(k) < r)
+        {
+            return Err(Error::InvalidArgument {
+                what: format!(
+                    "sharded stencil of radius {r}: rank {short} holds {} elements, fewer than \
+                     the radius, so a neighbour's halo would span more than one shard; cut the \
+                     {} elements over fewer ranks",
+                    shards.len(short),
+                    shards.n()
+                ),
+            });
+        }
+        // One holder shorter than the radius: the one-GPU stencil (its boundary is the
+        // array's). A longer single holder exchanges with itself when the array is periodic.
+        let halos = !(holders.len() == 1 && shards.len(holders[0]) < r);
+        let h = if halos { r } else { 0 };
+        let mut locals = Vec::new();
         for (i, m) in members.iter().enumerate() {
-            if shards.len(m.rank) > 0 {
-                let last = whole_steps(&m.gpu, &array.parts()[i], taps, boundary, steps)?;
-                m.gpu.copy_on_device(&last, &mut parts[i])?;
+            let len = shards.len(m.rank);
+            if len == 0 {
+                continue;
             }
+            // SAFETY (all four): `T` is an `Element`. Every cell is written before it is read:
+            // the middle of `ext[0]` by the copy below, of `ext[1]` by a step's kernels, the
+            // halos before every step, the end outputs by their kernels.
+            let mut ext = unsafe {
+                [
+                    m.gpu
+                        .alloc_uninit::<T>(len + 2 * h, "sharded stencil: shard and halos")?,
+                    m.gpu
+                        .alloc_uninit::<T>(len + 2 * h, "sharded stencil: shard and halos")?,
+                ]
+            };
+            m.gpu
+                .copy_on_device(&array.parts()[i], &mut ext[0].index_mut(h..h + len))?;
+            let (left, right) = unsafe {
+                (
+                    m.gpu
+                        .alloc_uninit::<T>(3 * h, "sharded stencil: first outputs")?,
+                    m.gpu
+                        .alloc_uninit::<T>(3 * h, "sharded stencil: last outputs")?,
+                )
+            };
+            locals.push(Local {
+                member: i,
+                len,
+                ext,
+                left,
+                right,
+            });
         }
-        team.finish("sharded stencil")?;
-        return Ok(ShardedArray::from_parts(team, shards.clone(), parts));
+        let mut plan = Self {
+            team,
+            shards: shards.clone(),
+            taps: taps.clone(),
+            boundary,
+            r,
+            holders,
+            halos,
+            locals,
+            cur: 0,
+        };
+        if plan.halos {
+            let primed = team.enter().and_then(|()| plan.prime_halos());
+            let finished = team.finish("sharded stencil: first halos");
+            primed.and(finished)?;
+        }
+        Ok(plan)
     }
-    let mut locals = Vec::new();
-    for (i, m) in members.iter().enumerate() {
-        let len = shards.len(m.rank);
-        if len == 0 {
-            continue;
+
+    /// Applies the stencil `steps` more times, and waits for it (an NCCL team within its time
+    /// limit).
+    pub fn step(&mut self, steps: usize) -> Result<()> {
+        if steps == 0 {
+            return Ok(());
         }
-        // SAFETY (all four): `T` is an `Element`. Every cell is written before it is read: the
-        // middle of `ext[0]` by the copy below, of `ext[1]` by a step's kernels, the halos
-        // before every step, the end outputs by their kernels.
-        let mut ext = unsafe {
-            [
-                m.gpu
-                    .alloc_uninit::<T>(len + 2 * r, "sharded stencil: shard and halos")?,
-                m.gpu
-                    .alloc_uninit::<T>(len + 2 * r, "sharded stencil: shard and halos")?,
-            ]
-        };
-        m.gpu
-            .copy_on_device(&array.parts()[i], &mut ext[0].index_mut(r..r + len))?;
-        let (left, right) = unsafe {
-            (
-                m.gpu
-                    .alloc_uninit::<T>(3 * r, "sharded stencil: first outputs")?,
-                m.gpu
-                    .alloc_uninit::<T>(3 * r, "sharded stencil: last outputs")?,
-            )
-        };
-        locals.push(Local {
-            member: i,
-            len,
-            ext,
-            left,
-            right,
+        if !self.halos {
+            for l in &mut self.locals {
+                let gpu = &self.team.members()[l.member].gpu;
+                for _ in 0..steps {
+                    let [a, b] = &mut l.ext;
+                    let (input, output) = if self.cur == 0 { (&*a, b) } else { (&*b, a) };
+                    stencil::apply_into(gpu, input, output, &self.taps, self.boundary)?;
+                    self.cur = 1 - self.cur;
+                }
+                gpu.synchronize()?;
+            }
+            return Ok(());
+        }
+        let stepped = self.team.enter().and_then(|()| {
+            for _ in 0..steps {
+                self.one_step()?;
+                self.cur = 1 - self.cur;
+            }
+            Ok(())
         });
+        // Waits even after an error: nothing may still run when the buffers are freed.
+        let finished = self.team.finish("sharded stencil (halo exchange)");
+        stepped.and(finished)
     }
-    // The first step's halos: from the neighbours' shards, through the same exchange.
-    let stepped = (|| {
-        team.enter()?;
-        prime_halos(array, &mut locals, &holders, r, boundary)?;
-        for step in 0..steps {
-            one_step(array, &mut locals, &holders, taps, boundary, r, step % 2)?;
+
+    /// The current state as a new array cut as the original.
+    pub fn to_array(&self) -> Result<ShardedArray<'t, T>> {
+        let members = self.team.members();
+        let h = if self.halos { self.r } else { 0 };
+        let mut parts = members
+            .iter()
+            // SAFETY: `T` is an `Element`, valid for every byte pattern; each non-empty part is
+            // written by the copy below.
+            .map(|m| unsafe {
+                m.gpu
+                    .alloc_uninit::<T>(self.shards.len(m.rank), "sharded stencil: output")
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for l in &self.locals {
+            let gpu = &members[l.member].gpu;
+            gpu.copy_on_device(&l.ext[self.cur].index(h..h + l.len), &mut parts[l.member])?;
         }
-        for l in &mut locals {
-            let m = &members[l.member];
-            let from = l.ext[steps % 2].index(r..r + l.len);
-            // SAFETY: `parts[l.member]` has `len` elements; the edge stream holds the last step.
-            unsafe { raw_copy(&m.gpu, &m.edge, &mut parts[l.member], &from)? };
-        }
-        Ok(())
-    })();
-    // Waits even after an error: nothing may still run when the buffers are freed.
-    let finished = team.finish("sharded stencil (halo exchange)");
-    stepped.and(finished)?;
-    Ok(ShardedArray::from_parts(team, shards.clone(), parts))
+        self.team.finish("sharded stencil: copy out")?;
+        Ok(ShardedArray::from_parts(
+            self.team,
+            self.shards.clone(),
+            parts,
+        ))
+    }
 }
 
 /// The neighbours of holder `h` (an index into `holders`): left and right, wrapping when
@@ -195,82 +261,6 @@ fn halo_transfers(
     transfers
 }
 
-/// Fills the halos of every local rank's `ext[0]` before the first step: the neighbours' end
-/// cells through the exchange, the array's ends by the boundary rule.
-fn prime_halos<T: Element>(
-    array: &ShardedArray<'_, T>,
-    locals: &mut [Local<T>],
-    holders: &[usize],
-    r: usize,
-    boundary: Boundary,
-) -> Result<()> {
-    let team = array.team();
-    let members = team.members();
-    let size = size_of::<T>() as u64;
-    let find = |h: usize| {
-        locals
-            .iter()
-            .position(|l| members[l.member].rank == holders[h])
-    };
-    let transfers = halo_transfers(
-        holders,
-        boundary == Boundary::Periodic,
-        r * size_of::<T>(),
-        |h, rightward| {
-            find(h).map_or(0, |i| {
-                let l = &locals[i];
-                let base = l.ext[0].as_device_ptr().as_raw();
-                // Rightward: the last R cells of the shard; leftward: the first R.
-                if rightward {
-                    base + (l.len as u64) * size
-                } else {
-                    base + r as u64 * size
-                }
-            })
-        },
-        |h, rightward| {
-            find(h).map_or(0, |i| {
-                let l = &locals[i];
-                let base = l.ext[0].as_device_ptr().as_raw();
-                if rightward {
-                    base
-                } else {
-                    base + (r + l.len) as u64 * size
-                }
-            })
-        },
-    );
-    // SAFETY: each address is inside a local rank's `ext[0]` (R cells), which only the edge
-    // streams touch until the first step waits for them.
-    unsafe {
-        team.exchange(
-            &transfers,
-            "sharded stencil: first halos (ncclSend/ncclRecv)",
-        )?
-    };
-    for l in locals.iter_mut() {
-        let m = &members[l.member];
-        let (left, right) = ends(holders, m.rank, boundary);
-        let len = l.len;
-        let [buf, _] = &mut l.ext;
-        if left {
-            fill_end(&m.gpu, &m.edge, buf, 0..r, r, boundary)?;
-        }
-        if right {
-            fill_end(
-                &m.gpu,
-                &m.edge,
-                buf,
-                r + len..2 * r + len,
-                r + len - 1,
-                boundary,
-            )?;
-        }
-        m.ready.record(&m.edge)?;
-    }
-    Ok(())
-}
-
 /// Whether rank `rank` holds the array's left end, and its right end (not with periodic
 /// arrays).
 fn ends(holders: &[usize], rank: usize, boundary: Boundary) -> (bool, bool) {
@@ -281,130 +271,197 @@ fn ends(holders: &[usize], rank: usize, boundary: Boundary) -> (bool, bool) {
     )
 }
 
-/// One step on every local rank, from `ext[cur]` into `ext[1 - cur]`.
-fn one_step<T: Element>(
-    array: &ShardedArray<'_, T>,
-    locals: &mut [Local<T>],
-    holders: &[usize],
-    taps: &Taps<T>,
-    boundary: Boundary,
-    r: usize,
-    cur: usize,
-) -> Result<()> {
-    let team = array.team();
-    let members = team.members();
-    // 1 and 2: the interior on the bulk stream, the two ends on the edge stream.
-    for l in locals.iter_mut() {
-        let m = &members[l.member];
-        let len = l.len;
-        let [a, b] = &mut l.ext;
-        let (input, output) = if cur == 0 { (&*a, b) } else { (&*b, a) };
-        m.ready.wait_on(&m.bulk)?;
-        // SAFETY (the three launches): the bulk stream waited for the last step's edge work
-        // (`ready`); the edge stream holds it; `finish` waits for both before any buffer is
-        // freed. The interior writes `output[r..r + len]`, the ends write scratch buffers, and
-        // the halos of `output` are written by the exchange below: nothing overlaps.
+impl<T: Element> ShardedStencil<'_, T> {
+    /// Fills the halos of every local rank's `ext[0]` before the first step: the neighbours' end
+    /// cells through the exchange, the array's ends by the boundary rule.
+    fn prime_halos(&mut self) -> Result<()> {
+        let (team, holders, r, boundary) = (self.team, &self.holders, self.r, self.boundary);
+        let locals = &mut self.locals;
+        let members = team.members();
+        let size = size_of::<T>() as u64;
+        let find = |h: usize| {
+            locals
+                .iter()
+                .position(|l| members[l.member].rank == holders[h])
+        };
+        let transfers = halo_transfers(
+            holders,
+            boundary == Boundary::Periodic,
+            r * size_of::<T>(),
+            |h, rightward| {
+                find(h).map_or(0, |i| {
+                    let l = &locals[i];
+                    let base = l.ext[0].as_device_ptr().as_raw();
+                    // Rightward: the last R cells of the shard; leftward: the first R.
+                    if rightward {
+                        base + (l.len as u64) * size
+                    } else {
+                        base + r as u64 * size
+                    }
+                })
+            },
+            |h, rightward| {
+                find(h).map_or(0, |i| {
+                    let l = &locals[i];
+                    let base = l.ext[0].as_device_ptr().as_raw();
+                    if rightward {
+                        base
+                    } else {
+                        base + (r + l.len) as u64 * size
+                    }
+                })
+            },
+        );
+        // SAFETY: each address is inside a local rank's `ext[0]` (R cells), which only the edge
+        // streams touch until the first step waits for them.
         unsafe {
-            StencilRun::new(
-                &m.gpu,
-                taps,
-                boundary,
-                &input.index(r..r + len),
-                &mut output.index_mut(r..r + len),
+            team.exchange(
+                &transfers,
+                "sharded stencil: first halos (ncclSend/ncclRecv)",
             )?
-            .launch_unordered(&m.bulk)?;
-            StencilRun::new(&m.gpu, taps, boundary, &input.index(0..3 * r), &mut l.left)?
+        };
+        for l in locals.iter_mut() {
+            let m = &members[l.member];
+            let (left, right) = ends(holders, m.rank, boundary);
+            let len = l.len;
+            let [buf, _] = &mut l.ext;
+            if left {
+                fill_end(&m.gpu, &m.edge, buf, 0..r, r, boundary)?;
+            }
+            if right {
+                fill_end(
+                    &m.gpu,
+                    &m.edge,
+                    buf,
+                    r + len..2 * r + len,
+                    r + len - 1,
+                    boundary,
+                )?;
+            }
+            m.ready.record(&m.edge)?;
+        }
+        Ok(())
+    }
+
+    /// One step on every local rank, from `ext[cur]` into `ext[1 - cur]`.
+    fn one_step(&mut self) -> Result<()> {
+        let (team, holders, taps) = (self.team, &self.holders, &self.taps);
+        let (r, boundary, cur) = (self.r, self.boundary, self.cur);
+        let locals = &mut self.locals;
+        let members = team.members();
+        // 1 and 2: the interior on the bulk stream, the two ends on the edge stream.
+        for l in locals.iter_mut() {
+            let m = &members[l.member];
+            let len = l.len;
+            let [a, b] = &mut l.ext;
+            let (input, output) = if cur == 0 { (&*a, b) } else { (&*b, a) };
+            m.ready.wait_on(&m.bulk)?;
+            // SAFETY (the three launches): the bulk stream waited for the last step's edge work
+            // (`ready`); the edge stream holds it; `finish` waits for both before any buffer is
+            // freed. The interior writes `output[r..r + len]`, the ends write scratch buffers, and
+            // the halos of `output` are written by the exchange below: nothing overlaps.
+            unsafe {
+                StencilRun::new(
+                    &m.gpu,
+                    taps,
+                    boundary,
+                    &input.index(r..r + len),
+                    &mut output.index_mut(r..r + len),
+                )?
+                .launch_unordered(&m.bulk)?;
+                StencilRun::new(&m.gpu, taps, boundary, &input.index(0..3 * r), &mut l.left)?
+                    .launch_unordered(&m.edge)?;
+                StencilRun::new(
+                    &m.gpu,
+                    taps,
+                    boundary,
+                    &input.index(len - r..len + 2 * r),
+                    &mut l.right,
+                )?
                 .launch_unordered(&m.edge)?;
-            StencilRun::new(
-                &m.gpu,
-                taps,
-                boundary,
-                &input.index(len - r..len + 2 * r),
-                &mut l.right,
-            )?
-            .launch_unordered(&m.edge)?;
+            }
+            m.bulk_done.record(&m.bulk)?;
         }
-        m.bulk_done.record(&m.bulk)?;
-    }
-    // 2: the exchange, into the next buffer's halos.
-    let nxt = 1 - cur;
-    let size = size_of::<T>() as u64;
-    let find = |h: usize| {
-        locals
-            .iter()
-            .position(|l| members[l.member].rank == holders[h])
-    };
-    let transfers = halo_transfers(
-        holders,
-        boundary == Boundary::Periodic,
-        r * size_of::<T>(),
-        |h, rightward| {
-            find(h).map_or(0, |i| {
-                let l = &locals[i];
-                let out = if rightward { &l.right } else { &l.left };
-                out.as_device_ptr().as_raw() + r as u64 * size
-            })
-        },
-        |h, rightward| {
-            find(h).map_or(0, |i| {
-                let l = &locals[i];
-                let base = l.ext[nxt].as_device_ptr().as_raw();
-                if rightward {
-                    base
-                } else {
-                    base + (r + l.len) as u64 * size
-                }
-            })
-        },
-    );
-    // SAFETY: sources are the middle `R` outputs of the end buffers, written on the edge
-    // stream before; destinations the halos of the next buffers, which no kernel of this step
-    // touches.
-    unsafe {
-        team.exchange(
-            &transfers,
-            "sharded stencil: halo exchange (ncclSend/ncclRecv)",
-        )?
-    };
-    // 3: the ends over the interior's, and the array's end halos.
-    for l in locals.iter_mut() {
-        let m = &members[l.member];
-        let len = l.len;
-        m.bulk_done.wait_on(&m.edge)?;
-        let (left_end, right_end) = ends(holders, m.rank, boundary);
-        let out = &mut l.ext[nxt];
-        // SAFETY: the edge stream waited for the interior (`bulk_done`); `out[r..2r]` and
-        // `out[len..len + r]` are inside the shard (len >= r).
+        // 2: the exchange, into the next buffer's halos.
+        let nxt = 1 - cur;
+        let size = size_of::<T>() as u64;
+        let find = |h: usize| {
+            locals
+                .iter()
+                .position(|l| members[l.member].rank == holders[h])
+        };
+        let transfers = halo_transfers(
+            holders,
+            boundary == Boundary::Periodic,
+            r * size_of::<T>(),
+            |h, rightward| {
+                find(h).map_or(0, |i| {
+                    let l = &locals[i];
+                    let out = if rightward { &l.right } else { &l.left };
+                    out.as_device_ptr().as_raw() + r as u64 * size
+                })
+            },
+            |h, rightward| {
+                find(h).map_or(0, |i| {
+                    let l = &locals[i];
+                    let base = l.ext[nxt].as_device_ptr().as_raw();
+                    if rightward {
+                        base
+                    } else {
+                        base + (r + l.len) as u64 * size
+                    }
+                })
+            },
+        );
+        // SAFETY: sources are the middle `R` outputs of the end buffers, written on the edge
+        // stream before; destinations the halos of the next buffers, which no kernel of this step
+        // touches.
         unsafe {
-            raw_copy(
-                &m.gpu,
-                &m.edge,
-                &mut out.index_mut(r..2 * r),
-                &l.left.index(r..2 * r),
-            )?;
-            raw_copy(
-                &m.gpu,
-                &m.edge,
-                &mut out.index_mut(len..len + r),
-                &l.right.index(r..2 * r),
-            )?;
+            team.exchange(
+                &transfers,
+                "sharded stencil: halo exchange (ncclSend/ncclRecv)",
+            )?
+        };
+        // 3: the ends over the interior's, and the array's end halos.
+        for l in locals.iter_mut() {
+            let m = &members[l.member];
+            let len = l.len;
+            m.bulk_done.wait_on(&m.edge)?;
+            let (left_end, right_end) = ends(holders, m.rank, boundary);
+            let out = &mut l.ext[nxt];
+            // SAFETY: the edge stream waited for the interior (`bulk_done`); `out[r..2r]` and
+            // `out[len..len + r]` are inside the shard (len >= r).
+            unsafe {
+                raw_copy(
+                    &m.gpu,
+                    &m.edge,
+                    &mut out.index_mut(r..2 * r),
+                    &l.left.index(r..2 * r),
+                )?;
+                raw_copy(
+                    &m.gpu,
+                    &m.edge,
+                    &mut out.index_mut(len..len + r),
+                    &l.right.index(r..2 * r),
+                )?;
+            }
+            if left_end {
+                fill_end(&m.gpu, &m.edge, out, 0..r, r, boundary)?;
+            }
+            if right_end {
+                fill_end(
+                    &m.gpu,
+                    &m.edge,
+                    out,
+                    r + len..2 * r + len,
+                    r + len - 1,
+                    boundary,
+                )?;
+            }
+            m.ready.record(&m.edge)?;
         }
-        if left_end {
-            fill_end(&m.gpu, &m.edge, out, 0..r, r, boundary)?;
-        }
-        if right_end {
-            fill_end(
-                &m.gpu,
-                &m.edge,
-                out,
-                r + len..2 * r + len,
-                r + len - 1,
-                boundary,
-            )?;
-        }
-        m.ready.record(&m.edge)?;
+        Ok(())
     }
-    Ok(())
 }
 
 /// An end halo `halo` of `buf` by the boundary rule: zeros, or cell `edge` of `buf` repeated.
@@ -476,26 +533,6 @@ unsafe fn raw_copy<T: Element>(
     })
 }
 
-/// The one-GPU stencil applied `steps` times to `input` (ping-pong), the last result returned.
-fn whole_steps<T: Element>(
-    gpu: &Gpu,
-    input: &DeviceSlice<T>,
-    taps: &Taps<T>,
-    boundary: Boundary,
-    steps: usize,
-) -> Result<DeviceBuffer<T>> {
-    // SAFETY (both): `T` is an `Element`; `a` is written by the copy, `b` by the kernel before
-    // either is read.
-    let mut a = unsafe { gpu.alloc_uninit::<T>(input.len(), "sharded stencil: steps")? };
-    gpu.copy_on_device(input, &mut a)?;
-    let mut b = unsafe { gpu.alloc_uninit::<T>(input.len(), "sharded stencil: steps")? };
-    for _ in 0..steps {
-        stencil::apply_into(gpu, &a, &mut b, taps, boundary)?;
-        std::mem::swap(&mut a, &mut b);
-    }
-    Ok(a)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -532,5 +569,91 @@ mod tests {
             [(0, 1, true), (1, 0, true), (0, 1, false), (1, 0, false)]
         );
         assert_eq!(pairs(&[3], false), []);
+    }
+}
+
+#[cfg(test)]
+mod timing_probe {
+    use super::*;
+    use crate::multi::{Shards, Team};
+    use std::time::Instant;
+
+    /// Host time of each part of a step (run by hand on a GPU: `--ignored --nocapture`).
+    #[test]
+    #[ignore = "needs a GPU; prints timings"]
+    fn where_a_step_spends_its_time() {
+        let gpu = Gpu::new(0).unwrap();
+        for nccl in [false, true] {
+            let team = if nccl {
+                Team::nccl(std::slice::from_ref(&gpu)).unwrap()
+            } else {
+                Team::virtual_ranks(&gpu, 1).unwrap()
+            };
+            let n = 1 << 20;
+            let data = vec![1.0f32; n];
+            let array = ShardedArray::scatter(&team, &data, Shards::even(n, 1).unwrap()).unwrap();
+            let taps = Taps::Sum { radius: 3 };
+            let m = &team.members()[0];
+            let mut x = m.gpu.alloc::<f32>(n, "x").unwrap();
+            let y = m.gpu.alloc::<f32>(n, "y").unwrap();
+            let t = Instant::now();
+            for _ in 0..100 {
+                let _run = StencilRun::new(&m.gpu, &taps, Boundary::Periodic, &y, &mut x).unwrap();
+            }
+            println!(
+                "nccl={nccl} StencilRun::new: {:.1} us",
+                t.elapsed().as_secs_f64() * 1e4
+            );
+            let t = Instant::now();
+            for _ in 0..100 {
+                unsafe {
+                    StencilRun::new(&m.gpu, &taps, Boundary::Periodic, &y, &mut x)
+                        .unwrap()
+                        .launch_unordered(&m.edge)
+                        .unwrap();
+                }
+            }
+            team.finish("probe").unwrap();
+            println!(
+                "nccl={nccl} new + launch, then one wait: {:.1} us",
+                t.elapsed().as_secs_f64() * 1e4
+            );
+            let src = y.as_device_ptr().as_raw();
+            let dst = x.as_device_ptr().as_raw();
+            let tr = [
+                Transfer {
+                    from: 0,
+                    src,
+                    to: 0,
+                    dst,
+                    bytes: 12,
+                },
+                Transfer {
+                    from: 0,
+                    src: src + 64,
+                    to: 0,
+                    dst: dst + 64,
+                    bytes: 12,
+                },
+            ];
+            let t = Instant::now();
+            for _ in 0..100 {
+                unsafe { team.exchange(&tr, "probe").unwrap() };
+            }
+            let enq = t.elapsed().as_secs_f64() * 1e4;
+            team.finish("probe").unwrap();
+            println!(
+                "nccl={nccl} exchange: {enq:.1} us to enqueue, {:.1} us with the wait",
+                t.elapsed().as_secs_f64() * 1e4
+            );
+            for steps in [1usize, 20, 100] {
+                let t = Instant::now();
+                let _ = apply_sharded(&array, &taps, Boundary::Periodic, steps).unwrap();
+                println!(
+                    "nccl={nccl} apply_sharded {steps} steps: {:.1} us per step",
+                    t.elapsed().as_secs_f64() * 1e6 / steps as f64
+                );
+            }
+        }
     }
 }

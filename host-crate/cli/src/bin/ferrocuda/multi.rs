@@ -223,16 +223,23 @@ pub fn multi(device: u32, a: &MultiArgs) -> Result<()> {
     }
 
     // The iterated stencil.
-    let steps = a.steps;
-    let t_team = wall(a.reps, || {
+    let steps = a.steps.max(1);
+    let t_call = wall(a.reps, || {
         multi::apply_sharded(&array, &taps, boundary, steps)
             .map(|_| ())
             .map_err(Into::into)
     })?;
-    let per_step = t_team.median_s / steps.max(1) as f64;
+    let mut plan = multi::ShardedStencil::new(&array, &taps, boundary)?;
+    let t_team = wall(a.reps, || plan.step(steps).map_err(Into::into))?;
+    let per_step = t_team.median_s / steps as f64;
     println!(
-        "stencil R = {} {}, {steps} steps per call: {:.1} us per step on {size} ranks ({:.0} GB/s \
-         over the whole array)",
+        "apply_sharded, {steps} steps per call (allocating and copying the array in and out): \
+         {:.1} us per step",
+        t_call.median_s / steps as f64 * 1e6
+    );
+    println!(
+        "ShardedStencil::step, R = {} {}, {steps} steps per call: {:.1} us per step on {size} \
+         ranks ({:.0} GB/s over the whole array)",
         a.radius,
         boundary.name(),
         per_step * 1e6,
@@ -248,7 +255,7 @@ pub fn multi(device: u32, a: &MultiArgs) -> Result<()> {
             }
             first.synchronize().map_err(Into::into)
         })?;
-        let one_step = t_one.median_s / steps.max(1) as f64;
+        let one_step = t_one.median_s / steps as f64;
         println!(
             "one GPU, the same {n} elements: {:.1} us per step; efficiency T1 / (N x TN) = {:.1} %",
             one_step * 1e6,
@@ -274,7 +281,7 @@ pub fn multi(device: u32, a: &MultiArgs) -> Result<()> {
         println!("same bits as the one-GPU stencil after {steps} steps: PASS");
     }
     // One shard's stencil alone on one GPU: what a rank would take with no neighbours, so the
-    // difference is the price of the ends, the exchange and the per-call copies.
+    // difference is the price of the ends and the exchange.
     let shard_n = shards.len(0);
     if shard_n > 0 {
         let mut x = first.upload(&data[..shard_n], "shard ping")?;
@@ -286,10 +293,10 @@ pub fn multi(device: u32, a: &MultiArgs) -> Result<()> {
             }
             first.synchronize().map_err(Into::into)
         })?;
-        let shard_step = t_shard.median_s / steps.max(1) as f64;
+        let shard_step = t_shard.median_s / steps as f64;
         println!(
-            "one shard ({shard_n} elements) alone on one GPU: {:.1} us per step; the ends, halo \
-             exchange and per-call copies add {:.1} us per step",
+            "one shard ({shard_n} elements) alone on one GPU: {:.1} us per step; the ends and the \
+             halo exchange add {:.1} us per step",
             shard_step * 1e6,
             (per_step - shard_step) * 1e6
         );
