@@ -10,8 +10,8 @@
 //! Why not cudarc's `nccl` binding, the kept one: its loader looks for `libnccl.so` and the
 //! CUDA major version's names, not `libnccl.so.2`, and panics when it finds none; a library
 //! must answer with an error. The dozen entry points used here are declared below from
-//! `nccl.h` (2.17 and later); the communicator's configuration is the 2.17 layout, which every
-//! later NCCL accepts.
+//! `nccl.h` (2.18 and later, checked when NCCL is loaded); the communicator's configuration is
+//! the 2.18 layout, which every later NCCL accepts.
 //!
 //! Every communicator is **non-blocking** (`blocking = 0`): no NCCL call waits for a peer on
 //! the host. Completion is polled (`ncclCommGetAsyncError`, `cuStreamQuery`) against a
@@ -32,28 +32,7 @@ pub const NCCL_LIBRARY: &str = "libnccl.so.2";
 /// Names the NCCL library file to load instead of [`NCCL_LIBRARY`].
 pub const NCCL_LIBRARY_ENV: &str = "FERROCUDA_LIBNCCL";
 
-/// NCCL could not be loaded (or lacks an entry point ferrocuda calls).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NcclMissing {
-    /// The library that was tried.
-    pub library: String,
-    /// What `dlopen` (or `dlsym`) said.
-    pub reason: String,
-}
-
-impl fmt::Display for NcclMissing {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "no NCCL: {} cannot be loaded ({}); install NCCL (`apt install libnccl2`, or `pip \
-             install nvidia-nccl-cu13` and name its lib/libnccl.so.2 in {NCCL_LIBRARY_ENV}) to \
-             run on several GPUs",
-            self.library, self.reason
-        )
-    }
-}
-
-impl std::error::Error for NcclMissing {}
+pub use crate::runtime::error::NcclMissing;
 
 /// `ncclResult_t`.
 pub(crate) type NcclResult = c_int;
@@ -123,8 +102,8 @@ impl UniqueId {
     }
 }
 
-/// `ncclConfig_t` as NCCL 2.17 declares it (later versions accept it: `size` and `version`
-/// say which fields it has).
+/// `ncclConfig_t` as NCCL 2.18 declares it (`splitShare` is 2.18's; later versions accept
+/// it: `size` and `version` say which fields it has).
 #[repr(C)]
 struct Config {
     size: usize,
@@ -145,7 +124,7 @@ impl Config {
         Self {
             size: size_of::<Self>(),
             magic: 0xcafe_beef,
-            version: 2 * 10000 + 17 * 100,
+            version: 2 * 10000 + 18 * 100,
             blocking: 0,
             cga_cluster_size: UNDEF,
             min_ctas: UNDEF,
@@ -230,7 +209,7 @@ fn load() -> std::result::Result<Api, NcclMissing> {
                 return Err(missing(format!("it has no {}", $name)));
             }
             // SAFETY: the symbol is the NCCL function of that name, whose C signature the
-            // field declares (nccl.h, 2.17 and later).
+            // field declares (nccl.h, 2.18 and later).
             unsafe { std::mem::transmute::<*mut c_void, _>(found) }
         }};
     }
@@ -268,9 +247,24 @@ pub fn version() -> Result<(u32, u32, u32)> {
     Ok((code / 10000, code / 100 % 100, code % 100))
 }
 
-/// Opens NCCL (once), or says in one line why it cannot be.
+/// The oldest NCCL ferrocuda runs on: its communicator configuration (`splitShare`) and
+/// non-blocking communicators that can be aborted while they form.
+pub const OLDEST_NCCL: (u32, u32) = (2, 18);
+
+/// Opens NCCL (once), or says in one line why it cannot be (missing, or older than
+/// [`OLDEST_NCCL`]).
 pub fn load_nccl() -> Result<()> {
-    api()?;
+    let (major, minor, patch) = version()?;
+    if (major, minor) < OLDEST_NCCL {
+        return Err(NcclMissing {
+            library: std::env::var(NCCL_LIBRARY_ENV).unwrap_or_else(|_| NCCL_LIBRARY.into()),
+            reason: format!(
+                "it is NCCL {major}.{minor}.{patch}, older than {}.{}",
+                OLDEST_NCCL.0, OLDEST_NCCL.1
+            ),
+        }
+        .into());
+    }
     Ok(())
 }
 
@@ -303,12 +297,16 @@ fn message(comm: Option<RawComm>, status: NcclResult) -> String {
         // SAFETY: NCCL returns null or a NUL-terminated string it owns.
         (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
     };
-    // SAFETY: a live communicator (or null, which NCCL accepts for the last error).
+    // SAFETY: any status value.
+    let what = text(unsafe { (api.get_error_string)(status) }).unwrap_or_default();
+    // SAFETY: a live communicator (or null, which NCCL accepts for the last error). The last
+    // error is NCCL's latest words in this process: a hint beside the status, not instead of it.
     let last = text(unsafe { (api.get_last_error)(comm.unwrap_or(std::ptr::null_mut())) })
         .filter(|s| !s.is_empty());
-    // SAFETY: any status value.
-    last.or_else(|| text(unsafe { (api.get_error_string)(status) }))
-        .unwrap_or_default()
+    match last {
+        Some(last) => format!("{what}; NCCL's last error: {last}"),
+        None => what,
+    }
 }
 
 /// The time limit of every wait of a communicator: `FERROCUDA_NCCL_TIMEOUT` seconds, else 60.
@@ -317,7 +315,9 @@ pub fn default_timeout() -> Duration {
         .ok()
         .and_then(|s| s.trim().parse::<f64>().ok())
         .filter(|s| s.is_finite() && *s > 0.0)
-        .map_or(Duration::from_secs(60), Duration::from_secs_f64)
+        .map_or(Duration::from_secs(60), |s| {
+            Duration::try_from_secs_f64(s.min(86_400.0)).unwrap_or(Duration::from_secs(60))
+        })
 }
 
 /// One rank's NCCL communicator, on one GPU, non-blocking.
@@ -349,8 +349,9 @@ impl Communicator {
             what: format!("NCCL: {world} ranks is more than an int holds"),
         })?;
         let mut comms = Vec::with_capacity(ranks.len());
+        let first = ranks.first().map_or(0, |(r, _)| *r);
         // SAFETY: group calls bracket the inits (several GPUs from one thread).
-        check("ncclGroupStart", 0, world, None, unsafe {
+        check("ncclGroupStart", first, world, None, unsafe {
             (api.group_start)()
         })?;
         let mut failed = None;
@@ -381,7 +382,9 @@ impl Communicator {
             }
         }
         // SAFETY: closes the group opened above.
-        let ended = check("ncclGroupEnd", 0, world, None, unsafe { (api.group_end)() });
+        let ended = check("ncclGroupEnd", first, world, None, unsafe {
+            (api.group_end)()
+        });
         let ready = match (failed, ended) {
             (Some(e), _) | (None, Err(e)) => Err(e),
             (None, Ok(())) => comms.iter().try_for_each(|c| {
@@ -430,7 +433,7 @@ impl Communicator {
             IN_PROGRESS => Ok(true),
             SUCCESS => Ok(false),
             other => Err(Error::Nccl {
-                call: "ncclCommGetAsyncError",
+                call: "an operation (ncclCommGetAsyncError)",
                 rank: self.rank,
                 ranks: self.ranks,
                 status: result_name(other),
@@ -446,7 +449,32 @@ impl Communicator {
         let start = Instant::now();
         let mut spins = 0u32;
         loop {
-            let outcome = self.async_state(api).and_then(|busy| Ok(!busy && done()?));
+            let outcome = self
+                .async_state(api)
+                .and_then(|busy| Ok(!busy && done()?))
+                .map_err(|e| match e {
+                    Error::Nccl {
+                        call,
+                        rank,
+                        ranks,
+                        status,
+                        message,
+                    } => Error::Nccl {
+                        call,
+                        rank,
+                        ranks,
+                        status,
+                        message: format!("{what}: {message}"),
+                    },
+                    Error::Driver { call, status, .. } => Error::Nccl {
+                        call,
+                        rank: self.rank,
+                        ranks: self.ranks,
+                        status: "ncclUnhandledCudaError",
+                        message: format!("{what}: CUDA status {status:?}"),
+                    },
+                    other => other,
+                });
             match outcome {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
@@ -492,6 +520,24 @@ impl Communicator {
                     status,
                 }),
             }
+        })
+    }
+
+    /// Waits for `marker`'s last record (on a stream of this rank's GPU) within the time limit.
+    pub(crate) fn wait_marker(
+        &self,
+        marker: &crate::runtime::event::Marker,
+        what: &str,
+    ) -> Result<()> {
+        self.gpu.make_current()?;
+        self.poll(what, || match marker.query() {
+            cust::sys::CUresult::CUDA_SUCCESS => Ok(true),
+            cust::sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            status => Err(Error::Driver {
+                call: "cuEventQuery",
+                launch: None,
+                status,
+            }),
         })
     }
 
@@ -644,8 +690,10 @@ impl Drop for Communicator {
         if finalised.is_ok() {
             // SAFETY: finalised above; destroyed once.
             let _ = unsafe { (api.comm_destroy)(self.raw) };
+        } else {
+            // Aborting frees it (a failed `settle` has aborted it already: `abort` is idempotent).
+            self.abort();
         }
-        // On failure `settle` aborted it, which frees it.
     }
 }
 
@@ -667,13 +715,13 @@ mod tests {
     }
 
     #[test]
-    fn the_configuration_is_the_layout_nccl_2_17_declares() {
+    fn the_configuration_is_the_layout_nccl_2_18_declares() {
         // size_t, 2 x unsigned, 4 x int, a pointer, an int (padded): 48 bytes on 64-bit Linux.
         assert_eq!(size_of::<Config>(), 48);
         let c = Config::non_blocking();
         assert_eq!(
             (c.size, c.magic, c.version, c.blocking),
-            (48, 0xcafe_beef, 21700, 0)
+            (48, 0xcafe_beef, 21800, 0)
         );
     }
 

@@ -76,9 +76,15 @@ impl<'t, T: Element> ShardedArray<'t, T> {
                 })?;
         }
         let lens: Vec<Option<u64>> = all_values(team, |i| Ok(Some(parts[i].len() as u64)))?;
-        let mut bounds = vec![0];
-        for len in lens {
-            bounds.push(bounds.last().unwrap() + len.unwrap_or(0) as usize);
+        let mut bounds = vec![0usize];
+        for (r, len) in lens.into_iter().enumerate() {
+            let end = usize::try_from(len.unwrap_or(0))
+                .ok()
+                .and_then(|len| bounds[r].checked_add(len))
+                .ok_or_else(|| Error::InvalidArgument {
+                    what: format!("sharded array: the shards' lengths overflow at rank {r}"),
+                })?;
+            bounds.push(end);
         }
         Ok(Self::from_parts(team, Shards::from_bounds(bounds), parts))
     }

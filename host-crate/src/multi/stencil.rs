@@ -71,6 +71,8 @@ pub struct ShardedStencil<'t, T: Element> {
     locals: Vec<Local<T>>,
     /// Which of `ext` holds the current state.
     cur: usize,
+    /// A step failed: the state is lost (some ranks may have stepped, others not).
+    failed: bool,
 }
 
 impl<'t, T: Element> ShardedStencil<'t, T> {
@@ -147,6 +149,7 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
             halos,
             locals,
             cur: 0,
+            failed: false,
         };
         if plan.halos {
             let primed = team.enter().and_then(|()| plan.prime_halos());
@@ -156,39 +159,73 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
         Ok(plan)
     }
 
-    /// Applies the stencil `steps` more times, and waits for it (an NCCL team within its time
-    /// limit).
+    /// Applies the stencil `steps` more times, and waits for it. The host keeps at most two
+    /// steps in flight, and on an NCCL team waits for each within the time limit (a peer that
+    /// stops gives [`Error::Timeout`](crate::Error::Timeout) after one step's limit, not after
+    /// the whole call's, and never a hang). After a failed step the plan refuses to go on: its
+    /// ranks may no longer be at the same step.
     pub fn step(&mut self, steps: usize) -> Result<()> {
+        self.check_intact()?;
         if steps == 0 {
             return Ok(());
         }
-        if !self.halos {
-            for l in &mut self.locals {
-                let gpu = &self.team.members()[l.member].gpu;
-                for _ in 0..steps {
-                    let [a, b] = &mut l.ext;
-                    let (input, output) = if self.cur == 0 { (&*a, b) } else { (&*b, a) };
-                    stencil::apply_into(gpu, input, output, &self.taps, self.boundary)?;
+        let team = self.team;
+        let stepped = if self.halos {
+            team.enter().and_then(|()| {
+                for k in 0..steps {
+                    if k >= 2 {
+                        for l in &self.locals {
+                            let m = &team.members()[l.member];
+                            team.wait_marker(l.member, &m.done[k % 2], "sharded stencil: a step")?;
+                        }
+                    }
+                    self.one_step()?;
+                    for l in &self.locals {
+                        let m = &team.members()[l.member];
+                        m.gpu.make_current()?;
+                        m.done[k % 2].record(&m.edge)?;
+                    }
                     self.cur = 1 - self.cur;
                 }
-                gpu.synchronize()?;
-            }
-            return Ok(());
-        }
-        let stepped = self.team.enter().and_then(|()| {
-            for _ in 0..steps {
-                self.one_step()?;
-                self.cur = 1 - self.cur;
-            }
-            Ok(())
-        });
+                Ok(())
+            })
+        } else {
+            (|| {
+                for l in &mut self.locals {
+                    let gpu = &team.members()[l.member].gpu;
+                    let mut cur = self.cur;
+                    for _ in 0..steps {
+                        let [a, b] = &mut l.ext;
+                        let (input, output) = if cur == 0 { (&*a, b) } else { (&*b, a) };
+                        stencil::apply_into(gpu, input, output, &self.taps, self.boundary)?;
+                        cur = 1 - cur;
+                    }
+                }
+                self.cur = (self.cur + steps) % 2;
+                Ok(())
+            })()
+        };
         // Waits even after an error: nothing may still run when the buffers are freed.
-        let finished = self.team.finish("sharded stencil (halo exchange)");
-        stepped.and(finished)
+        let finished = team.finish("sharded stencil (halo exchange)");
+        let result = stepped.and(finished);
+        self.failed = result.is_err();
+        result
+    }
+
+    fn check_intact(&self) -> Result<()> {
+        if self.failed {
+            return Err(Error::InvalidArgument {
+                what: "sharded stencil: an earlier step failed, so the ranks' states may differ; \
+                       make a new plan from the array"
+                    .into(),
+            });
+        }
+        Ok(())
     }
 
     /// The current state as a new array cut as the original.
     pub fn to_array(&self) -> Result<ShardedArray<'t, T>> {
+        self.check_intact()?;
         let members = self.team.members();
         let h = if self.halos { self.r } else { 0 };
         let mut parts = members
@@ -269,6 +306,13 @@ fn ends(holders: &[usize], rank: usize, boundary: Boundary) -> (bool, bool) {
         !periodic && holders.first() == Some(&rank),
         !periodic && holders.last() == Some(&rank),
     )
+}
+
+impl<T: Element> Drop for ShardedStencil<'_, T> {
+    /// Waits for whatever a failed call left on the ranks' streams before the buffers go.
+    fn drop(&mut self) {
+        let _ = self.team.finish("sharded stencil: dropped");
+    }
 }
 
 impl<T: Element> ShardedStencil<'_, T> {
@@ -355,6 +399,7 @@ impl<T: Element> ShardedStencil<'_, T> {
             let len = l.len;
             let [a, b] = &mut l.ext;
             let (input, output) = if cur == 0 { (&*a, b) } else { (&*b, a) };
+            m.gpu.make_current()?;
             m.ready.wait_on(&m.bulk)?;
             // SAFETY (the three launches): the bulk stream waited for the last step's edge work
             // (`ready`); the edge stream holds it; `finish` waits for both before any buffer is
@@ -426,6 +471,7 @@ impl<T: Element> ShardedStencil<'_, T> {
         for l in locals.iter_mut() {
             let m = &members[l.member];
             let len = l.len;
+            m.gpu.make_current()?;
             m.bulk_done.wait_on(&m.edge)?;
             let (left_end, right_end) = ends(holders, m.rank, boundary);
             let out = &mut l.ext[nxt];

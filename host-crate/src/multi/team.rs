@@ -49,6 +49,8 @@ pub(crate) struct Member {
     pub(crate) bulk_done: Marker,
     /// The end of this rank's device-copy sends (virtual ranks).
     pub(crate) pushed: Marker,
+    /// The ends of the last two stencil steps (the host keeps at most two in flight).
+    pub(crate) done: [Marker; 2],
     comm: Option<Communicator>,
 }
 
@@ -65,6 +67,7 @@ impl Member {
             ready: Marker::new()?,
             bulk_done: Marker::new()?,
             pushed: Marker::new()?,
+            done: [Marker::new()?, Marker::new()?],
             comm,
         })
     }
@@ -216,16 +219,27 @@ impl Team {
             )));
         }
         let timeout = nccl::default_timeout();
-        let gpu = Gpu::new(u32::try_from(local).unwrap_or(u32::MAX))?;
+        let gpu = Gpu::new(u32::try_from(local).unwrap_or(u32::MAX)).map_err(|e| {
+            invalid(format!(
+                "rank {rank}: device LOCAL_RANK={local} cannot be opened ({e}); one rank per \
+                 GPU of the host, numbered as CUDA_VISIBLE_DEVICES shows them"
+            ))
+        })?;
         nccl::load_nccl()?;
+        let token = run_token();
         let id = if rank == 0 {
             let id = UniqueId::new()?;
-            publish(&path, size, &id)?;
+            publish(&path, size, &token, &id)?;
             id
         } else {
-            await_id(&path, size, rank, timeout)?
+            await_id(&path, size, &token, rank, timeout)?
         };
-        Self::join(&gpu, rank, size, id, timeout)
+        let team = Self::join(&gpu, rank, size, id, timeout);
+        if rank == 0 && team.is_ok() {
+            // Every rank has read the id once the communicator formed.
+            let _ = std::fs::remove_file(&path);
+        }
+        team
     }
 
     /// How many ranks the team has, in all processes.
@@ -281,41 +295,91 @@ impl Team {
         Ok(())
     }
 
-    /// Waits for every member's streams (and GPU stream): NCCL members within the time limit.
+    /// Joins every member's streams back to its GPU's own stream (an event wait, no host wait),
+    /// so that anything still on them is waited for by whatever waits for the GPU's stream
+    /// (a buffer's drop among them), then waits for them: NCCL members within the time limit.
+    /// On the first failure every local communicator is aborted (its siblings would wait for
+    /// it a whole time limit each), and every stream is still waited for.
     pub(crate) fn finish(&self, what: &str) -> Result<()> {
         let mut first = None;
         for m in &self.members {
-            let waited = match &m.comm {
-                Some(c) => c
-                    .wait_stream(&m.edge, what)
-                    .and_then(|()| c.wait_stream(&m.bulk, what)),
-                None => m.gpu.make_current().and_then(|()| {
-                    // SAFETY: live streams of the current context.
-                    check_raw("cuStreamSynchronize", unsafe {
-                        cust::sys::cuStreamSynchronize(m.edge.as_inner())
-                    })?;
-                    check_raw("cuStreamSynchronize", unsafe {
-                        cust::sys::cuStreamSynchronize(m.bulk.as_inner())
-                    })
-                }),
-            };
-            if let Err(e) = waited {
-                // Nothing of this call may still run when its buffers are freed.
-                let _ = m.gpu.make_current();
-                // SAFETY: live streams (an aborted communicator's kernels have stopped).
-                unsafe {
-                    cust::sys::cuStreamSynchronize(m.edge.as_inner());
-                    cust::sys::cuStreamSynchronize(m.bulk.as_inner());
-                }
-                first.get_or_insert(e);
+            let joined = m.gpu.make_current().and_then(|()| {
+                m.ready.record(&m.edge)?;
+                m.ready.wait_on(m.gpu.stream())?;
+                m.bulk_done.record(&m.bulk)?;
+                m.bulk_done.wait_on(m.gpu.stream())
+            });
+            if let Err(e) = joined {
+                first.get_or_insert(self.in_context(m, what, e));
             }
         }
         for m in &self.members {
-            if let Err(e) = m.gpu.synchronize() {
-                first.get_or_insert(e);
+            if first.is_some() {
+                break;
+            }
+            if let Some(c) = &m.comm
+                && let Err(e) = c
+                    .wait_stream(&m.edge, what)
+                    .and_then(|()| c.wait_stream(&m.bulk, what))
+            {
+                first = Some(e);
+            }
+        }
+        if first.is_some() {
+            for c in self.members.iter().filter_map(|m| m.comm.as_ref()) {
+                c.abort();
+            }
+        }
+        for m in &self.members {
+            // Aborted communicators' kernels have stopped: nothing here waits for a peer.
+            let waited = m.gpu.make_current().and_then(|()| {
+                // SAFETY: live streams of the current context.
+                check_raw("cuStreamSynchronize", unsafe {
+                    cust::sys::cuStreamSynchronize(m.edge.as_inner())
+                })?;
+                check_raw("cuStreamSynchronize", unsafe {
+                    cust::sys::cuStreamSynchronize(m.bulk.as_inner())
+                })?;
+                m.gpu.synchronize()
+            });
+            if let Err(e) = waited {
+                first.get_or_insert(self.in_context(m, what, e));
             }
         }
         first.map_or(Ok(()), Err)
+    }
+
+    /// Waits until member `i`'s `marker` has passed (an NCCL member within the time limit,
+    /// aborting every local communicator if it does not).
+    pub(crate) fn wait_marker(&self, i: usize, marker: &Marker, what: &str) -> Result<()> {
+        let m = &self.members[i];
+        let waited = match &m.comm {
+            Some(c) => c.wait_marker(marker, what),
+            None => m.gpu.make_current().and_then(|()| {
+                let (call, status) = marker.wait(m.gpu.wait_policy());
+                check_raw(call, status).map_err(|e| self.in_context(m, what, e))
+            }),
+        };
+        if waited.is_err() {
+            for c in self.members.iter().filter_map(|m| m.comm.as_ref()) {
+                c.abort();
+            }
+        }
+        waited
+    }
+
+    /// `e`, from member `m`'s work on `what`, with the rank and the operation named.
+    pub(crate) fn in_context(&self, m: &Member, what: &str, e: Error) -> Error {
+        match e {
+            Error::Driver { call, status, .. } => Error::Nccl {
+                call,
+                rank: m.rank,
+                ranks: self.size,
+                status: "a CUDA error",
+                message: format!("{what}: CUDA status {status:?}"),
+            },
+            other => other,
+        }
     }
 
     /// Fills every gathered buffer (one per [`gathered_of`](Self::gathered_of)) with every
@@ -334,13 +398,26 @@ impl Team {
         }
         debug_assert_eq!(gathered.len(), self.members.len());
         debug_assert_eq!(bounds.len(), self.size + 1);
-        self.enter()?;
         let comms: Vec<&Communicator> = self
             .members
             .iter()
             .filter_map(|m| m.comm.as_ref())
             .collect();
-        nccl::group(&comms, what, || {
+        let enqueued = self
+            .enter()
+            .and_then(|()| nccl::group(&comms, what, || self.broadcasts(gathered, bounds)));
+        // Waited for even after a failure: a broadcast already enqueued may still run.
+        let finished = self.finish(what);
+        enqueued.and(finished)
+    }
+
+    /// The broadcasts of [`share`](Self::share), inside its group.
+    fn broadcasts<T: Element>(
+        &self,
+        gathered: &mut [DeviceBuffer<T>],
+        bounds: &[usize],
+    ) -> Result<()> {
+        {
             for (m, buf) in self.members.iter().zip(gathered.iter_mut()) {
                 let comm = m.comm.as_ref().expect("an NCCL member has a communicator");
                 m.gpu.check_owned(buf)?;
@@ -352,7 +429,7 @@ impl Team {
                         continue;
                     }
                     // SAFETY: elements a..b lie inside `buf` (the caller sized it for
-                    // `bounds`), held mutably here and waited for by `finish` below.
+                    // `bounds`), held mutably by `share`, which waits for it (`finish`).
                     unsafe {
                         comm.broadcast(
                             base + (a * size_of::<T>()) as u64,
@@ -364,8 +441,7 @@ impl Team {
                 }
             }
             Ok(())
-        })?;
-        self.finish(what)
+        }
     }
 
     /// Moves `transfers` between ranks, in their order (for each pair of ranks, the receiver
@@ -430,25 +506,63 @@ impl Team {
     }
 }
 
-/// Rank 0's side of the rendezvous: the id written whole (a temporary file renamed over the
-/// path), with the world size, so that a reader never sees half of it.
-fn publish(path: &Path, size: usize, id: &UniqueId) -> Result<()> {
+/// What tells this run's rendezvous file from a stale one: the launcher's run identity
+/// (`FERROCUDA_RUN_ID`, else torchrun's run id and restart count, Slurm's job and step, or the
+/// master's address and port), or `-` when the launcher gives none.
+fn run_token() -> String {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let joined = |names: &[&str]| -> Option<String> {
+        let parts: Option<Vec<String>> = names.iter().map(|n| var(n)).collect();
+        parts.map(|p| p.join(":"))
+    };
+    var("FERROCUDA_RUN_ID")
+        .or_else(|| joined(&["TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT"]))
+        .or_else(|| joined(&["SLURM_JOB_ID", "SLURM_STEP_ID"]))
+        .or_else(|| joined(&["MASTER_ADDR", "MASTER_PORT"]))
+        .map_or_else(
+            || "-".to_owned(),
+            |t| t.split_whitespace().collect::<Vec<_>>().join("_"),
+        )
+}
+
+/// Rank 0's side of the rendezvous: the id written whole (a temporary file, readable by its
+/// owner only, renamed over the path), with the world size and the run's token, so that a
+/// reader never sees half of it nor takes a stale one.
+fn publish(path: &Path, size: usize, token: &str, id: &UniqueId) -> Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
     let io =
         |e: std::io::Error| invalid(format!("rendezvous: cannot write {}: {e}", path.display()));
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    std::fs::write(&tmp, format!("ferrocuda-nccl {size} {}\n", id.to_hex())).map_err(io)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io)?;
+    file.write_all(format!("ferrocuda-nccl {size} {token} {}\n", id.to_hex()).as_bytes())
+        .map_err(io)?;
+    drop(file);
     std::fs::rename(&tmp, path).map_err(io)
 }
 
 /// The other ranks' side: the id of a world of `size`, read once rank 0 has written it, within
 /// `timeout`.
-fn await_id(path: &Path, size: usize, rank: usize, timeout: Duration) -> Result<UniqueId> {
+fn await_id(
+    path: &Path,
+    size: usize,
+    token: &str,
+    rank: usize,
+    timeout: Duration,
+) -> Result<UniqueId> {
     let start = Instant::now();
     loop {
         if let Ok(text) = std::fs::read_to_string(path) {
             let mut words = text.split_whitespace();
             if words.next() == Some("ferrocuda-nccl")
                 && words.next().and_then(|w| w.parse::<usize>().ok()) == Some(size)
+                && words.next() == Some(token)
                 && let Some(id) = words.next().and_then(UniqueId::from_hex)
             {
                 return Ok(id);
@@ -457,7 +571,8 @@ fn await_id(path: &Path, size: usize, rank: usize, timeout: Duration) -> Result<
         if start.elapsed() > timeout {
             return Err(Error::Timeout {
                 what: format!(
-                    "the rendezvous (rank 0 writing NCCL's id for {size} ranks to {})",
+                    "the rendezvous (rank 0 writing NCCL's id for {size} ranks of run `{token}` \
+                     to {})",
                     path.display()
                 ),
                 rank,
@@ -479,9 +594,15 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("id");
         let id = UniqueId([7; 128]);
-        publish(&path, 4, &id).unwrap();
-        assert_eq!(await_id(&path, 4, 1, Duration::from_secs(1)).unwrap(), id);
-        let wrong = await_id(&path, 8, 3, Duration::from_millis(100)).unwrap_err();
+        publish(&path, 4, "job-7", &id).unwrap();
+        assert_eq!(
+            await_id(&path, 4, "job-7", 1, Duration::from_secs(1)).unwrap(),
+            id
+        );
+        // A stale file: another run's token is not taken.
+        let stale = await_id(&path, 4, "job-8", 1, Duration::from_millis(100)).unwrap_err();
+        assert!(stale.to_string().contains("run `job-8`"), "{stale}");
+        let wrong = await_id(&path, 8, "job-7", 3, Duration::from_millis(100)).unwrap_err();
         let text = wrong.to_string();
         assert!(
             text.contains("rendezvous") && text.contains("rank 3 of 8") && text.contains("0.1 s"),

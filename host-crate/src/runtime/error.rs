@@ -120,7 +120,7 @@ pub enum Error {
     },
     /// NCCL cannot be loaded: the multi-GPU transport is missing on this machine.
     #[error(transparent)]
-    NoNccl(#[from] crate::multi::nccl::NcclMissing),
+    NoNccl(#[from] NcclMissing),
     /// An NCCL call failed, or a communicator reported an asynchronous error.
     #[error("{call} failed on rank {rank} of {ranks}: {status} ({message})")]
     Nccl {
@@ -233,3 +233,27 @@ impl<T> CudaContext<T> for cust::error::CudaResult<T> {
         })
     }
 }
+
+/// NCCL could not be loaded (or lacks an entry point ferrocuda calls): the multi-GPU layer
+/// (`multi::nccl`) opens it at run time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NcclMissing {
+    /// The library that was tried.
+    pub library: String,
+    /// What `dlopen` (or `dlsym`) said.
+    pub reason: String,
+}
+
+impl fmt::Display for NcclMissing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "no NCCL: {} cannot be loaded ({}); install NCCL (`apt install libnccl2`, or `pip \
+             install nvidia-nccl-cu13` and name its lib/libnccl.so.2 in FERROCUDA_LIBNCCL) to \
+             run on several GPUs",
+            self.library, self.reason
+        )
+    }
+}
+
+impl std::error::Error for NcclMissing {}

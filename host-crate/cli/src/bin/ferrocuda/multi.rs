@@ -93,18 +93,13 @@ fn open(device: u32) -> Result<Gpu> {
     Gpu::new(device).with_context(|| format!("opening CUDA device {device}"))
 }
 
-/// How many devices the driver shows (opening device 0 initialises it).
+/// How many devices the driver shows: asking for one past any ordinal gives the count.
 fn device_count() -> Result<usize> {
-    open(0)?;
-    let mut count = 0;
-    for ordinal in 0.. {
-        match Gpu::new(ordinal) {
-            Ok(_) => count += 1,
-            Err(ferrocuda::Error::DeviceNotFound { .. }) => break,
-            Err(e) => return Err(e.into()),
-        }
+    match Gpu::new(u32::MAX) {
+        Err(ferrocuda::Error::DeviceNotFound { count, .. }) => Ok(count as usize),
+        Err(e) => Err(e.into()),
+        Ok(_) => bail!("the driver shows more than 2^32 - 1 devices"),
     }
-    Ok(count)
 }
 
 /// Median wall time of `op` (which waits for its own work), after one untimed run.
@@ -125,7 +120,12 @@ pub fn multi(device: u32, a: &MultiArgs) -> Result<()> {
     let team = team(device, a)?;
     let size = team.size();
     let local = team.local_ranks();
-    let n = if a.per_rank { a.n * size } else { a.n };
+    let n = if a.per_rank {
+        a.n.checked_mul(size)
+            .with_context(|| format!("{} elements per rank times {size} ranks", a.n))?
+    } else {
+        a.n
+    };
     let boundary = Boundary::from_name(&a.boundary).expect("validated");
     let taps = Taps::<f32>::Sum { radius: a.radius };
     let first = team.gpu_of(local[0]).expect("a local rank").clone();
@@ -156,9 +156,13 @@ pub fn multi(device: u32, a: &MultiArgs) -> Result<()> {
     let bytes = (n * 4) as u64;
 
     // One GPU of the same run: the whole array on the first local GPU, if it fits.
+    // Only where this process drives every rank: the one-GPU rows run collectives (the check's
+    // gather) that every process must enter alike.
     let (free, _) = first.memory_info()?;
-    let fits = 3 * bytes < free as u64;
-    let whole = if fits {
+    let whole = if local.len() != size {
+        println!("(one-GPU rows: only where one process drives every rank)");
+        None
+    } else if 3 * bytes < free as u64 {
         Some(first.upload(&data, "whole array")?)
     } else {
         println!("(the whole array does not fit on one GPU: no one-GPU rows)");
