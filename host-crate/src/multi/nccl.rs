@@ -75,6 +75,7 @@ impl fmt::Debug for UniqueId {
 impl UniqueId {
     /// A new id (`ncclGetUniqueId`): the rank that makes it shares it with the others.
     pub fn new() -> Result<Self> {
+        load_nccl()?;
         let api = api()?;
         let mut id = UniqueId([0; 128]);
         // SAFETY: a writable 128-byte ncclUniqueId.
@@ -327,12 +328,15 @@ pub(crate) struct Communicator {
     ranks: usize,
     gpu: Gpu,
     timeout: Duration,
-    aborted: std::cell::Cell<bool>,
+    aborted: std::sync::atomic::AtomicBool,
 }
 
-// SAFETY: an ncclComm_t may move between threads; ferrocuda drives each from one at a time
-// (`Communicator` is not `Sync`).
+// SAFETY: an ncclComm_t may move between threads. Shared between threads, a communicator is
+// only aborted (`abort_all`, one thread each: NCCL allows calls on distinct communicators from
+// distinct threads, and `ncclCommAbort` from any thread); everything else is driven from one
+// thread at a time by the `Team` that holds it.
 unsafe impl Send for Communicator {}
+unsafe impl Sync for Communicator {}
 
 impl Communicator {
     /// Makes the communicators of `ranks` of `world` ranks (`(rank, gpu)` pairs, distinct GPUs)
@@ -344,6 +348,7 @@ impl Communicator {
         ranks: &[(usize, Gpu)],
         timeout: Duration,
     ) -> Result<Vec<Communicator>> {
+        load_nccl()?;
         let api = api()?;
         let world_c = c_int::try_from(world).map_err(|_| Error::InvalidArgument {
             what: format!("NCCL: {world} ranks is more than an int holds"),
@@ -373,7 +378,7 @@ impl Communicator {
                     ranks: world,
                     gpu: gpu.clone(),
                     timeout,
-                    aborted: false.into(),
+                    aborted: std::sync::atomic::AtomicBool::new(false),
                 });
             }
             if let Err(e) = check("ncclCommInitRankConfig", *rank, world, None, status) {
@@ -394,7 +399,7 @@ impl Communicator {
         match ready {
             Ok(()) => Ok(comms),
             Err(e) => {
-                comms.iter().for_each(Communicator::abort);
+                abort_all(&comms.iter().collect::<Vec<_>>());
                 Err(e)
             }
         }
@@ -405,7 +410,7 @@ impl Communicator {
     }
 
     fn api(&self) -> Result<&'static Api> {
-        if self.aborted.get() {
+        if self.aborted.load(std::sync::atomic::Ordering::Acquire) {
             return Err(Error::Nccl {
                 call: "a call on an aborted communicator",
                 rank: self.rank,
@@ -543,7 +548,7 @@ impl Communicator {
 
     /// Aborts the communicator (idempotent): its kernels stop, its peers see an error.
     pub(crate) fn abort(&self) {
-        if self.aborted.replace(true) {
+        if self.aborted.swap(true, std::sync::atomic::Ordering::AcqRel) {
             return;
         }
         if let Ok(api) = api() {
@@ -642,6 +647,35 @@ impl Communicator {
     }
 }
 
+/// Aborts `comms` (those not aborted yet), each from its own thread when there are several:
+/// communicators of one process's GPUs may wait for each other while they abort, which one
+/// thread aborting them in turn would never let happen.
+pub(crate) fn abort_all(comms: &[&Communicator]) {
+    if comms.len() <= 1 {
+        comms.iter().for_each(|c| c.abort());
+        return;
+    }
+    std::thread::scope(|s| {
+        for c in comms {
+            s.spawn(move || c.abort());
+        }
+    });
+}
+
+/// Drops `comms` (finalise, then destroy; abort on failure), each on its own thread when there
+/// are several, for the same reason as [`abort_all`].
+pub(crate) fn drop_all(comms: Vec<Communicator>) {
+    if comms.len() <= 1 {
+        drop(comms);
+        return;
+    }
+    std::thread::scope(|s| {
+        for c in comms {
+            s.spawn(move || drop(c));
+        }
+    });
+}
+
 /// Brackets NCCL calls of several communicators made from one thread (`ncclGroupStart` /
 /// `ncclGroupEnd`), then waits until each communicator has taken them.
 pub(crate) fn group(
@@ -664,7 +698,7 @@ pub(crate) fn group(
         .and(ended)
         .and_then(|()| comms.iter().try_for_each(|c| c.settle(what)));
     if result.is_err() {
-        comms.iter().for_each(|c| c.abort());
+        abort_all(comms);
     }
     result
 }
@@ -673,7 +707,7 @@ impl Drop for Communicator {
     /// Finalises (flushing what is in flight, within the time limit) and destroys the
     /// communicator; an aborted one is already gone.
     fn drop(&mut self) {
-        if self.aborted.get() {
+        if self.aborted.load(std::sync::atomic::Ordering::Acquire) {
             return;
         }
         let Ok(api) = api() else { return };

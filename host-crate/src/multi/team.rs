@@ -101,6 +101,18 @@ impl std::fmt::Debug for Team {
     }
 }
 
+impl Drop for Team {
+    /// Drops the communicators together (one thread each), before the streams and markers.
+    fn drop(&mut self) {
+        let comms: Vec<Communicator> = self
+            .members
+            .iter_mut()
+            .filter_map(|m| m.comm.take())
+            .collect();
+        nccl::drop_all(comms);
+    }
+}
+
 fn invalid(what: String) -> Error {
     Error::InvalidArgument { what }
 }
@@ -326,9 +338,7 @@ impl Team {
             }
         }
         if first.is_some() {
-            for c in self.members.iter().filter_map(|m| m.comm.as_ref()) {
-                c.abort();
-            }
+            nccl::abort_all(&self.comms());
         }
         for m in &self.members {
             // Aborted communicators' kernels have stopped: nothing here waits for a peer.
@@ -361,15 +371,25 @@ impl Team {
             }),
         };
         if waited.is_err() {
-            for c in self.members.iter().filter_map(|m| m.comm.as_ref()) {
-                c.abort();
-            }
+            nccl::abort_all(&self.comms());
         }
         waited
     }
 
-    /// `e`, from member `m`'s work on `what`, with the rank and the operation named.
+    /// The local communicators.
+    fn comms(&self) -> Vec<&Communicator> {
+        self.members
+            .iter()
+            .filter_map(|m| m.comm.as_ref())
+            .collect()
+    }
+
+    /// `e`, from member `m`'s work on `what`: on an NCCL team, a CUDA error becomes an error of
+    /// that rank naming the operation (virtual ranks keep the driver's error as it is).
     pub(crate) fn in_context(&self, m: &Member, what: &str, e: Error) -> Error {
+        if m.comm.is_none() {
+            return e;
+        }
         match e {
             Error::Driver { call, status, .. } => Error::Nccl {
                 call,
@@ -510,7 +530,12 @@ impl Team {
 /// (`FERROCUDA_RUN_ID`, else torchrun's run id and restart count, Slurm's job and step, or the
 /// master's address and port), or `-` when the launcher gives none.
 fn run_token() -> String {
-    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    // torchrun without `--rdzv-id` sets the run id to `none`: not an identity.
+    let var = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .filter(|v| !v.trim().is_empty() && v.trim() != "none")
+    };
     let joined = |names: &[&str]| -> Option<String> {
         let parts: Option<Vec<String>> = names.iter().map(|n| var(n)).collect();
         parts.map(|p| p.join(":"))
@@ -534,10 +559,11 @@ fn publish(path: &Path, size: usize, token: &str, id: &UniqueId) -> Result<()> {
     let io =
         |e: std::io::Error| invalid(format!("rendezvous: cannot write {}: {e}", path.display()));
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    // A new file (never one already there, nor where a link points), owner-only from birth.
+    let _ = std::fs::remove_file(&tmp);
     let mut file = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
         .open(&tmp)
         .map_err(io)?;
