@@ -160,9 +160,9 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
     }
 
     /// Applies the stencil `steps` more times, and waits for it. The host keeps at most two
-    /// steps in flight, and on an NCCL team waits for each within the time limit (a peer that
-    /// stops gives [`Error::Timeout`](crate::Error::Timeout) after one step's limit, not after
-    /// the whole call's, and never a hang). After a failed step the plan refuses to go on: its
+    /// steps in flight, and on an NCCL team each of its waits (one per local rank and step)
+    /// has the time limit: a peer that stops gives [`Error::Timeout`](crate::Error::Timeout)
+    /// after a limit or a few, not after the whole call's work, and never a hang. After a failed step the plan refuses to go on: its
     /// ranks may no longer be at the same step.
     pub fn step(&mut self, steps: usize) -> Result<()> {
         self.check_intact()?;
