@@ -22,6 +22,7 @@ use std::fmt;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use crate::runtime::driver::dl_error;
 use crate::runtime::error::{Error, Result};
 use crate::runtime::gpu::Gpu;
 use crate::runtime::stream::Stream;
@@ -171,19 +172,6 @@ unsafe impl Send for Api {}
 unsafe impl Sync for Api {}
 
 static API: OnceLock<std::result::Result<Api, NcclMissing>> = OnceLock::new();
-
-fn dl_error() -> String {
-    // SAFETY: dlerror returns null or a NUL-terminated string owned by libc.
-    let message = unsafe { libc::dlerror() };
-    if message.is_null() {
-        "unknown dlopen error".to_owned()
-    } else {
-        // SAFETY: non-null, NUL-terminated.
-        unsafe { CStr::from_ptr(message) }
-            .to_string_lossy()
-            .into_owned()
-    }
-}
 
 // Each transmute's target is the `Api` field it initialises, declared there.
 #[allow(clippy::missing_transmute_annotations)]

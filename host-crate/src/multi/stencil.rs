@@ -316,38 +316,24 @@ impl<T: Element> Drop for ShardedStencil<'_, T> {
 }
 
 impl<T: Element> ShardedStencil<'_, T> {
-    /// Fills the halos of every local rank's `ext[0]` before the first step: the neighbours' end
-    /// cells through the exchange, the array's ends by the boundary rule.
-    fn prime_halos(&mut self) -> Result<()> {
-        let (team, holders, r, boundary) = (self.team, &self.holders, self.r, self.boundary);
-        let locals = &mut self.locals;
-        let members = team.members();
-        let size = size_of::<T>() as u64;
-        let find = |h: usize| {
-            locals
+    /// The transfers of one exchange into the halos of every local rank's `ext[into]`, each
+    /// rank sending the `R` cells at `src(its buffers, rightward)`.
+    fn halo_plan(&self, into: usize, src: impl Fn(&Local<T>, bool) -> u64) -> Vec<Transfer> {
+        let members = self.team.members();
+        let (r, size) = (self.r, size_of::<T>() as u64);
+        let local = |h: usize| {
+            self.locals
                 .iter()
-                .position(|l| members[l.member].rank == holders[h])
+                .find(|l| members[l.member].rank == self.holders[h])
         };
-        let transfers = halo_transfers(
-            holders,
-            boundary == Boundary::Periodic,
-            r * size_of::<T>(),
+        halo_transfers(
+            &self.holders,
+            self.boundary == Boundary::Periodic,
+            self.r * size_of::<T>(),
+            |h, rightward| local(h).map_or(0, |l| src(l, rightward)),
             |h, rightward| {
-                find(h).map_or(0, |i| {
-                    let l = &locals[i];
-                    let base = l.ext[0].as_device_ptr().as_raw();
-                    // Rightward: the last R cells of the shard; leftward: the first R.
-                    if rightward {
-                        base + (l.len as u64) * size
-                    } else {
-                        base + r as u64 * size
-                    }
-                })
-            },
-            |h, rightward| {
-                find(h).map_or(0, |i| {
-                    let l = &locals[i];
-                    let base = l.ext[0].as_device_ptr().as_raw();
+                local(h).map_or(0, |l| {
+                    let base = l.ext[into].as_device_ptr().as_raw();
                     if rightward {
                         base
                     } else {
@@ -355,7 +341,25 @@ impl<T: Element> ShardedStencil<'_, T> {
                     }
                 })
             },
-        );
+        )
+    }
+
+    /// Fills the halos of every local rank's `ext[0]` before the first step: the neighbours' end
+    /// cells through the exchange, the array's ends by the boundary rule.
+    fn prime_halos(&mut self) -> Result<()> {
+        let (team, r, boundary) = (self.team, self.r, self.boundary);
+        let members = team.members();
+        let size = size_of::<T>() as u64;
+        // Rightward: the last R cells of the shard; leftward: the first R.
+        let transfers = self.halo_plan(0, |l, rightward| {
+            let base = l.ext[0].as_device_ptr().as_raw();
+            if rightward {
+                base + l.len as u64 * size
+            } else {
+                base + r as u64 * size
+            }
+        });
+        let locals = &mut self.locals;
         // SAFETY: each address is inside a local rank's `ext[0]` (R cells), which only the edge
         // streams touch until the first step waits for them.
         unsafe {
@@ -366,22 +370,9 @@ impl<T: Element> ShardedStencil<'_, T> {
         };
         for l in locals.iter_mut() {
             let m = &members[l.member];
-            let (left, right) = ends(holders, m.rank, boundary);
+            let at_ends = ends(&self.holders, m.rank, boundary);
             let len = l.len;
-            let [buf, _] = &mut l.ext;
-            if left {
-                fill_end(&m.gpu, &m.edge, buf, 0..r, r, boundary)?;
-            }
-            if right {
-                fill_end(
-                    &m.gpu,
-                    &m.edge,
-                    buf,
-                    r + len..2 * r + len,
-                    r + len - 1,
-                    boundary,
-                )?;
-            }
+            fill_ends(&m.gpu, &m.edge, &mut l.ext[0], r, len, at_ends, boundary)?;
             m.ready.record(&m.edge)?;
         }
         Ok(())
@@ -430,34 +421,11 @@ impl<T: Element> ShardedStencil<'_, T> {
         // 2: the exchange, into the next buffer's halos.
         let nxt = 1 - cur;
         let size = size_of::<T>() as u64;
-        let find = |h: usize| {
-            locals
-                .iter()
-                .position(|l| members[l.member].rank == holders[h])
-        };
-        let transfers = halo_transfers(
-            holders,
-            boundary == Boundary::Periodic,
-            r * size_of::<T>(),
-            |h, rightward| {
-                find(h).map_or(0, |i| {
-                    let l = &locals[i];
-                    let out = if rightward { &l.right } else { &l.left };
-                    out.as_device_ptr().as_raw() + r as u64 * size
-                })
-            },
-            |h, rightward| {
-                find(h).map_or(0, |i| {
-                    let l = &locals[i];
-                    let base = l.ext[nxt].as_device_ptr().as_raw();
-                    if rightward {
-                        base
-                    } else {
-                        base + (r + l.len) as u64 * size
-                    }
-                })
-            },
-        );
+        let transfers = self.halo_plan(nxt, |l, rightward| {
+            let out = if rightward { &l.right } else { &l.left };
+            out.as_device_ptr().as_raw() + r as u64 * size
+        });
+        let locals = &mut self.locals;
         // SAFETY: sources are the middle `R` outputs of the end buffers, written on the edge
         // stream before; destinations the halos of the next buffers, which no kernel of this step
         // touches.
@@ -491,23 +459,46 @@ impl<T: Element> ShardedStencil<'_, T> {
                     &l.right.index(r..2 * r),
                 )?;
             }
-            if left_end {
-                fill_end(&m.gpu, &m.edge, out, 0..r, r, boundary)?;
-            }
-            if right_end {
-                fill_end(
-                    &m.gpu,
-                    &m.edge,
-                    out,
-                    r + len..2 * r + len,
-                    r + len - 1,
-                    boundary,
-                )?;
-            }
+            fill_ends(
+                &m.gpu,
+                &m.edge,
+                out,
+                r,
+                len,
+                (left_end, right_end),
+                boundary,
+            )?;
             m.ready.record(&m.edge)?;
         }
         Ok(())
     }
+}
+
+/// The halos of `buf` (`r` cells, a shard of `len`, `r` cells) at the array's ends, the left
+/// and/or the right as `at_ends` says, by the boundary rule.
+fn fill_ends<T: Element>(
+    gpu: &Gpu,
+    stream: &Stream,
+    buf: &mut DeviceBuffer<T>,
+    r: usize,
+    len: usize,
+    at_ends: (bool, bool),
+    boundary: Boundary,
+) -> Result<()> {
+    if at_ends.0 {
+        fill_end(gpu, stream, buf, 0..r, r, boundary)?;
+    }
+    if at_ends.1 {
+        fill_end(
+            gpu,
+            stream,
+            buf,
+            r + len..2 * r + len,
+            r + len - 1,
+            boundary,
+        )?;
+    }
+    Ok(())
 }
 
 /// An end halo `halo` of `buf` by the boundary rule: zeros, or cell `edge` of `buf` repeated.

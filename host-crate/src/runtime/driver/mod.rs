@@ -58,7 +58,8 @@ unsafe impl Sync for Handle {}
 
 static DRIVER: OnceLock<Result<Handle, DriverMissing>> = OnceLock::new();
 
-fn dl_error() -> String {
+/// What `dlerror` says about the last `dlopen`/`dlsym` failure (also NCCL's loader's).
+pub(crate) fn dl_error() -> String {
     // SAFETY: dlerror returns null or a NUL-terminated string owned by libc.
     let message = unsafe { libc::dlerror() };
     if message.is_null() {
