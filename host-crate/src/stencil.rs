@@ -345,20 +345,8 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         if self.n == 0 {
             return Ok(());
         }
-        let (input, output, n, boundary) = (self.input, self.output, self.n, self.boundary.code());
-        // SAFETY: `input` and `output` are `n`-element device slices that do not overlap (see
-        // `with_kernel`), and the configuration was validated for this kernel; `ordered` made
-        // the context current and checked the stream.
-        self.gpu.ordered(stream, || unsafe {
-            match &self.kernel {
-                StencilKernel::Sum(k) => {
-                    k.launch_prepared(stream, self.config, (input, output, n, boundary))
-                }
-                StencilKernel::Weighted(k, w) => {
-                    k.launch_prepared(stream, self.config, (input, output, n, boundary, *w))
-                }
-            }
-        })
+        // SAFETY: `ordered` made the context current, checked the stream and orders it.
+        self.gpu.ordered(stream, || unsafe { self.enqueue(stream) })
     }
 
     /// [`launch_on`](Self::launch_on) without the bracket through the GPU's own stream, for
@@ -373,8 +361,19 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         }
         self.gpu.make_current()?;
         self.gpu.check_stream(stream)?;
+        // SAFETY: the context is current and the stream checked; the ordering is the caller's.
+        unsafe { self.enqueue(stream) }
+    }
+
+    /// Enqueues the kernel on `stream`.
+    ///
+    /// # Safety
+    /// The context is current, `stream` is of it, and the stream is ordered with every other
+    /// use of the input and output. `input` and `output` are `n`-element device slices that do
+    /// not overlap (see `with_kernel`), and the configuration was validated for this kernel.
+    unsafe fn enqueue(&self, stream: &Stream) -> Result<()> {
         let (input, output, n, boundary) = (self.input, self.output, self.n, self.boundary.code());
-        // SAFETY: as in `launch_on`; the ordering is the caller's.
+        // SAFETY: the caller's contract.
         unsafe {
             match &self.kernel {
                 StencilKernel::Sum(k) => {

@@ -257,7 +257,8 @@ pub fn load_nccl() -> Result<()> {
     Ok(())
 }
 
-/// `Err` naming `call` unless `status` is success (or, where `in_progress_ok`, in progress).
+/// `Err` naming `call` unless `status` is success or in progress (a non-blocking call's
+/// answer: the poll that follows sees it through).
 fn check(
     call: &'static str,
     rank: usize,
@@ -295,6 +296,48 @@ fn message(comm: Option<RawComm>, status: NcclResult) -> String {
     match last {
         Some(last) => format!("{what}; NCCL's last error: {last}"),
         None => what,
+    }
+}
+
+/// Whether a stream or event query says the work has passed: `Ok(false)` while it runs, the
+/// work's error if it failed.
+fn passed(call: &'static str, status: cust::sys::CUresult) -> Result<bool> {
+    match status {
+        cust::sys::CUresult::CUDA_SUCCESS => Ok(true),
+        cust::sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+        status => Err(Error::Driver {
+            call,
+            launch: None,
+            status,
+        }),
+    }
+}
+
+/// `e`, met by rank `rank` of `ranks` doing `what`: an NCCL error gets `what` before its words,
+/// a CUDA error becomes that rank's error naming `what`.
+pub(crate) fn in_context(e: Error, what: &str, rank: usize, ranks: usize) -> Error {
+    match e {
+        Error::Nccl {
+            call,
+            rank,
+            ranks,
+            status,
+            message,
+        } => Error::Nccl {
+            call,
+            rank,
+            ranks,
+            status,
+            message: format!("{what}: {message}"),
+        },
+        Error::Driver { call, status, .. } => Error::Nccl {
+            call,
+            rank,
+            ranks,
+            status: "a CUDA error",
+            message: format!("{what}: CUDA status {status:?}"),
+        },
+        other => other,
     }
 }
 
@@ -445,29 +488,7 @@ impl Communicator {
             let outcome = self
                 .async_state(api)
                 .and_then(|busy| Ok(!busy && done()?))
-                .map_err(|e| match e {
-                    Error::Nccl {
-                        call,
-                        rank,
-                        ranks,
-                        status,
-                        message,
-                    } => Error::Nccl {
-                        call,
-                        rank,
-                        ranks,
-                        status,
-                        message: format!("{what}: {message}"),
-                    },
-                    Error::Driver { call, status, .. } => Error::Nccl {
-                        call,
-                        rank: self.rank,
-                        ranks: self.ranks,
-                        status: "ncclUnhandledCudaError",
-                        message: format!("{what}: CUDA status {status:?}"),
-                    },
-                    other => other,
-                });
+                .map_err(|e| in_context(e, what, self.rank, self.ranks));
             match outcome {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
@@ -504,15 +525,9 @@ impl Communicator {
         self.gpu.make_current()?;
         self.poll(what, || {
             // SAFETY: a live stream of the current context.
-            match unsafe { cust::sys::cuStreamQuery(stream.as_inner()) } {
-                cust::sys::CUresult::CUDA_SUCCESS => Ok(true),
-                cust::sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-                status => Err(Error::Driver {
-                    call: "cuStreamQuery",
-                    launch: None,
-                    status,
-                }),
-            }
+            passed("cuStreamQuery", unsafe {
+                cust::sys::cuStreamQuery(stream.as_inner())
+            })
         })
     }
 
@@ -523,15 +538,7 @@ impl Communicator {
         what: &str,
     ) -> Result<()> {
         self.gpu.make_current()?;
-        self.poll(what, || match marker.query() {
-            cust::sys::CUresult::CUDA_SUCCESS => Ok(true),
-            cust::sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            status => Err(Error::Driver {
-                call: "cuEventQuery",
-                launch: None,
-                status,
-            }),
-        })
+        self.poll(what, || passed("cuEventQuery", marker.query()))
     }
 
     /// Aborts the communicator (idempotent): its kernels stop, its peers see an error.
@@ -546,6 +553,19 @@ impl Communicator {
         }
     }
 
+    /// Calls NCCL's `call` (`f`, given the entry points and this communicator) and checks
+    /// what it returns.
+    fn call(&self, call: &'static str, f: impl FnOnce(&Api, RawComm) -> NcclResult) -> Result<()> {
+        let api = self.api()?;
+        check(
+            call,
+            self.rank,
+            self.ranks,
+            Some(self.raw),
+            f(api, self.raw),
+        )
+    }
+
     /// `ncclSend` of `bytes` bytes at `ptr` to `peer`, on `stream`.
     ///
     /// # Safety
@@ -557,19 +577,11 @@ impl Communicator {
         peer: usize,
         stream: &Stream,
     ) -> Result<()> {
-        let api = self.api()?;
+        let (p, s) = (ptr as *const c_void, stream.as_inner());
         // SAFETY: the caller's contract; a live communicator and stream.
-        let status = unsafe {
-            (api.send)(
-                ptr as *const c_void,
-                bytes,
-                UINT8,
-                peer as c_int,
-                self.raw,
-                stream.as_inner(),
-            )
-        };
-        check("ncclSend", self.rank, self.ranks, Some(self.raw), status)
+        self.call("ncclSend", |api, comm| unsafe {
+            (api.send)(p, bytes, UINT8, peer as c_int, comm, s)
+        })
     }
 
     /// `ncclRecv` of `bytes` bytes into `ptr` from `peer`, on `stream`.
@@ -584,19 +596,11 @@ impl Communicator {
         peer: usize,
         stream: &Stream,
     ) -> Result<()> {
-        let api = self.api()?;
+        let (p, s) = (ptr as *mut c_void, stream.as_inner());
         // SAFETY: the caller's contract; a live communicator and stream.
-        let status = unsafe {
-            (api.recv)(
-                ptr as *mut c_void,
-                bytes,
-                UINT8,
-                peer as c_int,
-                self.raw,
-                stream.as_inner(),
-            )
-        };
-        check("ncclRecv", self.rank, self.ranks, Some(self.raw), status)
+        self.call("ncclRecv", |api, comm| unsafe {
+            (api.recv)(p, bytes, UINT8, peer as c_int, comm, s)
+        })
     }
 
     /// `ncclBroadcast` of `bytes` bytes, in place at `ptr`, from `root`, on `stream`.
@@ -611,27 +615,11 @@ impl Communicator {
         root: usize,
         stream: &Stream,
     ) -> Result<()> {
-        let api = self.api()?;
-        let p = ptr as *mut c_void;
+        let (p, s) = (ptr as *mut c_void, stream.as_inner());
         // SAFETY: the caller's contract; in place (send = receive buffer).
-        let status = unsafe {
-            (api.broadcast)(
-                p,
-                p,
-                bytes,
-                UINT8,
-                root as c_int,
-                self.raw,
-                stream.as_inner(),
-            )
-        };
-        check(
-            "ncclBroadcast",
-            self.rank,
-            self.ranks,
-            Some(self.raw),
-            status,
-        )
+        self.call("ncclBroadcast", |api, comm| unsafe {
+            (api.broadcast)(p, p, bytes, UINT8, root as c_int, comm, s)
+        })
     }
 }
 

@@ -283,15 +283,9 @@ pub fn sum_reproducible<T: Reproducible>(array: &ShardedArray<'_, T>) -> Result<
         let mut place = place.index_mut(first..first + range.len().div_ceil(chunk));
         reduce::chunk_sums_to_device(&m.gpu, part, &mut place)?;
     }
-    let bounds: Vec<usize> = (0..=shards.ranks())
-        .map(|r| {
-            if r == shards.ranks() {
-                chunks
-            } else {
-                shards.range(r).start.div_ceil(chunk).min(chunks)
-            }
-        })
-        .collect();
+    // Rank r's chunk sums start at its shard's start over the chunk, rounded up: exact for a
+    // non-empty shard (it starts on a chunk), and the next holder's start for an empty one.
+    let bounds: Vec<usize> = shards.bounds().iter().map(|b| b.div_ceil(chunk)).collect();
     team.share(
         &mut all,
         &bounds,

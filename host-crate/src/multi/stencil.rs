@@ -16,8 +16,8 @@
 //! every output reads the same `2R + 1` inputs in the same order.
 
 use crate::runtime::element::Element;
-use crate::runtime::error::{Error, Result, check_raw};
-use crate::runtime::gpu::Gpu;
+use crate::runtime::error::{Error, Result};
+use crate::runtime::gpu::{Gpu, copy_bytes_async, memset_bytes_async};
 use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
 use crate::runtime::stream::Stream;
 use crate::stencil::{self, Boundary, StencilRun, Taps};
@@ -516,26 +516,26 @@ fn fill_end<T: Element>(
     match boundary {
         Boundary::Zero => {
             // SAFETY: the halo lies inside `buf`, held mutably; ordered on the edge stream.
-            check_raw("cuMemsetD8Async", unsafe {
-                cust::sys::cuMemsetD8Async(
+            unsafe {
+                memset_bytes_async(
                     base + (halo.start * size) as u64,
                     0,
                     halo.len() * size,
-                    stream.as_inner(),
+                    stream,
                 )
-            })
+            }
         }
         Boundary::Clamp | Boundary::Periodic => {
             for at in halo {
                 // SAFETY: both cells lie inside `buf` and differ (the edge is not in a halo).
-                check_raw("cuMemcpyDtoDAsync", unsafe {
-                    cust::sys::cuMemcpyDtoDAsync_v2(
+                unsafe {
+                    copy_bytes_async(
                         base + (at * size) as u64,
                         base + (edge * size) as u64,
                         size,
-                        stream.as_inner(),
-                    )
-                })?;
+                        stream,
+                    )?
+                };
             }
             Ok(())
         }
@@ -560,14 +560,14 @@ unsafe fn raw_copy<T: Element>(
     }
     gpu.make_current()?;
     // SAFETY: the caller's contract; `len` elements each, one borrowed mutably.
-    check_raw("cuMemcpyDtoDAsync", unsafe {
-        cust::sys::cuMemcpyDtoDAsync_v2(
+    unsafe {
+        copy_bytes_async(
             dst.as_device_ptr().as_raw(),
             src.as_device_ptr().as_raw(),
             src.len() * size_of::<T>(),
-            stream.as_inner(),
+            stream,
         )
-    })
+    }
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::runtime::element::Element;
 use crate::runtime::error::{Error, Result, check_raw};
 use crate::runtime::event::Marker;
-use crate::runtime::gpu::{Gpu, GpuStream};
+use crate::runtime::gpu::{Gpu, GpuStream, copy_bytes_async};
 use crate::runtime::memory::DeviceBuffer;
 
 use super::nccl::{self, Communicator, UniqueId};
@@ -384,22 +384,13 @@ impl Team {
             .collect()
     }
 
-    /// `e`, from member `m`'s work on `what`: on an NCCL team, a CUDA error becomes an error of
-    /// that rank naming the operation (virtual ranks keep the driver's error as it is).
+    /// `e`, from member `m`'s work on `what`: on an NCCL team, an error of that rank naming
+    /// the operation ([`nccl::in_context`]); virtual ranks keep the driver's error as it is.
     pub(crate) fn in_context(&self, m: &Member, what: &str, e: Error) -> Error {
         if m.comm.is_none() {
             return e;
         }
-        match e {
-            Error::Driver { call, status, .. } => Error::Nccl {
-                call,
-                rank: m.rank,
-                ranks: self.size,
-                status: "a CUDA error",
-                message: format!("{what}: CUDA status {status:?}"),
-            },
-            other => other,
-        }
+        nccl::in_context(e, what, m.rank, self.size)
     }
 
     /// Fills every gathered buffer (one per [`gathered_of`](Self::gathered_of)) with every
@@ -481,14 +472,7 @@ impl Team {
                     m.gpu.make_current()?;
                     for t in transfers.iter().filter(|t| t.from == m.rank && t.bytes > 0) {
                         // SAFETY: the caller's contract; one context for all virtual ranks.
-                        check_raw("cuMemcpyDtoDAsync", unsafe {
-                            cust::sys::cuMemcpyDtoDAsync_v2(
-                                t.dst,
-                                t.src,
-                                t.bytes,
-                                m.edge.as_inner(),
-                            )
-                        })?;
+                        unsafe { copy_bytes_async(t.dst, t.src, t.bytes, &m.edge)? };
                     }
                     m.pushed.record(&m.edge)?;
                 }

@@ -449,13 +449,18 @@ impl Gpu {
         Ok(gpu)
     }
 
-    /// Opens device `ordinal` anew: [`new`](Self::new) when it is not open.
-    fn open(ordinal: u32) -> Result<Self> {
+    /// How many CUDA devices the driver shows (initialising it; opening none).
+    pub fn count() -> Result<u32> {
         crate::runtime::driver::load()?;
         cust::init(cust::CudaFlags::empty()).map_err(|e| Error::NoDevice {
             reason: e.to_string().trim_matches('"').to_string(),
         })?;
-        let count = Device::num_devices().call("cuDeviceGetCount")?;
+        Device::num_devices().call("cuDeviceGetCount")
+    }
+
+    /// Opens device `ordinal` anew: [`new`](Self::new) when it is not open.
+    fn open(ordinal: u32) -> Result<Self> {
+        let count = Self::count()?;
         if count == 0 {
             return Err(Error::NoDevice {
                 reason: "the driver reports 0 devices".into(),
@@ -817,14 +822,14 @@ impl Gpu {
         self.ordered(stream, || {
             // SAFETY: the slice is `len` elements of device memory the caller holds mutably;
             // every byte pattern is a valid `Element` (an integer or a float).
-            check_raw("cuMemsetD8Async", unsafe {
-                cust::sys::cuMemsetD8Async(
+            unsafe {
+                memset_bytes_async(
                     slice.as_device_ptr().as_raw(),
                     byte,
                     slice.len() * size_of::<T>(),
-                    stream.as_inner(),
+                    stream,
                 )
-            })
+            }
         })
     }
 
@@ -857,14 +862,14 @@ impl Gpu {
             // SAFETY: both slices are `len` elements of this context's device memory, `src`
             // borrowed and `dst` borrowed mutably (so they do not overlap); the copy is ordered
             // on the stream with the work that wrote `src` and the work that reads `dst`.
-            check_raw("cuMemcpyDtoDAsync", unsafe {
-                cust::sys::cuMemcpyDtoDAsync_v2(
+            unsafe {
+                copy_bytes_async(
                     dst.as_device_ptr().as_raw(),
                     src.as_device_ptr().as_raw(),
                     src.len() * size_of::<T>(),
-                    stream.as_inner(),
+                    stream,
                 )
-            })
+            }
         })
     }
 
@@ -999,4 +1004,38 @@ impl Gpu {
         }
         Ok(out)
     }
+}
+
+/// `cuMemcpyDtoDAsync` of `bytes` bytes from `src` to `dst` on `stream`.
+///
+/// # Safety
+/// The stream's context is current; `src` holds `bytes` readable and `dst` `bytes` writable
+/// device bytes that do not overlap, ordered by the caller with every other use of both, and
+/// valid as the destination's type.
+pub(crate) unsafe fn copy_bytes_async(
+    dst: u64,
+    src: u64,
+    bytes: usize,
+    stream: &Stream,
+) -> Result<()> {
+    // SAFETY: the caller's contract.
+    check_raw("cuMemcpyDtoDAsync", unsafe {
+        cust::sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, stream.as_inner())
+    })
+}
+
+/// `cuMemsetD8Async` of `bytes` bytes at `dst` to `byte` on `stream`.
+///
+/// # Safety
+/// As [`copy_bytes_async`], for `dst` alone.
+pub(crate) unsafe fn memset_bytes_async(
+    dst: u64,
+    byte: u8,
+    bytes: usize,
+    stream: &Stream,
+) -> Result<()> {
+    // SAFETY: the caller's contract.
+    check_raw("cuMemsetD8Async", unsafe {
+        cust::sys::cuMemsetD8Async(dst, byte, bytes, stream.as_inner())
+    })
 }

@@ -4,10 +4,10 @@
 use std::time::Instant;
 
 use anyhow::{Context as _, Result, bail, ensure};
-use ferrocuda::Gpu;
 use ferrocuda::multi::{self, ShardedArray, Shards, Team, Transport};
 use ferrocuda::reduce;
 use ferrocuda::stencil::{self, Boundary, Taps};
+use ferrocuda::{DeviceBuffer, Gpu};
 use ferrocuda_cli::args::parse_count;
 use ferrocuda_lessons::cpu::random_vec;
 use ferrocuda_lessons::timing::Stats;
@@ -82,7 +82,11 @@ fn team(device: u32, a: &MultiArgs) -> Result<Team> {
             // NCCL first: a machine without it says so before any GPU is touched.
             let (major, minor, patch) = multi::nccl::version()?;
             println!("NCCL {major}.{minor}.{patch}");
-            let count = if a.gpus == 0 { device_count()? } else { a.gpus };
+            let count = if a.gpus == 0 {
+                Gpu::count()? as usize
+            } else {
+                a.gpus
+            };
             let gpus = (0..count as u32).map(open).collect::<Result<Vec<_>>>()?;
             Team::nccl(&gpus)?
         }
@@ -91,15 +95,6 @@ fn team(device: u32, a: &MultiArgs) -> Result<Team> {
 
 fn open(device: u32) -> Result<Gpu> {
     Gpu::new(device).with_context(|| format!("opening CUDA device {device}"))
-}
-
-/// How many devices the driver shows: asking for one past any ordinal gives the count.
-fn device_count() -> Result<usize> {
-    match Gpu::new(u32::MAX) {
-        Err(ferrocuda::Error::DeviceNotFound { count, .. }) => Ok(count as usize),
-        Err(e) => Err(e.into()),
-        Ok(_) => bail!("the driver shows more than 2^32 - 1 devices"),
-    }
 }
 
 /// Median wall time of `op` (which waits for its own work), after one untimed run.
@@ -112,6 +107,40 @@ fn wall(reps: usize, mut op: impl FnMut() -> Result<()>) -> Result<Stats> {
         samples.push(start.elapsed().as_secs_f64());
     }
     Ok(Stats::from_samples(samples))
+}
+
+/// `taps` applied `steps` times on one GPU, ping-pong between `x` and `y`; the result in `x`.
+fn one_gpu_steps(
+    gpu: &Gpu,
+    x: &mut DeviceBuffer<f32>,
+    y: &mut DeviceBuffer<f32>,
+    taps: &Taps<f32>,
+    boundary: Boundary,
+    steps: usize,
+) -> Result<()> {
+    for _ in 0..steps {
+        stencil::apply_into(gpu, x, y, taps, boundary)?;
+        std::mem::swap(x, y);
+    }
+    Ok(())
+}
+
+/// The median time of one step of the one-GPU stencil over `data` (calls of `steps` steps).
+fn one_gpu_step(
+    gpu: &Gpu,
+    data: &[f32],
+    taps: &Taps<f32>,
+    boundary: Boundary,
+    steps: usize,
+    reps: usize,
+) -> Result<f64> {
+    let mut x = gpu.upload(data, "stencil ping")?;
+    let mut y = gpu.alloc::<f32>(data.len(), "stencil pong")?;
+    let t = wall(reps, || {
+        one_gpu_steps(gpu, &mut x, &mut y, taps, boundary, steps)?;
+        gpu.synchronize().map_err(Into::into)
+    })?;
+    Ok(t.median_s / steps as f64)
 }
 
 /// Runs `ferrocuda multi`.
@@ -250,16 +279,7 @@ pub fn multi(device: u32, a: &MultiArgs) -> Result<()> {
         2.0 * bytes as f64 / per_step / 1e9
     );
     if whole.is_some() {
-        let mut x = first.upload(&data, "stencil ping")?;
-        let mut y = first.alloc::<f32>(n, "stencil pong")?;
-        let t_one = wall(a.reps, || {
-            for _ in 0..steps {
-                stencil::apply_into(&first, &x, &mut y, &taps, boundary)?;
-                std::mem::swap(&mut x, &mut y);
-            }
-            first.synchronize().map_err(Into::into)
-        })?;
-        let one_step = t_one.median_s / steps as f64;
+        let one_step = one_gpu_step(&first, &data, &taps, boundary, steps, a.reps)?;
         println!(
             "one GPU, the same {n} elements: {:.1} us per step; efficiency T1 / (N x TN) = {:.1} %",
             one_step * 1e6,
@@ -268,10 +288,7 @@ pub fn multi(device: u32, a: &MultiArgs) -> Result<()> {
         // The check: the team's result against the one-GPU stencil applied as often.
         let mut x = first.upload(&data, "check ping")?;
         let mut y = first.alloc::<f32>(n, "check pong")?;
-        for _ in 0..steps {
-            stencil::apply_into(&first, &x, &mut y, &taps, boundary)?;
-            std::mem::swap(&mut x, &mut y);
-        }
+        one_gpu_steps(&first, &mut x, &mut y, &taps, boundary, steps)?;
         let want = first.download(&x)?;
         let got = multi::apply_sharded(&array, &taps, boundary, steps)?.gather()?;
         let same = got
@@ -288,16 +305,7 @@ pub fn multi(device: u32, a: &MultiArgs) -> Result<()> {
     // difference is the price of the ends and the exchange.
     let shard_n = shards.len(0);
     if shard_n > 0 {
-        let mut x = first.upload(&data[..shard_n], "shard ping")?;
-        let mut y = first.alloc::<f32>(shard_n, "shard pong")?;
-        let t_shard = wall(a.reps, || {
-            for _ in 0..steps {
-                stencil::apply_into(&first, &x, &mut y, &taps, boundary)?;
-                std::mem::swap(&mut x, &mut y);
-            }
-            first.synchronize().map_err(Into::into)
-        })?;
-        let shard_step = t_shard.median_s / steps as f64;
+        let shard_step = one_gpu_step(&first, &data[..shard_n], &taps, boundary, steps, a.reps)?;
         println!(
             "one shard ({shard_n} elements) alone on one GPU: {:.1} us per step; the ends and the \
              halo exchange add {:.1} us per step",
