@@ -7,6 +7,10 @@
 //! giving how many were skipped. Any other failure to open the GPU (a PTX that does not load,
 //! say) fails the tests instead of skipping them. With `FERROCUDA_REQUIRE_GPU=1` (set by the
 //! GPU bundle's `run.sh`) a missing device is a failure too.
+//!
+//! A test of several GPUs ([`multi_gpu_test`]) on a machine with fewer prints
+//! `SKIPPED (needs N GPUs, found K)` and counts as ignored; `FERROCUDA_REQUIRE_GPUS=N` makes
+//! that a failure, for a run on a machine that must have N.
 use std::cell::RefCell;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +32,7 @@ enum SkipOrFail {
 }
 
 static SKIPPED: AtomicU64 = AtomicU64::new(0);
+static TOO_FEW_GPUS: AtomicU64 = AtomicU64::new(0);
 
 fn thread_gpu() -> Result<&'static Gpu, SkipOrFail> {
     GPU.with(|cell| {
@@ -59,19 +64,68 @@ fn thread_gpu() -> Result<&'static Gpu, SkipOrFail> {
 pub fn gpu_test(name: &str, test: impl FnOnce(&Gpu) -> TestResult + Send + 'static) -> Trial {
     let name = name.to_string();
     Trial::ignorable_test(name.clone(), move || match thread_gpu() {
-        Ok(gpu) => test(gpu)
-            .map(|()| Completion::Completed)
-            .map_err(|e| Failed::from(format!("{e:#}"))),
-        Err(SkipOrFail::Skip(reason)) => {
+        Ok(gpu) => completed(test(gpu)),
+        Err(e) => skip_or_fail(e, &name),
+    })
+    .with_kind("gpu")
+}
+
+/// A test of every GPU the driver shows, `min_gpus` or more (`gpus[i]` is device `i`); skipped,
+/// loudly, on a machine with fewer, unless `FERROCUDA_REQUIRE_GPUS` asks for as many.
+pub fn multi_gpu_test(
+    name: &str,
+    min_gpus: u32,
+    test: impl FnOnce(&[Gpu]) -> TestResult + Send + 'static,
+) -> Trial {
+    let name = name.to_string();
+    Trial::ignorable_test(name.clone(), move || {
+        if let Err(e) = thread_gpu() {
+            return skip_or_fail(e, &name);
+        }
+        let count = Gpu::count().map_err(|e| Failed::from(format!("cuDeviceGetCount: {e}")))?;
+        if count < min_gpus {
+            let required = std::env::var("FERROCUDA_REQUIRE_GPUS")
+                .ok()
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .unwrap_or(0);
+            if required >= min_gpus {
+                return Err(Failed::from(format!(
+                    "needs {min_gpus} GPUs, the driver shows {count} \
+                     (FERROCUDA_REQUIRE_GPUS={required})"
+                )));
+            }
+            println!("SKIPPED (needs {min_gpus} GPUs, found {count}) {name}");
+            TOO_FEW_GPUS.fetch_add(1, Ordering::Relaxed);
+            return Ok(Completion::ignored_with(format!(
+                "needs {min_gpus} GPUs, found {count}"
+            )));
+        }
+        let gpus = (0..count)
+            .map(Gpu::new)
+            .collect::<ferrocuda::Result<Vec<_>>>()
+            .map_err(|e| Failed::from(format!("opening the {count} CUDA devices: {e}")))?;
+        completed(test(&gpus))
+    })
+    .with_kind("gpu")
+}
+
+fn completed(result: TestResult) -> Result<Completion, Failed> {
+    result
+        .map(|()| Completion::Completed)
+        .map_err(|e| Failed::from(format!("{e:#}")))
+}
+
+fn skip_or_fail(e: SkipOrFail, name: &str) -> Result<Completion, Failed> {
+    match e {
+        SkipOrFail::Skip(reason) => {
             println!("SKIPPED (no CUDA device: {reason}) {name}");
             SKIPPED.fetch_add(1, Ordering::Relaxed);
             Ok(Completion::ignored_with(format!(
                 "no CUDA device: {reason}"
             )))
         }
-        Err(SkipOrFail::Fail(msg)) => Err(Failed::from(msg)),
-    })
-    .with_kind("gpu")
+        SkipOrFail::Fail(msg) => Err(Failed::from(msg)),
+    }
 }
 
 /// Runs a GPU test binary: one test thread unless `--test-threads` says otherwise (a GPU is one
@@ -84,6 +138,13 @@ pub fn run_gpu_suite(trials: Vec<Trial>) -> ExitCode {
     if skipped > 0 {
         println!(
             "SKIPPED: {skipped} GPU tests did not run (no CUDA device); this is NOT a GPU pass"
+        );
+    }
+    let too_few = TOO_FEW_GPUS.load(Ordering::Relaxed);
+    if too_few > 0 {
+        println!(
+            "SKIPPED: {too_few} multi-GPU tests did not run (this machine has fewer GPUs than \
+             they need); this is NOT a multi-GPU pass"
         );
     }
     conclusion.exit_code()

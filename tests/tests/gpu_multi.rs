@@ -1,13 +1,18 @@
 //! Arrays cut into one shard per rank: on virtual ranks of one GPU (1 to 8 ranks, each with its
-//! own streams, exchanging by device copies) and over NCCL with one rank on the GPU (its
-//! broadcasts and its send/receive to itself). Scatter and gather, the sums, minima and maxima
+//! own streams, exchanging by device copies), over NCCL with one rank on the GPU (its
+//! broadcasts and its send/receive to itself), and, on a machine with several GPUs, over NCCL
+//! with real ranks: every GPU in one process (one communicator each), and one process per GPU
+//! (this binary started again as each rank). Scatter and gather, the sums, minima and maxima
 //! against the CPU, the reproducible sum with the bits of the whole array on one GPU and of the
 //! CPU order, the iterated stencil with the bits of the one-GPU stencil, for every size that
-//! cuts a shard short, empty or off a chunk; a peer that never comes is a time-out, not a hang.
-use std::process::ExitCode;
+//! cuts a shard short, empty or off a chunk; a peer that never comes, or is killed mid-run, is
+//! a time-out or an error on every other rank, not a hang.
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use anyhow::ensure;
+use anyhow::{bail, ensure};
 use ferrocuda::multi::nccl::UniqueId;
 use ferrocuda::multi::{
     ShardedArray, ShardedStencil, Shards, Team, Transport, apply_sharded, sum_reproducible,
@@ -16,9 +21,19 @@ use ferrocuda::reduce::{self, Reproducible};
 use ferrocuda::stencil::{self, Boundary, Taps};
 use ferrocuda::{Error, Gpu};
 use ferrocuda_lessons::cpu::reproducible::{same_sum, sum_reproducible as cpu_sum};
-use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite};
+use ferrocuda_tests::{TestResult, gpu_test, multi_gpu_test, random_vec, run_gpu_suite};
+
+/// Set in the environment of a rank process this binary starts: what the rank does
+/// (`checks` or `steps`).
+const RANK_ROLE: &str = "FERROCUDA_TEST_RANK_ROLE";
+
+/// What a `steps` rank prints once its team formed and stepped.
+const STEPPING: &str = "rank stepping";
 
 fn main() -> ExitCode {
+    if let Ok(role) = std::env::var(RANK_ROLE) {
+        return rank_process(&role);
+    }
     run_gpu_suite(vec![
         gpu_test(
             "sharded_array_gathers_what_was_scattered_for_every_size_and_rank_count",
@@ -65,6 +80,21 @@ fn main() -> ExitCode {
             "nccl_rank_whose_peer_never_comes_times_out_instead_of_hanging",
             nccl_peer_never_comes,
         ),
+        multi_gpu_test(
+            "nccl_team_of_every_gpu_in_one_process_has_the_bits_of_one_gpu",
+            2,
+            nccl_every_gpu,
+        ),
+        multi_gpu_test(
+            "nccl_one_process_per_gpu_has_the_bits_of_one_gpu",
+            2,
+            nccl_process_per_gpu,
+        ),
+        multi_gpu_test(
+            "nccl_peer_killed_mid_run_is_an_error_on_every_other_rank_within_the_limit",
+            2,
+            nccl_peer_killed,
+        ),
     ])
 }
 
@@ -107,10 +137,12 @@ fn round_trip_on(team: &Team) -> TestResult {
         for shards in [Shards::even(n, ranks)?, Shards::aligned(n, ranks, 8192)?] {
             let a = ShardedArray::scatter(team, &data, shards.clone())?;
             ensure!(a.gather()? == data, "{ranks} ranks, n = {n}, {shards:?}");
+            let local = team.local_ranks();
             for r in 0..ranks {
+                let want = local.contains(&r).then(|| shards.len(r));
                 ensure!(
-                    a.part(r).map(|p| p.len()) == Some(shards.len(r)),
-                    "rank {r}: {shards:?}"
+                    a.part(r).map(|p| p.len()) == want,
+                    "rank {r} (this process drives {local:?}): {shards:?}"
                 );
             }
         }
@@ -408,5 +440,257 @@ fn nccl_peer_never_comes(gpu: &Gpu) -> TestResult {
         took >= limit && took < limit + Duration::from_secs(20),
         "the time-out came after {took:?} for a limit of {limit:?}"
     );
+    Ok(())
+}
+
+/// Every check of the virtual ranks, on `team`, against `gpu`'s one-GPU results.
+fn every_check_on(gpu: &Gpu, team: Team) -> TestResult {
+    round_trip_on(&team)?;
+    integers_on(&team)?;
+    let teams = [team];
+    reproducible_on::<f32>(gpu, &teams)?;
+    reproducible_on::<f64>(gpu, &teams)?;
+    stencil_iterated_on(gpu, &teams)
+}
+
+/// One process, one NCCL communicator per GPU: teams of 2, 4, ... and all of the GPUs.
+fn nccl_every_gpu(gpus: &[Gpu]) -> TestResult {
+    let all = gpus.len();
+    for k in (2..=all).filter(|&k| k.is_power_of_two() || k == all) {
+        let team = Team::nccl(&gpus[..k])?;
+        ensure!(team.transport() == Transport::Nccl && team.size() == k);
+        ensure!(team.local_ranks() == (0..k).collect::<Vec<_>>());
+        for (r, g) in gpus[..k].iter().enumerate() {
+            ensure!(team.gpu_of(r).map(|t| t.props().ordinal) == Some(g.props().ordinal));
+        }
+        every_check_on(&gpus[0], team).map_err(|e| e.context(format!("{k} GPUs")))?;
+    }
+    Ok(())
+}
+
+/// A rank process this binary started (`RANK_ROLE` set): runs its role, says what failed on
+/// stderr, and exits 0 only if the role succeeded.
+fn rank_process(role: &str) -> ExitCode {
+    let result = match role {
+        "checks" => rank_checks(),
+        "steps" => rank_steps_until_error(),
+        other => Err(anyhow::anyhow!("{RANK_ROLE}={other}: not checks or steps")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+/// The `checks` role: this process is one rank (`Team::from_env`); every check of the
+/// one-process teams, the same collectives in the same order on every rank.
+fn rank_checks() -> TestResult {
+    let team = Team::from_env()?;
+    let rank = team.local_ranks()[0];
+    let gpu = team.gpu_of(rank).expect("the rank's own GPU").clone();
+    every_check_on(&gpu, team)
+}
+
+/// The `steps` role: a periodic stencil stepped until a step fails (its peer killed), which
+/// is returned; five minutes without a failure is an error too.
+fn rank_steps_until_error() -> TestResult {
+    let team = Team::from_env()?;
+    let n = (1 << 22) * team.size();
+    let data = random_vec::<f32>(n, 5);
+    let array = ShardedArray::scatter(&team, &data, Shards::even(n, team.size())?)?;
+    let taps = Taps::Weighted(vec![1.0 / 7.0; 7]);
+    let mut plan = ShardedStencil::new(&array, &taps, Boundary::Periodic)?;
+    plan.step(10)?;
+    println!("{STEPPING}");
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(300) {
+        plan.step(10)?;
+    }
+    bail!("stepped for {:?} without an error", start.elapsed())
+}
+
+/// A rank process of this binary, its output read by threads (so that it never blocks on a
+/// full pipe): stdout lines go to `lines`, stderr is kept whole.
+struct RankProcess {
+    rank: usize,
+    child: Child,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+impl RankProcess {
+    /// The rank's stderr, once it has exited.
+    fn stderr(self) -> String {
+        self.stderr.join().unwrap_or_default()
+    }
+}
+
+/// Starts `ranks` processes of this binary in `role`, rank `r` on device `r`, meeting through a
+/// fresh rendezvous file, every wait bounded by `limit`; each stdout line reaches `lines` as
+/// `(rank, line)`.
+fn start_ranks(
+    role: &str,
+    ranks: usize,
+    limit: Duration,
+    lines: &mpsc::Sender<(usize, String)>,
+) -> anyhow::Result<Vec<RankProcess>> {
+    let exe = std::env::current_exe()?;
+    let run = format!(
+        "ferrocuda-test-{role}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_nanos()
+    );
+    let rendezvous = std::env::temp_dir().join(&run);
+    let mut started = Vec::with_capacity(ranks);
+    for rank in 0..ranks {
+        let mut child = Command::new(&exe)
+            .env(RANK_ROLE, role)
+            .env("RANK", rank.to_string())
+            .env("WORLD_SIZE", ranks.to_string())
+            .env("LOCAL_RANK", rank.to_string())
+            .env("FERROCUDA_RENDEZVOUS", &rendezvous)
+            .env("FERROCUDA_RUN_ID", &run)
+            .env("FERROCUDA_NCCL_TIMEOUT", limit.as_secs_f64().to_string())
+            .env("NCCL_NVLS_ENABLE", "0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let stdout = child.stdout.take().expect("piped");
+        let tx = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send((rank, line));
+            }
+        });
+        let mut err = child.stderr.take().expect("piped");
+        let stderr = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = err.read_to_string(&mut text);
+            text
+        });
+        started.push(RankProcess {
+            rank,
+            child,
+            stderr,
+        });
+    }
+    Ok(started)
+}
+
+/// Waits for `p` until `deadline`; `None` if it is still running then (it is killed).
+fn wait_until(p: &mut RankProcess, deadline: Instant) -> anyhow::Result<Option<(i32, Instant)>> {
+    loop {
+        if let Some(status) = p.child.try_wait()? {
+            return Ok(Some((status.code().unwrap_or(-1), Instant::now())));
+        }
+        if Instant::now() >= deadline {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One process per GPU (`Team::from_env`, as `torchrun` starts ranks): every rank runs every
+/// check of the one-process teams and must exit 0.
+fn nccl_process_per_gpu(gpus: &[Gpu]) -> TestResult {
+    let (tx, _rx) = mpsc::channel();
+    let ranks = start_ranks("checks", gpus.len(), Duration::from_secs(60), &tx)?;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut failures = Vec::new();
+    for mut p in ranks {
+        let status = wait_until(&mut p, deadline)?;
+        let rank = p.rank;
+        match status {
+            Some((0, _)) => {}
+            Some((code, _)) => failures.push(format!("rank {rank}: exit {code}: {}", p.stderr())),
+            None => failures.push(format!("rank {rank}: still running after 600 s (killed)")),
+        }
+    }
+    ensure!(failures.is_empty(), "{}", failures.join("\n"));
+    Ok(())
+}
+
+/// One process per GPU stepping a periodic stencil; once every rank steps, the last is killed
+/// (SIGKILL). Every other rank must exit with an error naming its rank, within the time limit
+/// of a wait (5 s) and the time an abort and an exit take, never hang.
+fn nccl_peer_killed(gpus: &[Gpu]) -> TestResult {
+    let ranks = gpus.len();
+    let limit = Duration::from_secs(5);
+    let slack = Duration::from_secs(10);
+    let (tx, rx) = mpsc::channel();
+    let mut procs = start_ranks("steps", ranks, limit, &tx)?;
+    let mut stepping = vec![false; ranks];
+    let ready_by = Instant::now() + Duration::from_secs(120);
+    while stepping.iter().any(|s| !s) {
+        let left = ready_by.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((rank, line)) if line == STEPPING => stepping[rank] = true,
+            Ok(_) => {}
+            Err(_) => {
+                let mut why = Vec::new();
+                for mut p in procs {
+                    let _ = p.child.kill();
+                    let _ = p.child.wait();
+                    let rank = p.rank;
+                    why.push(format!("rank {rank}: {}", p.stderr()));
+                }
+                bail!(
+                    "not every rank was stepping after 120 s ({stepping:?}):\n{}",
+                    why.join("\n")
+                );
+            }
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let mut victim = procs.pop().expect("two ranks or more");
+    victim.child.kill()?;
+    let killed = Instant::now();
+    let _ = victim.child.wait();
+    let deadline = killed + limit + slack + Duration::from_secs(20);
+    let mut failures = Vec::new();
+    for mut p in procs {
+        let rank = p.rank;
+        let status = wait_until(&mut p, deadline)?;
+        let stderr = p.stderr();
+        let said = stderr
+            .lines()
+            .find(|l| l.starts_with("error:"))
+            .unwrap_or("");
+        match status {
+            None => failures.push(format!(
+                "rank {rank}: still running {:?} after the kill (killed)",
+                deadline - killed
+            )),
+            Some((0, _)) => failures.push(format!("rank {rank}: exit 0 after its peer was killed")),
+            Some((code, at)) => {
+                let took = at - killed;
+                println!(
+                    "rank {rank} of {ranks}: exit {code} {took:.2?} after rank {} was killed: {said}",
+                    ranks - 1
+                );
+                if took > limit + slack {
+                    failures.push(format!(
+                        "rank {rank}: took {took:?} (limit {limit:?} + {slack:?})"
+                    ));
+                }
+                let names_rank = said.contains(&format!("rank {rank} of {ranks}"));
+                let is_transport =
+                    said.contains("did not finish within") || said.contains("failed on rank");
+                if !names_rank || !is_transport {
+                    failures.push(format!(
+                        "rank {rank}: not a time-out or NCCL error naming the rank: {stderr}"
+                    ));
+                }
+            }
+        }
+    }
+    ensure!(failures.is_empty(), "{}", failures.join("\n"));
     Ok(())
 }
