@@ -6,10 +6,9 @@
 //! `sum`/`min`/`max`, the chunk sums for the reproducible sum, combined in rank order on every
 //! rank, so every rank returns the same bits.
 
-use crate::reduce::{self, Reproducible};
+use crate::reduce::{self, ReduceOp, Reproducible};
 use crate::runtime::element::Element;
 use crate::runtime::error::{Error, Result};
-use crate::runtime::gpu::Gpu;
 use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
 
 use super::shard::Shards;
@@ -150,40 +149,51 @@ impl<'t, T: Element> ShardedArray<'t, T> {
     /// (integers wrap; a float sum depends on the number of ranks: see [`sum_reproducible`]
     /// for one that does not).
     pub fn sum(&self) -> Result<T> {
-        let partials = self.partials(reduce::sum)?;
+        let partials = self.partials(ReduceOp::Sum)?;
         Ok(partials.into_iter().flatten().fold(T::default(), T::add))
     }
 
     /// The minimum over every shard; an error when the array is empty.
     pub fn min(&self) -> Result<T> {
-        self.extreme("min", reduce::min, T::min_of)
+        self.extreme("min", ReduceOp::Min, T::min_of)
     }
 
     /// The maximum over every shard; an error when the array is empty.
     pub fn max(&self) -> Result<T> {
-        self.extreme("max", reduce::max, T::max_of)
+        self.extreme("max", ReduceOp::Max, T::max_of)
     }
 
-    /// Every rank's `reduce` of its shard (`None` for an empty shard), in rank order.
-    fn partials(&self, reduce: fn(&Gpu, &DeviceSlice<T>) -> Result<T>) -> Result<Vec<Option<T>>> {
+    /// Every rank's `op` of its shard (`None` for an empty shard), in rank order. Every local
+    /// rank's reduction is enqueued before any is waited for, so that N GPUs run at once (in
+    /// turn, N GPUs would take N times one GPU's time); the values then come back one by one.
+    fn partials(&self, op: ReduceOp) -> Result<Vec<Option<T>>> {
         let members = self.team.members();
-        all_values(self.team, |i| {
-            let part = &self.parts[i];
+        let mut pending = Vec::with_capacity(members.len());
+        for (m, part) in members.iter().zip(&self.parts) {
             if part.is_empty() {
-                Ok(None)
-            } else {
-                reduce(&members[i].gpu, part).map(Some)
+                pending.push(None);
+                continue;
             }
-        })
+            // SAFETY: `T` is an `Element`, valid for every byte pattern; the reduction writes the
+            // one element before the download reads it (the same stream).
+            let mut value = unsafe {
+                m.gpu
+                    .alloc_uninit::<T>(1, "sharded reduction: rank value")?
+            };
+            reduce::cached_to_device::<T, T>(&m.gpu, op, part, &mut value)?;
+            pending.push(Some(value));
+        }
+        let mut values = members
+            .iter()
+            .zip(pending)
+            .map(|(m, v)| v.map(|v| m.gpu.download(&v).map(|h| h[0])).transpose())
+            .collect::<Vec<_>>()
+            .into_iter();
+        all_values(self.team, |_| values.next().expect("one value per member"))
     }
 
-    fn extreme(
-        &self,
-        what: &str,
-        reduce: fn(&Gpu, &DeviceSlice<T>) -> Result<T>,
-        combine: fn(T, T) -> T,
-    ) -> Result<T> {
-        self.partials(reduce)?
+    fn extreme(&self, what: &str, op: ReduceOp, combine: fn(T, T) -> T) -> Result<T> {
+        self.partials(op)?
             .into_iter()
             .flatten()
             .reduce(combine)

@@ -312,6 +312,26 @@ impl<A> Drop for MappedSlot<A> {
     }
 }
 
+/// `op` over `input` into `result[0]` with the state the GPU caches for (`T`, `A`, `op`),
+/// enqueued on the GPU's stream, not waited for ([`ReducePlan::run_to_device`] without a plan).
+pub(crate) fn cached_to_device<T: Element, A: Element>(
+    gpu: &Gpu,
+    op: ReduceOp,
+    input: &DeviceSlice<T>,
+    result: &mut DeviceSlice<A>,
+) -> Result<()> {
+    let key = WorkspaceKey {
+        family: "reduce::fast",
+        types: (std::any::TypeId::of::<T>(), std::any::TypeId::of::<A>()),
+        variant: op.name(),
+    };
+    gpu.with_workspace(
+        key,
+        || PlanState::<T, A>::new(gpu, op),
+        |state| to_device(state, gpu, gpu.stream(), input, result),
+    )
+}
+
 /// The fast kernel for `T` into `A` with `op`, or why there is none.
 fn fast_kernel<T: Element, A: Element>(
     gpu: &Gpu,
