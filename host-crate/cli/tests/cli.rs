@@ -756,4 +756,9 @@ fn multi_says_in_one_line_what_is_missing() {
     assert_clean_failure(&o, &["radius must be one of"]);
     let o = run(&["--boundary", "mirror"], &[]);
     assert_clean_failure(&o, &["--boundary must be zero, clamp or periodic"]);
+    let o = run(&["--only", "sum"], &[]);
+    assert_clean_failure(&o, &["--only must be sums or stencil, not `sum`"]);
+    // `--elements` is `--n` under a name torchrun does not take for one of its own options.
+    let o = run(&["--elements", "2^10", "--n", "2^11"], &[]);
+    assert_clean_failure(&o, &["--n", "cannot be used multiple times"]);
 }

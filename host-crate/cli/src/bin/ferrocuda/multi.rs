@@ -27,7 +27,8 @@ pub struct MultiArgs {
     #[arg(long, default_value_t = 4)]
     ranks: usize,
     /// f32 elements in all (strong scaling), or per rank with `--per-rank` (weak scaling).
-    #[arg(long, default_value = "2^24", value_parser = parse_count)]
+    /// `--elements` is the same (torchrun takes `--n` for an abbreviation of its own options).
+    #[arg(long, visible_alias = "elements", default_value = "2^24", value_parser = parse_count)]
     n: usize,
     /// `--n` is per rank.
     #[arg(long)]
@@ -47,6 +48,9 @@ pub struct MultiArgs {
     /// Seed of the random input.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Only `sums` or only `stencil` (the stencil's plan takes two more arrays per GPU).
+    #[arg(long)]
+    only: Option<String>,
     /// Also time PyTorch's sum per call (local `x.sum()` and `torch.distributed.all_reduce` of
     /// the scalar over as many GPUs, one process each), with `python3`.
     #[arg(long)]
@@ -70,6 +74,12 @@ impl MultiArgs {
             self.boundary
         );
         ensure!(self.reps > 0, "--reps must be at least 1");
+        if let Some(only) = &self.only {
+            ensure!(
+                ["sums", "stencil"].contains(&only.as_str()),
+                "--only must be sums or stencil, not `{only}`"
+            );
+        }
         Ok(())
     }
 }
@@ -95,6 +105,15 @@ fn team(device: u32, a: &MultiArgs) -> Result<Team> {
 
 fn open(device: u32) -> Result<Gpu> {
     Gpu::new(device).with_context(|| format!("opening CUDA device {device}"))
+}
+
+/// `println!` on the process that drives rank 0 only: with one process per rank, one report.
+macro_rules! say {
+    ($lead:expr, $($arg:tt)*) => {
+        if $lead {
+            println!($($arg)*);
+        }
+    };
 }
 
 /// Median wall time of `op` (which waits for its own work), after one untimed run.
@@ -155,14 +174,16 @@ pub fn multi(device: u32, a: &MultiArgs) -> Result<()> {
     } else {
         a.n
     };
-    let boundary = Boundary::from_name(&a.boundary).expect("validated");
-    let taps = Taps::<f32>::Sum { radius: a.radius };
     let first = team.gpu_of(local[0]).expect("a local rank").clone();
+    let lead = local.contains(&0);
+    let sums = a.only.as_deref() != Some("stencil");
+    let stencil = a.only.as_deref() != Some("sums");
     let transport = match team.transport() {
         Transport::Virtual => "virtual ranks (device copies on one GPU; a test transport)",
         Transport::Nccl => "NCCL",
     };
-    println!(
+    say!(
+        lead,
         "team: {size} ranks over {transport}; this process drives {local:?} ({} ranks' GPUs: {})",
         local.len(),
         local
@@ -176,101 +197,168 @@ pub fn multi(device: u32, a: &MultiArgs) -> Result<()> {
     );
     let chunk = reduce::reproducible_chunk::<f32>();
     let shards = Shards::aligned(n, size, chunk)?;
-    println!(
+    say!(
+        lead,
         "n = {n} f32 ({} per rank, cut on the reproducible sum's {chunk}-element chunks)",
         shards.len(0)
     );
     let data = random_vec::<f32>(n, a.seed);
     let array = ShardedArray::scatter(&team, &data, shards.clone())?;
     let bytes = (n * 4) as u64;
+    // What rank `local[0]` would take alone: its shard on its GPU, no team.
+    let own = array.part(local[0]).expect("a local rank's shard");
 
     // One GPU of the same run: the whole array on the first local GPU, if it fits.
     // Only where this process drives every rank: the one-GPU rows run collectives (the check's
     // gather) that every process must enter alike.
     let (free, _) = first.memory_info()?;
     let whole = if local.len() != size {
-        println!("(one-GPU rows: only where one process drives every rank)");
+        say!(
+            lead,
+            "(one-GPU rows: only where one process drives every rank)"
+        );
         None
     } else if 3 * bytes < free as u64 {
         Some(first.upload(&data, "whole array")?)
     } else {
-        println!("(the whole array does not fit on one GPU: no one-GPU rows)");
+        say!(
+            lead,
+            "(the whole array does not fit on one GPU: no one-GPU rows)"
+        );
         None
     };
 
-    // Sums.
-    let got = array.sum()?;
-    let t_sum = wall(a.reps, || array.sum().map(|_| ()).map_err(Into::into))?;
-    let repro = multi::sum_reproducible(&array)?;
-    let t_repro = wall(a.reps, || {
-        multi::sum_reproducible(&array)
-            .map(|_| ())
-            .map_err(Into::into)
-    })?;
-    println!(
-        "{:<34} {:>12} {:>10} {:>10}",
-        "", "result", "median us", "GB/s"
-    );
-    println!(
-        "{:<34} {:>12.6e} {:>10.1} {:>10.0}",
-        "sum (ranks' fast sums)",
-        got,
-        t_sum.median_s * 1e6,
-        t_sum.gbs(bytes)
-    );
-    println!(
-        "{:<34} {:>12.6e} {:>10.1} {:>10.0}",
-        "sum (reproducible)",
-        repro,
-        t_repro.median_s * 1e6,
-        t_repro.gbs(bytes)
-    );
-    if a.baseline {
-        torch_baseline(&team, &shards, &t_sum, a.reps.max(20));
-    }
-    if let Some(w) = &whole {
-        let one = reduce::sum_reproducible(&first, w)?;
-        let t_one = wall(a.reps, || {
-            reduce::sum_reproducible(&first, w)
+    if sums {
+        let got = array.sum()?;
+        let t_sum = wall(a.reps, || array.sum().map(|_| ()).map_err(Into::into))?;
+        let repro = multi::sum_reproducible(&array)?;
+        let t_repro = wall(a.reps, || {
+            multi::sum_reproducible(&array)
                 .map(|_| ())
                 .map_err(Into::into)
         })?;
-        println!(
-            "{:<34} {:>12.6e} {:>10.1} {:>10.0}",
-            "sum (reproducible), one GPU",
-            one,
-            t_one.median_s * 1e6,
-            t_one.gbs(bytes)
+        let t_own = wall(a.reps, || {
+            reduce::sum(&first, own).map(|_| ()).map_err(Into::into)
+        })?;
+        say!(
+            lead,
+            "{:<34} {:>12} {:>10} {:>10}",
+            "",
+            "result",
+            "median us",
+            "GB/s"
         );
+        say!(
+            lead,
+            "{:<34} {:>12.6e} {:>10.1} {:>10.0}",
+            "sum (ranks' fast sums)",
+            got,
+            t_sum.median_s * 1e6,
+            t_sum.gbs(bytes)
+        );
+        say!(
+            lead,
+            "{:<34} {:>12.6e} {:>10.1} {:>10.0}",
+            "sum (reproducible)",
+            repro,
+            t_repro.median_s * 1e6,
+            t_repro.gbs(bytes)
+        );
+        say!(
+            lead,
+            "{:<34} {:>12} {:>10.1} {:>10.0}   efficiency T1(shard) / TN = {:.1} %",
+            "one shard's fast sum alone, one GPU",
+            "",
+            t_own.median_s * 1e6,
+            t_own.gbs(own.len() as u64 * 4),
+            100.0 * t_own.median_s / t_sum.median_s
+        );
+        if a.baseline {
+            torch_baseline(&team, &shards, &t_sum, a.reps.max(20));
+        }
+        let cpu = ferrocuda_lessons::cpu::reproducible::sum_reproducible(&data);
         ensure!(
-            one.to_bits() == repro.to_bits(),
-            "FAIL: the reproducible sum on {size} ranks ({:#010x}) differs from one GPU's \
+            cpu.to_bits() == repro.to_bits(),
+            "FAIL: the reproducible sum on {size} ranks ({:#010x}) differs from the CPU order's \
              ({:#010x})",
             repro.to_bits(),
-            one.to_bits()
+            cpu.to_bits()
         );
-        println!(
-            "same bits on {size} ranks and one GPU: {:#010x}  PASS",
-            repro.to_bits()
+        say!(
+            lead,
+            "reproducible sum's bits on {size} ranks: {:#010x}, the CPU order's: {:#010x}  PASS",
+            repro.to_bits(),
+            cpu.to_bits()
         );
+        if let Some(w) = &whole {
+            let one = reduce::sum_reproducible(&first, w)?;
+            let t_one = wall(a.reps, || {
+                reduce::sum_reproducible(&first, w)
+                    .map(|_| ())
+                    .map_err(Into::into)
+            })?;
+            say!(
+                lead,
+                "{:<34} {:>12.6e} {:>10.1} {:>10.0}",
+                "sum (reproducible), one GPU",
+                one,
+                t_one.median_s * 1e6,
+                t_one.gbs(bytes)
+            );
+            ensure!(
+                one.to_bits() == repro.to_bits(),
+                "FAIL: the reproducible sum on {size} ranks ({:#010x}) differs from one GPU's \
+                 ({:#010x})",
+                repro.to_bits(),
+                one.to_bits()
+            );
+            say!(
+                lead,
+                "same bits on {size} ranks and one GPU: {:#010x}  PASS",
+                repro.to_bits()
+            );
+        }
     }
+    if stencil {
+        stencil_rows(a, &array, &data, whole.as_ref(), &first, lead)?;
+    }
+    Ok(())
+}
 
-    // The iterated stencil.
+/// The iterated stencil's rows: the allocating call, the plan's step, one GPU's step over the
+/// whole array (strong scaling: T1 / (N x TN)) and over one shard (weak scaling: T1 / TN), and
+/// the bits against the one-GPU stencil.
+fn stencil_rows(
+    a: &MultiArgs,
+    array: &ShardedArray<'_, f32>,
+    data: &[f32],
+    whole: Option<&DeviceBuffer<f32>>,
+    first: &Gpu,
+    lead: bool,
+) -> Result<()> {
+    let size = array.team().size();
+    let n = data.len();
+    let bytes = (n * 4) as u64;
+    let boundary = Boundary::from_name(&a.boundary).expect("validated");
+    let taps = Taps::<f32>::Sum { radius: a.radius };
     let steps = a.steps.max(1);
     let t_call = wall(a.reps, || {
-        multi::apply_sharded(&array, &taps, boundary, steps)
+        multi::apply_sharded(array, &taps, boundary, steps)
             .map(|_| ())
             .map_err(Into::into)
     })?;
-    let mut plan = multi::ShardedStencil::new(&array, &taps, boundary)?;
+    let mut plan = multi::ShardedStencil::new(array, &taps, boundary)?;
     let t_team = wall(a.reps, || plan.step(steps).map_err(Into::into))?;
+    drop(plan);
     let per_step = t_team.median_s / steps as f64;
-    println!(
+    say!(
+        lead,
         "apply_sharded, {steps} steps per call (allocating and copying the array in and out): \
          {:.1} us per step",
         t_call.median_s / steps as f64 * 1e6
     );
-    println!(
+    say!(
+        lead,
         "ShardedStencil::step, R = {} {}, {steps} steps per call: {:.1} us per step on {size} \
          ranks ({:.0} GB/s over the whole array)",
         a.radius,
@@ -279,18 +367,21 @@ pub fn multi(device: u32, a: &MultiArgs) -> Result<()> {
         2.0 * bytes as f64 / per_step / 1e9
     );
     if whole.is_some() {
-        let one_step = one_gpu_step(&first, &data, &taps, boundary, steps, a.reps)?;
-        println!(
-            "one GPU, the same {n} elements: {:.1} us per step; efficiency T1 / (N x TN) = {:.1} %",
+        let one_step = one_gpu_step(first, data, &taps, boundary, steps, a.reps)?;
+        say!(
+            lead,
+            "one GPU, the same {n} elements: {:.1} us per step; strong-scaling efficiency \
+             T1 / (N x TN) = {:.1} %",
             one_step * 1e6,
             100.0 * one_step / (size as f64 * per_step)
         );
         // The check: the team's result against the one-GPU stencil applied as often.
-        let mut x = first.upload(&data, "check ping")?;
+        let mut x = first.upload(data, "check ping")?;
         let mut y = first.alloc::<f32>(n, "check pong")?;
-        one_gpu_steps(&first, &mut x, &mut y, &taps, boundary, steps)?;
+        one_gpu_steps(first, &mut x, &mut y, &taps, boundary, steps)?;
         let want = first.download(&x)?;
-        let got = multi::apply_sharded(&array, &taps, boundary, steps)?.gather()?;
+        drop((x, y));
+        let got = multi::apply_sharded(array, &taps, boundary, steps)?.gather()?;
         let same = got
             .iter()
             .zip(&want)
@@ -299,18 +390,23 @@ pub fn multi(device: u32, a: &MultiArgs) -> Result<()> {
             same && got.len() == want.len(),
             "FAIL: the stencil on {size} ranks differs from one GPU's"
         );
-        println!("same bits as the one-GPU stencil after {steps} steps: PASS");
+        say!(
+            lead,
+            "same bits as the one-GPU stencil after {steps} steps: PASS"
+        );
     }
     // One shard's stencil alone on one GPU: what a rank would take with no neighbours, so the
     // difference is the price of the ends and the exchange.
-    let shard_n = shards.len(0);
+    let shard_n = array.shards().len(0);
     if shard_n > 0 {
-        let shard_step = one_gpu_step(&first, &data[..shard_n], &taps, boundary, steps, a.reps)?;
-        println!(
+        let shard_step = one_gpu_step(first, &data[..shard_n], &taps, boundary, steps, a.reps)?;
+        say!(
+            lead,
             "one shard ({shard_n} elements) alone on one GPU: {:.1} us per step; the ends and the \
-             halo exchange add {:.1} us per step",
+             halo exchange add {:.1} us per step; weak-scaling efficiency T1(shard) / TN = {:.1} %",
             shard_step * 1e6,
-            (per_step - shard_step) * 1e6
+            (per_step - shard_step) * 1e6,
+            100.0 * shard_step / per_step
         );
     }
     Ok(())
@@ -359,13 +455,15 @@ fn torch_baseline(team: &Team, shards: &Shards, ours: &Stats, calls: usize) {
                     }
                     ["torch", "sum+all_reduce", _, _, us, _] => {
                         let us: f64 = us.parse().unwrap_or(f64::NAN);
+                        let ratio = us / (ours.median_s * 1e6);
                         println!(
-                            "{:<34} {:>12} {:>10.1} {:>10}   ferrocuda's sum per call: {:.2}x faster",
+                            "{:<34} {:>12} {:>10.1} {:>10}   ferrocuda's sum per call: {:.2}x {}",
                             "PyTorch x.sum() + all_reduce",
                             "",
                             us,
                             "",
-                            us / (ours.median_s * 1e6)
+                            if ratio >= 1.0 { ratio } else { 1.0 / ratio },
+                            if ratio >= 1.0 { "faster" } else { "slower" }
                         );
                     }
                     _ => {}
