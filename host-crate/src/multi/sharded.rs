@@ -9,6 +9,7 @@
 use crate::reduce::{self, ReduceOp, Reproducible};
 use crate::runtime::element::Element;
 use crate::runtime::error::{Error, Result};
+use crate::runtime::gpu::Gpu;
 use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
 
 use super::shard::Shards;
@@ -163,33 +164,23 @@ impl<'t, T: Element> ShardedArray<'t, T> {
         self.extreme("max", ReduceOp::Max, T::max_of)
     }
 
-    /// Every rank's `op` of its shard (`None` for an empty shard), in rank order. Every local
-    /// rank's reduction is enqueued before any is waited for, so that N GPUs run at once (in
-    /// turn, N GPUs would take N times one GPU's time); the values then come back one by one.
+    /// Every rank's `op` of its shard (`None` for an empty shard), in rank order; the local
+    /// ranks' reductions all launched before any is waited for ([`reduce::cached_many`]).
     fn partials(&self, op: ReduceOp) -> Result<Vec<Option<T>>> {
         let members = self.team.members();
-        let mut pending = Vec::with_capacity(members.len());
-        for (m, part) in members.iter().zip(&self.parts) {
-            if part.is_empty() {
-                pending.push(None);
-                continue;
-            }
-            // SAFETY: `T` is an `Element`, valid for every byte pattern; the reduction writes the
-            // one element before the download reads it (the same stream).
-            let mut value = unsafe {
-                m.gpu
-                    .alloc_uninit::<T>(1, "sharded reduction: rank value")?
-            };
-            reduce::cached_to_device::<T, T>(&m.gpu, op, part, &mut value)?;
-            pending.push(Some(value));
-        }
-        let mut values = members
+        let inputs: Vec<(&Gpu, &DeviceSlice<T>)> = members
             .iter()
-            .zip(pending)
-            .map(|(m, v)| v.map(|v| m.gpu.download(&v).map(|h| h[0])).transpose())
-            .collect::<Vec<_>>()
-            .into_iter();
-        all_values(self.team, |_| values.next().expect("one value per member"))
+            .zip(&self.parts)
+            .filter(|(_, part)| !part.is_empty())
+            .map(|(m, part)| (&m.gpu, &**part))
+            .collect();
+        let mut reduced = vec![T::default(); inputs.len()];
+        reduce::cached_many::<T, T>(op, &inputs, &mut reduced)?;
+        let mut values = reduced.into_iter();
+        all_values(self.team, |i| {
+            Ok((!self.parts[i].is_empty())
+                .then(|| values.next().expect("a value per non-empty shard")))
+        })
     }
 
     fn extreme(&self, what: &str, op: ReduceOp, combine: fn(T, T) -> T) -> Result<T> {

@@ -151,14 +151,34 @@ impl<T: Element, A: Element> PlanState<T, A> {
     /// Enqueues on `stream` with the result written straight into mapped host memory, and
     /// waits for the value to arrive there: one launch and one wait, no copy.
     fn run_on(&mut self, gpu: &Gpu, stream: &Stream, input: &DeviceSlice<T>) -> Result<A> {
+        let started = self.start(gpu, stream, input);
+        self.finish(gpu, stream, input, started)
+    }
+
+    /// The first half of [`run_on`](Self::run_on): the launch into the result slot, not waited
+    /// for; `None` when there is nothing to launch (the sum of nothing).
+    fn start(&mut self, gpu: &Gpu, stream: &Stream, input: &DeviceSlice<T>) -> Option<Result<()>> {
         if input.is_empty() && self.op == ReduceOp::Sum {
-            // Nothing to launch: the sum of nothing (integers and floats alike: all-zero bits).
-            return Ok(A::default());
+            return None;
         }
         // A run that did not write would return this, not an earlier run's result; and the
-        // wait below watches for the slot to change from it.
+        // wait watches for the slot to change from it.
         self.result.write(A::poison());
-        let enqueued = self.enqueue(gpu, stream, input, self.result.device_ptr());
+        Some(self.enqueue(gpu, stream, input, self.result.device_ptr()))
+    }
+
+    /// The second half: the value of what [`start`](Self::start) launched, once it arrived.
+    fn finish(
+        &mut self,
+        gpu: &Gpu,
+        stream: &Stream,
+        input: &DeviceSlice<T>,
+        started: Option<Result<()>>,
+    ) -> Result<A> {
+        // Nothing was launched: the sum of nothing (integers and floats alike: all-zero bits).
+        let Some(enqueued) = started else {
+            return Ok(A::default());
+        };
         let outcome = self
             .result
             .collect(gpu, enqueued, &self.done, stream, |()| {
@@ -312,24 +332,41 @@ impl<A> Drop for MappedSlot<A> {
     }
 }
 
-/// `op` over `input` into `result[0]` with the state the GPU caches for (`T`, `A`, `op`),
-/// enqueued on the GPU's stream, not waited for ([`ReducePlan::run_to_device`] without a plan).
-pub(crate) fn cached_to_device<T: Element, A: Element>(
-    gpu: &Gpu,
+/// `op` over each `(gpu, input)`, with the states the GPUs cache, every launch enqueued before
+/// any value is waited for, so that several GPUs reduce at once (in turn, N GPUs would take N
+/// times one GPU's time). Each level holds its GPU's state while the next levels launch, and
+/// waits for its own value on the way back.
+pub(crate) fn cached_many<T: Element, A: Element>(
     op: ReduceOp,
-    input: &DeviceSlice<T>,
-    result: &mut DeviceSlice<A>,
+    inputs: &[(&Gpu, &DeviceSlice<T>)],
+    values: &mut [A],
 ) -> Result<()> {
-    let key = WorkspaceKey {
+    let (Some(((gpu, input), inputs)), Some((value, values))) =
+        (inputs.split_first(), values.split_first_mut())
+    else {
+        return Ok(());
+    };
+    gpu.with_workspace(
+        workspace_key::<T, A>(op),
+        || PlanState::<T, A>::new(gpu, op),
+        |state| {
+            let started = state.start(gpu, gpu.stream(), input);
+            // The others launch while this one runs; whatever they return, this one's launch is
+            // waited for before its state goes back to the pool.
+            let others = cached_many(op, inputs, values);
+            *value = state.finish(gpu, gpu.stream(), input, started)?;
+            others
+        },
+    )
+}
+
+/// The key of the plan state a GPU caches for (`T`, `A`, `op`).
+fn workspace_key<T: Element, A: Element>(op: ReduceOp) -> WorkspaceKey {
+    WorkspaceKey {
         family: "reduce::fast",
         types: (std::any::TypeId::of::<T>(), std::any::TypeId::of::<A>()),
         variant: op.name(),
-    };
-    gpu.with_workspace(
-        key,
-        || PlanState::<T, A>::new(gpu, op),
-        |state| to_device(state, gpu, gpu.stream(), input, result),
-    )
+    }
 }
 
 /// The fast kernel for `T` into `A` with `op`, or why there is none.
@@ -499,13 +536,8 @@ pub(crate) fn cached<T: Element, A: Element>(
     op: ReduceOp,
     input: &DeviceSlice<T>,
 ) -> Result<A> {
-    let key = WorkspaceKey {
-        family: "reduce::fast",
-        types: (std::any::TypeId::of::<T>(), std::any::TypeId::of::<A>()),
-        variant: op.name(),
-    };
     gpu.with_workspace(
-        key,
+        workspace_key::<T, A>(op),
         || PlanState::<T, A>::new(gpu, op),
         |state| state.run_on(gpu, gpu.stream(), input),
     )
