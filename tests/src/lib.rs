@@ -79,15 +79,26 @@ pub fn multi_gpu_test(
 ) -> Trial {
     let name = name.to_string();
     Trial::ignorable_test(name.clone(), move || {
-        if let Err(e) = thread_gpu() {
-            return skip_or_fail(e, &name);
+        // Read first: a machine that must have GPUs fails without any, never skips.
+        let required = match std::env::var("FERROCUDA_REQUIRE_GPUS") {
+            Err(_) => 0,
+            Ok(v) => v.trim().parse::<u32>().map_err(|_| {
+                Failed::from(format!(
+                    "FERROCUDA_REQUIRE_GPUS={v:?} is not a number of GPUs"
+                ))
+            })?,
+        };
+        match thread_gpu() {
+            Err(SkipOrFail::Skip(reason)) if required > 0 => {
+                return Err(Failed::from(format!(
+                    "FERROCUDA_REQUIRE_GPUS={required}, but no CUDA device: {reason}"
+                )));
+            }
+            Err(e) => return skip_or_fail(e, &name),
+            Ok(_) => {}
         }
         let count = Gpu::count().map_err(|e| Failed::from(format!("cuDeviceGetCount: {e}")))?;
         if count < min_gpus {
-            let required = std::env::var("FERROCUDA_REQUIRE_GPUS")
-                .ok()
-                .and_then(|v| v.trim().parse::<u32>().ok())
-                .unwrap_or(0);
             if required >= min_gpus {
                 return Err(Failed::from(format!(
                     "needs {min_gpus} GPUs, the driver shows {count} \

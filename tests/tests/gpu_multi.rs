@@ -512,108 +512,151 @@ fn rank_steps_until_error() -> TestResult {
     bail!("stepped for {:?} without an error", start.elapsed())
 }
 
-/// A rank process of this binary, its output read by threads (so that it never blocks on a
-/// full pipe): stdout lines go to `lines`, stderr is kept whole.
+/// A rank process of this binary: its stderr read whole by a thread (so that it never blocks on
+/// a full pipe), and when it exited, once seen.
 struct RankProcess {
-    rank: usize,
     child: Child,
-    stderr: std::thread::JoinHandle<String>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+    said: String,
+    exited: Option<(i32, Instant)>,
 }
 
-impl RankProcess {
-    /// The rank's stderr, once it has exited.
-    fn stderr(self) -> String {
-        self.stderr.join().unwrap_or_default()
-    }
+/// The rank processes of one test, meeting through a rendezvous file in a directory of their
+/// own. Dropped, it kills every rank still running and removes the directory, on every path: a
+/// failed test leaves no rank behind on the GPUs.
+struct Ranks {
+    procs: Vec<RankProcess>,
+    dir: std::path::PathBuf,
+    /// `(rank, line)` for each line a rank prints on stdout.
+    lines: mpsc::Receiver<(usize, String)>,
 }
 
-/// Starts `ranks` processes of this binary in `role`, rank `r` on device `r`, meeting through a
-/// fresh rendezvous file, every wait bounded by `limit`; each stdout line reaches `lines` as
-/// `(rank, line)`.
-fn start_ranks(
-    role: &str,
-    ranks: usize,
-    limit: Duration,
-    lines: &mpsc::Sender<(usize, String)>,
-) -> anyhow::Result<Vec<RankProcess>> {
-    let exe = std::env::current_exe()?;
-    let run = format!(
-        "ferrocuda-test-{role}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)?
-            .as_nanos()
-    );
-    let rendezvous = std::env::temp_dir().join(&run);
-    let mut started = Vec::with_capacity(ranks);
-    for rank in 0..ranks {
-        let mut child = Command::new(&exe)
-            .env(RANK_ROLE, role)
-            .env("RANK", rank.to_string())
-            .env("WORLD_SIZE", ranks.to_string())
-            .env("LOCAL_RANK", rank.to_string())
-            .env("FERROCUDA_RENDEZVOUS", &rendezvous)
-            .env("FERROCUDA_RUN_ID", &run)
-            .env("FERROCUDA_NCCL_TIMEOUT", limit.as_secs_f64().to_string())
-            .env("NCCL_NVLS_ENABLE", "0")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        let stdout = child.stdout.take().expect("piped");
-        let tx = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send((rank, line));
+impl Drop for Ranks {
+    fn drop(&mut self) {
+        for p in &mut self.procs {
+            if p.exited.is_none() {
+                let _ = p.child.kill();
+                let _ = p.child.wait();
             }
-        });
-        let mut err = child.stderr.take().expect("piped");
-        let stderr = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = err.read_to_string(&mut text);
-            text
-        });
-        started.push(RankProcess {
-            rank,
-            child,
-            stderr,
-        });
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
-    Ok(started)
 }
 
-/// Waits for `p` until `deadline`; `None` if it is still running then (it is killed).
-fn wait_until(p: &mut RankProcess, deadline: Instant) -> anyhow::Result<Option<(i32, Instant)>> {
-    loop {
-        if let Some(status) = p.child.try_wait()? {
-            return Ok(Some((status.code().unwrap_or(-1), Instant::now())));
+impl Ranks {
+    /// Starts `ranks` processes of this binary in `role`, rank `r` on device `r`, every wait
+    /// bounded by `limit`.
+    fn start(role: &str, ranks: usize, limit: Duration) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe()?;
+        let run = format!(
+            "ferrocuda-test-{role}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_nanos()
+        );
+        let dir = std::env::temp_dir().join(&run);
+        std::fs::create_dir(&dir)?;
+        let (tx, lines) = mpsc::channel();
+        let mut started = Self {
+            procs: Vec::with_capacity(ranks),
+            dir,
+            lines,
+        };
+        for rank in 0..ranks {
+            let mut child = Command::new(&exe)
+                .env(RANK_ROLE, role)
+                .env("RANK", rank.to_string())
+                .env("WORLD_SIZE", ranks.to_string())
+                .env("LOCAL_RANK", rank.to_string())
+                .env("FERROCUDA_RENDEZVOUS", started.dir.join("rendezvous"))
+                .env("FERROCUDA_RUN_ID", &run)
+                .env("FERROCUDA_NCCL_TIMEOUT", limit.as_secs_f64().to_string())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()?;
+            let stdout = child.stdout.take().expect("piped");
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    let _ = tx.send((rank, line));
+                }
+            });
+            let mut err = child.stderr.take().expect("piped");
+            let stderr = std::thread::spawn(move || {
+                let mut text = String::new();
+                let _ = err.read_to_string(&mut text);
+                text
+            });
+            started.procs.push(RankProcess {
+                child,
+                stderr: Some(stderr),
+                said: String::new(),
+                exited: None,
+            });
         }
-        if Instant::now() >= deadline {
-            let _ = p.child.kill();
-            let _ = p.child.wait();
-            return Ok(None);
+        Ok(started)
+    }
+
+    /// Notes every rank that has exited since the last look, with the time it was seen.
+    fn poll(&mut self) -> anyhow::Result<()> {
+        for p in &mut self.procs {
+            if p.exited.is_none()
+                && let Some(status) = p.child.try_wait()?
+            {
+                p.exited = Some((status.code().unwrap_or(-1), Instant::now()));
+                if let Some(reader) = p.stderr.take() {
+                    p.said = reader.join().unwrap_or_default();
+                }
+            }
         }
-        std::thread::sleep(Duration::from_millis(20));
+        Ok(())
+    }
+
+    /// Looks every 10 ms until every rank has exited or `deadline` passed.
+    fn wait_all(&mut self, deadline: Instant) -> anyhow::Result<()> {
+        loop {
+            self.poll()?;
+            if self.procs.iter().all(|p| p.exited.is_some()) || Instant::now() >= deadline {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Kills rank `rank` (`SIGKILL`) and waits for it; the time of the kill.
+    fn kill(&mut self, rank: usize) -> anyhow::Result<Instant> {
+        let p = &mut self.procs[rank];
+        p.child.kill()?;
+        let at = Instant::now();
+        let status = p.child.wait()?;
+        p.exited = Some((status.code().unwrap_or(-1), at));
+        Ok(at)
+    }
+
+    /// What each rank that exited with an error said, for a failure's message.
+    fn failures(&self) -> String {
+        self.procs
+            .iter()
+            .enumerate()
+            .filter_map(|(r, p)| match p.exited {
+                Some((0, _)) => None,
+                Some((code, _)) => Some(format!("rank {r}: exit {code}: {}", p.said)),
+                None => Some(format!("rank {r}: still running")),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 }
 
 /// One process per GPU (`Team::from_env`, as `torchrun` starts ranks): every rank runs every
 /// check of the one-process teams and must exit 0.
 fn nccl_process_per_gpu(gpus: &[Gpu]) -> TestResult {
-    let (tx, _rx) = mpsc::channel();
-    let ranks = start_ranks("checks", gpus.len(), Duration::from_secs(60), &tx)?;
-    let deadline = Instant::now() + Duration::from_secs(600);
-    let mut failures = Vec::new();
-    for mut p in ranks {
-        let status = wait_until(&mut p, deadline)?;
-        let rank = p.rank;
-        match status {
-            Some((0, _)) => {}
-            Some((code, _)) => failures.push(format!("rank {rank}: exit {code}: {}", p.stderr())),
-            None => failures.push(format!("rank {rank}: still running after 600 s (killed)")),
-        }
-    }
-    ensure!(failures.is_empty(), "{}", failures.join("\n"));
+    let mut ranks = Ranks::start("checks", gpus.len(), Duration::from_secs(60))?;
+    ranks.wait_all(Instant::now() + Duration::from_secs(600))?;
+    let failures = ranks.failures();
+    ensure!(failures.is_empty(), "{failures}");
     Ok(())
 }
 
@@ -621,71 +664,60 @@ fn nccl_process_per_gpu(gpus: &[Gpu]) -> TestResult {
 /// (SIGKILL). Every other rank must exit with an error naming its rank, within the time limit
 /// of a wait (5 s) and the time an abort and an exit take, never hang.
 fn nccl_peer_killed(gpus: &[Gpu]) -> TestResult {
-    let ranks = gpus.len();
+    let count = gpus.len();
+    let victim = count - 1;
     let limit = Duration::from_secs(5);
     let slack = Duration::from_secs(10);
-    let (tx, rx) = mpsc::channel();
-    let mut procs = start_ranks("steps", ranks, limit, &tx)?;
-    let mut stepping = vec![false; ranks];
+    let mut ranks = Ranks::start("steps", count, limit)?;
+    let mut stepping = vec![false; count];
     let ready_by = Instant::now() + Duration::from_secs(120);
     while stepping.iter().any(|s| !s) {
-        let left = ready_by.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
+        match ranks.lines.recv_timeout(Duration::from_millis(100)) {
             Ok((rank, line)) if line == STEPPING => stepping[rank] = true,
-            Ok(_) => {}
-            Err(_) => {
-                let mut why = Vec::new();
-                for mut p in procs {
-                    let _ = p.child.kill();
-                    let _ = p.child.wait();
-                    let rank = p.rank;
-                    why.push(format!("rank {rank}: {}", p.stderr()));
-                }
-                bail!(
-                    "not every rank was stepping after 120 s ({stepping:?}):\n{}",
-                    why.join("\n")
-                );
-            }
+            _ => {}
         }
+        ranks.poll()?;
+        ensure!(
+            ranks.procs.iter().all(|p| p.exited.is_none()) && Instant::now() < ready_by,
+            "not every rank was stepping ({stepping:?}) when a rank exited or 120 s passed:\n{}",
+            ranks.failures()
+        );
     }
+    // Every rank is past its first step; the kill lands while steps are in flight.
     std::thread::sleep(Duration::from_millis(500));
-    let mut victim = procs.pop().expect("two ranks or more");
-    victim.child.kill()?;
-    let killed = Instant::now();
-    let _ = victim.child.wait();
-    let deadline = killed + limit + slack + Duration::from_secs(20);
+    ranks.poll()?;
+    ensure!(
+        ranks.procs.iter().all(|p| p.exited.is_none()),
+        "a rank exited before its peer was killed:\n{}",
+        ranks.failures()
+    );
+    let killed = ranks.kill(victim)?;
+    ranks.wait_all(killed + limit + slack)?;
     let mut failures = Vec::new();
-    for mut p in procs {
-        let rank = p.rank;
-        let status = wait_until(&mut p, deadline)?;
-        let stderr = p.stderr();
-        let said = stderr
+    for (rank, p) in ranks.procs.iter().enumerate().take(victim) {
+        let said = p
+            .said
             .lines()
             .find(|l| l.starts_with("error:"))
             .unwrap_or("");
-        match status {
+        match p.exited {
             None => failures.push(format!(
-                "rank {rank}: still running {:?} after the kill (killed)",
-                deadline - killed
+                "rank {rank}: still running {:?} after the kill",
+                limit + slack
             )),
             Some((0, _)) => failures.push(format!("rank {rank}: exit 0 after its peer was killed")),
             Some((code, at)) => {
                 let took = at - killed;
                 println!(
-                    "rank {rank} of {ranks}: exit {code} {took:.2?} after rank {} was killed: {said}",
-                    ranks - 1
+                    "rank {rank} of {count}: exit {code} {took:.2?} after rank {victim} was killed: {said}"
                 );
-                if took > limit + slack {
-                    failures.push(format!(
-                        "rank {rank}: took {took:?} (limit {limit:?} + {slack:?})"
-                    ));
-                }
-                let names_rank = said.contains(&format!("rank {rank} of {ranks}"));
+                let names_rank = said.contains(&format!("rank {rank} of {count}"));
                 let is_transport =
                     said.contains("did not finish within") || said.contains("failed on rank");
                 if !names_rank || !is_transport {
                     failures.push(format!(
-                        "rank {rank}: not a time-out or NCCL error naming the rank: {stderr}"
+                        "rank {rank}: not a time-out or NCCL error naming the rank: {}",
+                        p.said
                     ));
                 }
             }

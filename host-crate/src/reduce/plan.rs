@@ -352,9 +352,13 @@ pub(crate) fn cached_many<T: Element, A: Element>(
         |state| {
             let started = state.start(gpu, gpu.stream(), input);
             // The others launch while this one runs; whatever they return, this one's launch is
-            // waited for before its state goes back to the pool.
+            // waited for before its state goes back to the pool, with its own context current
+            // again (the others made theirs current).
             let others = cached_many(op, inputs, values);
-            *value = state.finish(gpu, gpu.stream(), input, started)?;
+            let current = gpu.make_current();
+            let own = state.finish(gpu, gpu.stream(), input, started);
+            current?;
+            *value = own?;
             others
         },
     )
