@@ -471,6 +471,13 @@ fn nccl_every_gpu(gpus: &[Gpu]) -> TestResult {
 /// A rank process this binary started (`RANK_ROLE` set): runs its role, says what failed on
 /// stderr, and exits 0 only if the role succeeded.
 fn rank_process(role: &str) -> ExitCode {
+    // A rank lives no longer than the test that started it: its stdin is a pipe the test holds
+    // open, so end of file means the test is gone (stopped by a time limit, say) and nobody will
+    // stop this rank, which would otherwise go on stepping on its GPU.
+    std::thread::spawn(|| {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        std::process::exit(4);
+    });
     let result = match role {
         "checks" => rank_checks(),
         "steps" => rank_steps_until_error(),
@@ -516,6 +523,8 @@ fn rank_steps_until_error() -> TestResult {
 /// a full pipe), and when it exited, once seen.
 struct RankProcess {
     child: Child,
+    /// The write end of the rank's stdin, held until the rank is dropped (see `rank_process`).
+    _lifeline: Option<std::process::ChildStdin>,
     stderr: Option<std::thread::JoinHandle<String>>,
     said: String,
     exited: Option<(i32, Instant)>,
@@ -564,7 +573,13 @@ impl Ranks {
             lines,
         };
         for rank in 0..ranks {
-            let mut child = Command::new(&exe)
+            let mut command = Command::new(&exe);
+            // The tests need no NVLink multicast (the exchanges are point to point, the gathers
+            // broadcasts), and the owners of a shared machine may forbid it.
+            if std::env::var_os("NCCL_NVLS_ENABLE").is_none() {
+                command.env("NCCL_NVLS_ENABLE", "0");
+            }
+            let mut child = command
                 .env(RANK_ROLE, role)
                 .env("RANK", rank.to_string())
                 .env("WORLD_SIZE", ranks.to_string())
@@ -572,29 +587,32 @@ impl Ranks {
                 .env("FERROCUDA_RENDEZVOUS", started.dir.join("rendezvous"))
                 .env("FERROCUDA_RUN_ID", &run)
                 .env("FERROCUDA_NCCL_TIMEOUT", limit.as_secs_f64().to_string())
-                .stdin(Stdio::null())
+                .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()?;
+            let lifeline = child.stdin.take();
             let stdout = child.stdout.take().expect("piped");
+            let mut err = child.stderr.take().expect("piped");
+            // Held by the guard before anything else can fail.
+            started.procs.push(RankProcess {
+                child,
+                _lifeline: lifeline,
+                stderr: None,
+                said: String::new(),
+                exited: None,
+            });
             let tx = tx.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                     let _ = tx.send((rank, line));
                 }
             });
-            let mut err = child.stderr.take().expect("piped");
-            let stderr = std::thread::spawn(move || {
+            started.procs[rank].stderr = Some(std::thread::spawn(move || {
                 let mut text = String::new();
                 let _ = err.read_to_string(&mut text);
                 text
-            });
-            started.procs.push(RankProcess {
-                child,
-                stderr: Some(stderr),
-                said: String::new(),
-                exited: None,
-            });
+            }));
         }
         Ok(started)
     }
@@ -625,6 +643,21 @@ impl Ranks {
         }
     }
 
+    /// Kills every rank still running and keeps what each said: a hung rank's stderr is the
+    /// evidence of where it hung.
+    fn stop(&mut self) {
+        for p in &mut self.procs {
+            if p.exited.is_none() {
+                let _ = p.child.kill();
+                let _ = p.child.wait();
+                p.exited = Some((-1, Instant::now()));
+                if let Some(reader) = p.stderr.take() {
+                    p.said = reader.join().unwrap_or_default();
+                }
+            }
+        }
+    }
+
     /// Kills rank `rank` (`SIGKILL`) and waits for it; the time of the kill.
     fn kill(&mut self, rank: usize) -> anyhow::Result<Instant> {
         let p = &mut self.procs[rank];
@@ -642,6 +675,10 @@ impl Ranks {
             .enumerate()
             .filter_map(|(r, p)| match p.exited {
                 Some((0, _)) => None,
+                Some((-1, _)) => Some(format!(
+                    "rank {r}: killed (by a signal, or by the test at its deadline): {}",
+                    p.said
+                )),
                 Some((code, _)) => Some(format!("rank {r}: exit {code}: {}", p.said)),
                 None => Some(format!("rank {r}: still running")),
             })
@@ -655,6 +692,7 @@ impl Ranks {
 fn nccl_process_per_gpu(gpus: &[Gpu]) -> TestResult {
     let mut ranks = Ranks::start("checks", gpus.len(), Duration::from_secs(60))?;
     ranks.wait_all(Instant::now() + Duration::from_secs(600))?;
+    ranks.stop();
     let failures = ranks.failures();
     ensure!(failures.is_empty(), "{failures}");
     Ok(())
@@ -677,11 +715,14 @@ fn nccl_peer_killed(gpus: &[Gpu]) -> TestResult {
             _ => {}
         }
         ranks.poll()?;
-        ensure!(
-            ranks.procs.iter().all(|p| p.exited.is_none()) && Instant::now() < ready_by,
-            "not every rank was stepping ({stepping:?}) when a rank exited or 120 s passed:\n{}",
-            ranks.failures()
-        );
+        if ranks.procs.iter().any(|p| p.exited.is_some()) || Instant::now() >= ready_by {
+            ranks.stop();
+            bail!(
+                "not every rank was stepping ({stepping:?}) when a rank exited or 120 s \
+                 passed:\n{}",
+                ranks.failures()
+            );
+        }
     }
     // Every rank is past its first step; the kill lands while steps are in flight.
     std::thread::sleep(Duration::from_millis(500));
@@ -693,6 +734,8 @@ fn nccl_peer_killed(gpus: &[Gpu]) -> TestResult {
     );
     let killed = ranks.kill(victim)?;
     ranks.wait_all(killed + limit + slack)?;
+    let hung: Vec<bool> = ranks.procs.iter().map(|p| p.exited.is_none()).collect();
+    ranks.stop();
     let mut failures = Vec::new();
     for (rank, p) in ranks.procs.iter().enumerate().take(victim) {
         let said = p
@@ -701,16 +744,23 @@ fn nccl_peer_killed(gpus: &[Gpu]) -> TestResult {
             .find(|l| l.starts_with("error:"))
             .unwrap_or("");
         match p.exited {
-            None => failures.push(format!(
-                "rank {rank}: still running {:?} after the kill",
-                limit + slack
+            _ if hung[rank] => failures.push(format!(
+                "rank {rank}: still running {:?} after the kill (killed): {}",
+                limit + slack,
+                p.said
             )),
+            None => unreachable!("every rank was stopped"),
             Some((0, _)) => failures.push(format!("rank {rank}: exit 0 after its peer was killed")),
             Some((code, at)) => {
                 let took = at - killed;
                 println!(
                     "rank {rank} of {count}: exit {code} {took:.2?} after rank {victim} was killed: {said}"
                 );
+                if took > limit + slack {
+                    failures.push(format!(
+                        "rank {rank}: exited {took:?} after the kill (limit {limit:?} + {slack:?})"
+                    ));
+                }
                 let names_rank = said.contains(&format!("rank {rank} of {count}"));
                 let is_transport =
                     said.contains("did not finish within") || said.contains("failed on rank");
