@@ -757,7 +757,10 @@ fn multi_says_in_one_line_what_is_missing() {
     let o = run(&["--boundary", "mirror"], &[]);
     assert_clean_failure(&o, &["--boundary must be zero, clamp or periodic"]);
     let o = run(&["--only", "sum"], &[]);
-    assert_clean_failure(&o, &["invalid value 'sum' for '--only <ONLY>'", "sums, stencil"]);
+    assert_clean_failure(
+        &o,
+        &["invalid value 'sum' for '--only <ONLY>'", "sums, stencil"],
+    );
     // `--elements` is `--n` under a name torchrun does not take for one of its own options.
     let o = run(&["--elements", "2^10", "--n", "2^11"], &[]);
     assert_clean_failure(&o, &["--n", "cannot be used multiple times"]);
