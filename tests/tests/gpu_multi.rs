@@ -542,13 +542,19 @@ struct Ranks {
 
 impl Drop for Ranks {
     fn drop(&mut self) {
-        for p in &mut self.procs {
-            if p.exited.is_none() {
-                let _ = p.child.kill();
-                let _ = p.child.wait();
-            }
-        }
+        self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl RankProcess {
+    /// Notes that the rank exited with `code` at `at`, and keeps what it said on stderr (whole
+    /// now that its end of the pipe is closed).
+    fn note_exit(&mut self, code: i32, at: Instant) {
+        self.exited = Some((code, at));
+        if let Some(reader) = self.stderr.take() {
+            self.said = reader.join().unwrap_or_default();
+        }
     }
 }
 
@@ -623,10 +629,7 @@ impl Ranks {
             if p.exited.is_none()
                 && let Some(status) = p.child.try_wait()?
             {
-                p.exited = Some((status.code().unwrap_or(-1), Instant::now()));
-                if let Some(reader) = p.stderr.take() {
-                    p.said = reader.join().unwrap_or_default();
-                }
+                p.note_exit(status.code().unwrap_or(-1), Instant::now());
             }
         }
         Ok(())
@@ -650,10 +653,7 @@ impl Ranks {
             if p.exited.is_none() {
                 let _ = p.child.kill();
                 let _ = p.child.wait();
-                p.exited = Some((-1, Instant::now()));
-                if let Some(reader) = p.stderr.take() {
-                    p.said = reader.join().unwrap_or_default();
-                }
+                p.note_exit(-1, Instant::now());
             }
         }
     }
@@ -664,7 +664,7 @@ impl Ranks {
         p.child.kill()?;
         let at = Instant::now();
         let status = p.child.wait()?;
-        p.exited = Some((status.code().unwrap_or(-1), at));
+        p.note_exit(status.code().unwrap_or(-1), at);
         Ok(at)
     }
 

@@ -13,7 +13,7 @@ use crate::runtime::gpu::Gpu;
 use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
 
 use super::shard::Shards;
-use super::team::{Team, Transport};
+use super::team::Team;
 
 /// The shards of a 1D array that this process's ranks hold, one device buffer each, on that
 /// rank's GPU.
@@ -166,7 +166,7 @@ impl<'t, T: Element> ShardedArray<'t, T> {
 
     /// Every rank's `op` of its shard (`None` for an empty shard), in rank order; on several
     /// GPUs, the local ranks' reductions all launched before any is waited for
-    /// ([`reduce::cached_many`]).
+    /// ([`reduce::cached_many`]; virtual ranks, on one GPU, in turn).
     fn partials(&self, op: ReduceOp) -> Result<Vec<Option<T>>> {
         let members = self.team.members();
         let inputs: Vec<(&Gpu, &DeviceSlice<T>)> = members
@@ -175,18 +175,8 @@ impl<'t, T: Element> ShardedArray<'t, T> {
             .filter(|(_, part)| !part.is_empty())
             .map(|(m, part)| (&m.gpu, &**part))
             .collect();
-        let reduced = if self.team.transport() == Transport::Virtual {
-            // Virtual ranks share one GPU and its stream: nothing would run at once, and each
-            // level of `cached_many` would keep a plan state of its own on that GPU.
-            inputs
-                .iter()
-                .map(|(gpu, part)| reduce::cached::<T, T>(gpu, op, part))
-                .collect::<Result<Vec<T>>>()?
-        } else {
-            let mut reduced = vec![T::default(); inputs.len()];
-            reduce::cached_many::<T, T>(op, &inputs, &mut reduced)?;
-            reduced
-        };
+        let mut reduced = vec![T::default(); inputs.len()];
+        reduce::cached_many::<T, T>(op, &inputs, &mut reduced)?;
         let mut values = reduced.into_iter();
         all_values(self.team, |i| {
             Ok((!self.parts[i].is_empty())

@@ -18,7 +18,7 @@ mod plan;
 mod reproducible;
 pub use kernel::{FAST_BLOCK, FastArgs, ReduceOp, fast_entry};
 pub use plan::ReducePlan;
-pub(crate) use plan::{cached, cached_many};
+pub(crate) use plan::cached_many;
 pub use reproducible::{
     Reproducible, chunk_sums_to_device, chunks_per_level, reproducible_chunk, sum_reproducible,
     sum_reproducible_to_device,

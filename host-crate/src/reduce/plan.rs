@@ -335,7 +335,9 @@ impl<A> Drop for MappedSlot<A> {
 /// `op` over each `(gpu, input)`, with the states the GPUs cache, every launch enqueued before
 /// any value is waited for, so that several GPUs reduce at once (in turn, N GPUs would take N
 /// times one GPU's time). Each level holds its GPU's state while the next levels launch, and
-/// waits for its own value on the way back.
+/// waits for its own value on the way back. An input whose GPU comes again later (virtual ranks
+/// share one) is reduced before the next launch: on one GPU's stream nothing would overlap, and
+/// holding its state would only make the pool keep one more.
 pub(crate) fn cached_many<T: Element, A: Element>(
     op: ReduceOp,
     inputs: &[(&Gpu, &DeviceSlice<T>)],
@@ -346,6 +348,11 @@ pub(crate) fn cached_many<T: Element, A: Element>(
     else {
         return Ok(());
     };
+    let ordinal = gpu.props().ordinal;
+    if inputs.iter().any(|(g, _)| g.props().ordinal == ordinal) {
+        *value = cached(gpu, op, input)?;
+        return cached_many(op, inputs, values);
+    }
     gpu.with_workspace(
         workspace_key::<T, A>(op),
         || PlanState::<T, A>::new(gpu, op),

@@ -265,7 +265,11 @@ pub fn multi(device: u32, a: &MultiArgs) -> Result<()> {
             "",
             t_own.median_s * 1e6,
             t_own.gbs(own.len() as u64 * 4),
-            efficiency(&team, "", t_own.median_s / t_sum.median_s)
+            efficiency(
+                &team,
+                "efficiency T1(shard) / TN",
+                t_own.median_s / t_sum.median_s
+            )
         );
         if a.baseline && lead {
             torch_baseline(&team, &shards, &t_sum, a.reps.max(20));
@@ -368,7 +372,7 @@ fn stencil_rows(
             one_step * 1e6,
             efficiency(
                 array.team(),
-                "strong-scaling ",
+                "strong-scaling efficiency T1 / (N x TN)",
                 one_step / (size as f64 * per_step)
             )
         );
@@ -403,24 +407,21 @@ fn stencil_rows(
              halo exchange add {:.1} us per step; {}",
             shard_step * 1e6,
             (per_step - shard_step) * 1e6,
-            efficiency(array.team(), "weak-scaling ", shard_step / per_step)
+            efficiency(
+                array.team(),
+                "weak-scaling efficiency T1(shard) / TN",
+                shard_step / per_step
+            )
         );
     }
     Ok(())
 }
 
-/// `ratio` as a scaling efficiency (T1 / TN for one shard, T1 / (N x TN) for the whole array), or
-/// why there is none: virtual ranks run one after another on one GPU.
-fn efficiency(team: &Team, kind: &str, ratio: f64) -> String {
+/// `ratio` as the scaling efficiency `label` names, or why there is none: virtual ranks run one
+/// after another on one GPU.
+fn efficiency(team: &Team, label: &str, ratio: f64) -> String {
     match team.transport() {
-        Transport::Nccl => {
-            let formula = if kind.starts_with("strong") {
-                "T1 / (N x TN)"
-            } else {
-                "T1(shard) / TN"
-            };
-            format!("{kind}efficiency {formula} = {:.1} %", 100.0 * ratio)
-        }
+        Transport::Nccl => format!("{label} = {:.1} %", 100.0 * ratio),
         Transport::Virtual => "(virtual ranks share one GPU: no scaling efficiency)".into(),
     }
 }
