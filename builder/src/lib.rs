@@ -104,6 +104,14 @@ impl Ptx {
     }
 }
 
+/// The PTX ISA version an architecture is built with, when it needs a newer one than LLVM's
+/// default for it: sm_90 and newer get PTX 8.0 (`.version 8.0`, CUDA 12.0 drivers and newer), the
+/// first with bulk copies (`cp.async.bulk`, `ferrocuda_device::bulk`). A kernel crate sees it
+/// as `cfg(target_feature = "ptx80")`.
+pub fn ptx_version_for(arch: &str) -> Option<&'static str> {
+    (arch_number(arch) >= 90).then_some("ptx80")
+}
+
 fn arch_number(arch: &str) -> u32 {
     arch.trim_start_matches("sm_")
         .trim_end_matches(['a', 'f'])
@@ -372,12 +380,20 @@ fn build_arch(
         "cdylib",
     ]);
     build.args(["--release", "--target-dir"]).arg(target_dir);
-    build.args(["--", "-C"]).arg(format!("target-cpu={arch}"));
-    build.arg("-C").arg(format!("linker={}", linker.display()));
+    build.args(["--", "-C"]).arg(format!("linker={}", linker.display()));
     build.args(["-A", "linker_messages"]);
     for name in SCRUBBED_ENV {
         build.env_remove(name);
     }
+    // The architecture (and its PTX version) goes to every crate of the build, `core` and the
+    // device layer included, not only to the kernel crate: the device layer's sm_90 modules
+    // (`cluster`, `bulk`) exist only where `cfg(target_feature = "sm_90")` holds, so a kernel
+    // that uses them on an older architecture fails to compile, naming the feature.
+    let mut flags = vec![format!("-Ctarget-cpu={arch}")];
+    if let Some(ptx) = ptx_version_for(arch) {
+        flags.push(format!("-Ctarget-feature=+{ptx}"));
+    }
+    build.env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"));
     // llvm-bitcode-linker looks for llc next to the calling rustc, then on PATH: putting the
     // nightly's LLVM tools first keeps a system llc (Debian's is LLVM 14) out of the build.
     let mut path = vec![toolchain.llvm_bin_dir()];

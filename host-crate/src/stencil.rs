@@ -184,6 +184,9 @@ pub enum StencilGrid {
     /// The fast path's grid-stride tiles of `block * STENCIL_FAST_VECTORS_PER_THREAD` vectors:
     /// as many blocks as there are tiles, at most the blocks the GPU holds at once.
     ResidentTiles,
+    /// One thread per output in thread block clusters: `ceil(n / block)` blocks rounded up to
+    /// a whole number of the kernel's clusters.
+    Clusters,
 }
 
 /// One prepared stencil: kernel looked up, configuration validated. [`launch`](Self::launch)
@@ -293,6 +296,12 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             StencilGrid::PerElement => {
                 LaunchConfig::per_element(n, block, shared).ok_or_else(too_large)?
             }
+            StencilGrid::Clusters => {
+                let cluster = function.cluster_blocks().max(1) as usize;
+                let blocks = n.div_ceil(block.max(1) as usize).next_multiple_of(cluster);
+                let grid = u32::try_from(blocks).map_err(|_| too_large())?;
+                LaunchConfig::linear(grid, block, shared)
+            }
             StencilGrid::ResidentTiles => {
                 let lanes = 16 / size_of::<T>();
                 let tile = block as usize * STENCIL_FAST_VECTORS_PER_THREAD * lanes;
@@ -304,7 +313,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         };
         // An empty input launches nothing; its configuration must still be one that could run.
         let check = LaunchConfig {
-            grid: [config.grid[0].max(1), 1, 1],
+            grid: [config.grid[0].max(function.cluster_blocks().max(1)), 1, 1],
             ..config
         };
         function.validate(check)?;

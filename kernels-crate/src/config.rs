@@ -47,3 +47,23 @@ pub const STENCIL_FAST_VECTORS_PER_THREAD: usize = 2;
 pub const fn stencil_fast_tile_vectors(block: u32, radius: u32, lanes: u32) -> u32 {
     block * STENCIL_FAST_VECTORS_PER_THREAD as u32 + (2 * radius + lanes - 1).div_ceil(lanes)
 }
+
+/// Bytes of one stage of the bulk-copy kernel (`copy_bulk`): one `cp.async.bulk` each way.
+pub const COPY_BULK_TILE_BYTES: u32 = 16 * 1024;
+
+/// Stages of the bulk-copy kernel: tiles in flight per block (loads landing while earlier tiles
+/// are stored). 4 x 16 KiB = 64 KiB of dynamic shared memory, past the 48 KiB default.
+pub const COPY_BULK_STAGES: u32 = 4;
+
+/// Threads per block of the bulk-copy kernel: one warp (one thread issues the copies; the
+/// others copy the unaligned head and tail).
+pub const COPY_BULK_BLOCK: u32 = 32;
+
+/// Stages of the bulk-copy stencil (`stencil_1d_bulk`): tiles in flight per block.
+pub const STENCIL_BULK_STAGES: u32 = 3;
+
+/// Blocks per cluster of the distributed-shared-memory stencil (`stencil_1d_cluster`).
+pub const STENCIL_CLUSTER_BLOCKS: u32 = 4;
+
+/// Blocks per cluster of the cluster reduction (`reduce_fast_cluster`): the portable maximum.
+pub const REDUCE_CLUSTER_BLOCKS: u32 = 8;

@@ -43,6 +43,7 @@ macro_rules! entry_points {
     };
 }
 
+pub mod copy;
 pub mod reduce;
 
 pub mod stencil;

@@ -143,6 +143,7 @@ fn a_device_with_another_warp_size_is_refused_by_name() {
         shared_mem_per_block: 48 << 10,
         shared_mem_per_block_optin: 227 << 10,
         shared_mem_per_sm: 228 << 10,
+        cluster_launch: true,
         regs_per_block: 65536,
         regs_per_sm: 65536,
         max_threads_per_sm: 2048,

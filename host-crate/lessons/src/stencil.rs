@@ -27,21 +27,45 @@ pub enum StencilVariant {
     Weighted,
     /// The library's fast path: 16-byte accesses, several outputs per thread, grid-stride.
     Fast,
+    /// `stencil_1d_cluster`: the notes' shared tile in thread block clusters, halos read from
+    /// the neighbouring blocks' shared memory (distributed shared memory). sm_90.
+    Cluster,
+    /// `stencil_1d_bulk`: the fast path with its tiles loaded by bulk copies (TMA) into
+    /// pipelined stages. sm_90.
+    Bulk,
 }
 
 use StencilVariant as V;
 
 impl StencilVariant {
-    /// All four, slowest first.
-    pub const ALL: [StencilVariant; 4] = [V::Naive, V::Shared, V::Weighted, V::Fast];
+    /// All six: the notes' three, the cluster tile, the fast path and its bulk-copy form.
+    pub const ALL: [StencilVariant; 6] = [
+        V::Naive,
+        V::Shared,
+        V::Weighted,
+        V::Cluster,
+        V::Fast,
+        V::Bulk,
+    ];
 
-    /// `naive`, `shared`, `weighted`, `fast`.
+    /// `naive`, `shared`, `weighted`, `cluster`, `fast`, `bulk`.
     pub fn name(self) -> &'static str {
         match self {
             V::Naive => "naive",
             V::Shared => "shared",
             V::Weighted => "weighted",
+            V::Cluster => "cluster",
             V::Fast => "fast",
+            V::Bulk => "bulk",
+        }
+    }
+
+    /// The oldest architecture that runs the variant (as `sm_XY`'s number): 90 for the
+    /// cluster and bulk-copy kernels, 0 for the others.
+    pub fn min_arch(self) -> u32 {
+        match self {
+            V::Cluster | V::Bulk => 90,
+            _ => 0,
         }
     }
 
@@ -69,7 +93,7 @@ impl StencilVariant {
     /// The block size used when none is given.
     pub fn default_block(self) -> u32 {
         match self {
-            V::Fast => ferrocuda::stencil::FAST_BLOCK,
+            V::Fast | V::Bulk => ferrocuda::stencil::FAST_BLOCK,
             _ => 256,
         }
     }
@@ -78,7 +102,7 @@ impl StencilVariant {
     pub fn block_error(self, block: u32, radius: u32) -> Option<String> {
         let name = self.name();
         match self {
-            V::Fast if !block.is_multiple_of(32) || !(32..=1024).contains(&block) => Some(format!(
+            V::Fast | V::Bulk | V::Cluster if !block.is_multiple_of(32) || !(32..=1024).contains(&block) => Some(format!(
                 "stencil variant `{name}` needs a block size that is a multiple of 32 from 32 to 1024, not {block}"
             )),
             _ if !(1..=1024).contains(&block) => Some(format!(
@@ -131,6 +155,9 @@ impl<T: Element> Entries<T> {
             (V::Weighted, _) => Some(Self::Weighted(k::stencil_1d_weighted::<T>(r)?)),
             (V::Fast, false) => Some(Self::Sum(fast::stencil_1d_fast::<T>(r)?)),
             (V::Fast, true) => Some(Self::Weighted(fast::stencil_1d_fast_weighted::<T>(r)?)),
+            (V::Bulk, false) => Some(Self::Sum(fast::stencil_1d_bulk::<T>(r)?)),
+            (V::Cluster, false) => Some(Self::Sum(fast::stencil_1d_cluster::<T>(r)?)),
+            (V::Bulk | V::Cluster, true) => None,
         }
     }
 }
@@ -198,7 +225,8 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             }
         };
         let grid = match variant {
-            V::Fast => StencilGrid::ResidentTiles,
+            V::Fast | V::Bulk => StencilGrid::ResidentTiles,
+            V::Cluster => StencilGrid::Clusters,
             V::Naive | V::Shared | V::Weighted => StencilGrid::PerElement,
         };
         // SAFETY: `kernel` is `variant`'s entry point for these taps, and `variant.error`
@@ -222,7 +250,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
 /// The kernel of `entry`: the library's for the fast path, the lessons' for the others.
 fn load<Args>(gpu: &Gpu, variant: StencilVariant, entry: Entry<Args>) -> Result<Kernel<'_, Args>> {
     match variant {
-        V::Fast => gpu.kernel(entry),
+        V::Fast | V::Bulk | V::Cluster => gpu.kernel(entry),
         V::Naive | V::Shared | V::Weighted => crate::kernel(gpu, entry),
     }
 }

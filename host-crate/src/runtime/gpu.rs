@@ -224,6 +224,8 @@ pub struct DeviceProps {
     pub shared_mem_per_block_optin: u32,
     /// Shared memory per SM, bytes.
     pub shared_mem_per_sm: u32,
+    /// Whether the device launches thread block clusters (compute capability 9.0 and newer).
+    pub cluster_launch: bool,
     /// 32-bit registers per block.
     pub regs_per_block: u32,
     /// 32-bit registers per SM.
@@ -294,6 +296,19 @@ impl DeviceProps {
                 Raw::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
             )?,
             shared_mem_per_sm: attr(MaxSharedMemoryPerMultiprocessor)?,
+            cluster_launch: {
+                let mut v = 0;
+                // SAFETY: a valid out-pointer and device; a driver older than CUDA 12 does not
+                // know the attribute and answers an error, read as "no clusters".
+                let status = unsafe {
+                    crate::runtime::driver::cuda12::device_attribute(
+                        &mut v,
+                        crate::runtime::driver::cuda12::DEVICE_ATTRIBUTE_CLUSTER_LAUNCH,
+                        device.as_raw(),
+                    )
+                };
+                status == cust::sys::CUresult::CUDA_SUCCESS && v != 0
+            },
             regs_per_block: attr(MaxRegistersPerBlock)?,
             regs_per_sm: attr(MaxRegistersPerMultiprocessor)?,
             max_threads_per_sm: attr(MaxThreadsPerMultiprocessor)?,

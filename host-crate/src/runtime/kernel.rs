@@ -20,6 +20,7 @@ use ferrocuda_kernels::entry::{ByValue, DeviceGlobal, Entry, EntryInfo};
 use ferrocuda_kernels::grid::GridBarrier;
 
 use crate::runtime::config::LaunchConfig;
+use crate::runtime::driver::cuda12;
 use crate::runtime::error::{
     CudaContext, Error, KernelLaunch, Result, check_raw, check_raw_launch,
 };
@@ -44,6 +45,9 @@ pub struct KernelFunction<'g> {
     kept: bool,
     entry: &'static EntryInfo,
     attributes: KernelAttributes,
+    /// The dynamic shared memory this handle has opted the function in to
+    /// (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`), 0 before any opt-in.
+    shared_opt_in: std::sync::atomic::AtomicU32,
 }
 
 /// A kernel of the loaded module that launches with its declared parameter list `Args`.
@@ -327,6 +331,23 @@ impl<'g> KernelFunction<'g> {
                 ),
             });
         }
+        if !entry.built_for(arch) {
+            let props = gpu.props();
+            return Err(Error::InvalidArgument {
+                what: format!(
+                    "kernel `{symbol}` needs sm_{} or newer ({}); {} is compute capability {}.{} and runs the {arch} PTX",
+                    entry.min_arch,
+                    if entry.cluster_blocks > 0 {
+                        "thread block clusters"
+                    } else {
+                        "Hopper's bulk copies"
+                    },
+                    props.name,
+                    props.compute_capability.0,
+                    props.compute_capability.1
+                ),
+            });
+        }
         let resolve = || -> Result<ResolvedKernel> {
             gpu.make_current()?;
             let function = module.get_function(symbol).map_err(|cause| match cause {
@@ -369,7 +390,72 @@ impl<'g> KernelFunction<'g> {
             kept,
             entry,
             attributes: resolved.attributes,
+            shared_opt_in: std::sync::atomic::AtomicU32::new(0),
         })
+    }
+
+    /// Opts the function in to `dynamic_shared_bytes` of dynamic shared memory when that is
+    /// more than a block may use by default (48 KiB), as `cudaFuncSetAttribute(f,
+    /// cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)` does in CUDA C++; once per handle
+    /// and size.
+    fn opt_in_shared(
+        &self,
+        dynamic_shared_bytes: u32,
+        launch: Option<&KernelLaunch>,
+    ) -> Result<()> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let default = self.gpu.props().shared_mem_per_block;
+        let needed = self.attributes.static_shared_bytes as u64 + dynamic_shared_bytes as u64;
+        if needed <= default as u64 || dynamic_shared_bytes <= self.shared_opt_in.load(Relaxed) {
+            return Ok(());
+        }
+        self.gpu.make_current()?;
+        // SAFETY: a live function handle; the size was checked against the device's opt-in
+        // limit (`validate`), and the driver checks it again.
+        check_raw_launch("cuFuncSetAttribute", launch, unsafe {
+            cust::sys::cuFuncSetAttribute(
+                self.raw,
+                cust::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                dynamic_shared_bytes as i32,
+            )
+        })?;
+        self.shared_opt_in.fetch_max(dynamic_shared_bytes, Relaxed);
+        Ok(())
+    }
+
+    /// Blocks per thread block cluster this kernel is declared with (`#[kernel(cluster = N)]`),
+    /// 0 for a kernel launched without clusters.
+    pub fn cluster_blocks(&self) -> u32 {
+        self.entry.cluster_blocks
+    }
+
+    /// `cuOccupancyMaxActiveClusters`: the clusters of this kernel that can be resident on the
+    /// whole GPU at once with `block_threads` threads and `dynamic_shared_bytes` per block
+    /// (`ferrocuda occupancy` shows it). Refused for a kernel without clusters.
+    pub fn max_active_clusters(&self, block_threads: u32, dynamic_shared_bytes: u32) -> Result<u32> {
+        let blocks = self.entry.cluster_blocks;
+        if blocks == 0 {
+            return Err(Error::InvalidArgument {
+                what: format!("kernel `{}` is not launched in clusters", self.symbol()),
+            });
+        }
+        self.opt_in_shared(dynamic_shared_bytes, None)?;
+        self.gpu.make_current()?;
+        let mut attribute = cuda12::cluster_dimension(blocks);
+        let config = cuda12::LaunchConfig {
+            grid: [blocks, 1, 1],
+            block: [block_threads, 1, 1],
+            shared_mem_bytes: dynamic_shared_bytes,
+            stream: std::ptr::null_mut(),
+            attrs: &mut attribute,
+            num_attrs: 1,
+        };
+        let mut clusters = 0;
+        // SAFETY: a live function handle, a valid configuration and out-pointer.
+        check_raw("cuOccupancyMaxActiveClusters", unsafe {
+            cuda12::occupancy_max_active_clusters(&mut clusters, self.raw, &config)
+        })?;
+        Ok(clusters.max(0) as u32)
     }
 
     /// The PTX symbol.
@@ -450,6 +536,7 @@ impl<'g> KernelFunction<'g> {
         block_threads: u32,
         dynamic_shared_bytes: u32,
     ) -> Result<u32> {
+        self.opt_in_shared(dynamic_shared_bytes, None)?;
         let ask = || {
             let mut blocks = 0;
             self.gpu.make_current()?;
@@ -475,7 +562,14 @@ impl<'g> KernelFunction<'g> {
     /// Blocks of `block_threads` threads that can be resident on the whole GPU at once:
     /// [`max_active_blocks_per_sm`](Self::max_active_blocks_per_sm) times the SM count (the
     /// largest grid a cooperative launch takes, and the grid the fast paths size to).
+    /// For a cluster kernel: the resident clusters
+    /// ([`max_active_clusters`](Self::max_active_clusters)) times their blocks, since clusters
+    /// are placed a GPC at a time.
     pub fn resident_blocks(&self, block_threads: u32, dynamic_shared_bytes: u32) -> Result<u32> {
+        if self.entry.cluster_blocks > 0 {
+            return Ok(self.max_active_clusters(block_threads, dynamic_shared_bytes)?
+                * self.entry.cluster_blocks);
+        }
         Ok(
             self.max_active_blocks_per_sm(block_threads, dynamic_shared_bytes)?
                 * self.gpu.props().sm_count,
@@ -586,13 +680,31 @@ impl<'g> KernelFunction<'g> {
         }
         let shared =
             self.attributes.static_shared_bytes as u64 + config.dynamic_shared_bytes as u64;
-        if shared > props.shared_mem_per_block as u64 {
+        // Past the default (48 KiB) the launch opts the kernel in, up to the device's limit.
+        if shared > props.shared_mem_per_block_optin.max(props.shared_mem_per_block) as u64 {
             return fail(format!(
-                "{} B static + {} B dynamic shared memory exceeds the {} B a block may use",
+                "{} B static + {} B dynamic shared memory exceeds the {} B a block may use on {} (the default is {} B; a kernel opts in to more, up to that limit)",
                 self.attributes.static_shared_bytes,
                 config.dynamic_shared_bytes,
+                props.shared_mem_per_block_optin,
+                props.name,
                 props.shared_mem_per_block
             ));
+        }
+        let cluster = self.entry.cluster_blocks;
+        if cluster > 0 {
+            if !props.cluster_launch {
+                return fail(format!(
+                    "this kernel runs in thread block clusters of {cluster}, and {} (compute capability {}.{}) has none",
+                    props.name, props.compute_capability.0, props.compute_capability.1
+                ));
+            }
+            if config.grid[0] % cluster != 0 {
+                return fail(format!(
+                    "grid x = {} is not a multiple of the kernel's cluster of {cluster} blocks",
+                    config.grid[0]
+                ));
+            }
         }
         Ok(())
     }
@@ -677,6 +789,12 @@ impl<Args> Kernel<'_, Args> {
         args: impl FnOnce(GridBarrier) -> A,
     ) -> Result<()> {
         self.validate(config)?;
+        if self.entry.cluster_blocks > 0 {
+            return Err(Error::InvalidLaunch {
+                launch: self.describe(config),
+                reason: "a cluster kernel cannot also be a cooperative launch here".into(),
+            });
+        }
         let threads = config.block_threads() as u32;
         let blocks = config.grid.iter().map(|&g| g as u64).product::<u64>();
         let per_sm = self.max_active_blocks_per_sm(threads, config.dynamic_shared_bytes)?;
@@ -721,6 +839,8 @@ impl<Args> Kernel<'_, Args> {
     ) -> Result<()> {
         let [gx, gy, gz] = config.grid;
         let [bx, by, bz] = config.block;
+        self.opt_in_shared(config.dynamic_shared_bytes, Some(&self.describe(config)))?;
+        let cluster = self.entry.cluster_blocks;
         let (call, status) = args.with_addresses(|addresses| {
             let params = addresses.as_ptr() as *mut *mut c_void;
             let shared = config.dynamic_shared_bytes;
@@ -728,7 +848,19 @@ impl<Args> Kernel<'_, Args> {
             // pointers' validity is forwarded to the caller; the configuration was validated;
             // the driver only reads the argument array.
             unsafe {
-                if cooperative {
+                if cluster > 0 {
+                    let mut attribute = cuda12::cluster_dimension(cluster);
+                    let launch = cuda12::LaunchConfig {
+                        grid: [gx, gy, gz],
+                        block: [bx, by, bz],
+                        shared_mem_bytes: shared,
+                        stream: stream.as_inner(),
+                        attrs: &mut attribute,
+                        num_attrs: 1,
+                    };
+                    let status = cuda12::launch_kernel_ex(&launch, self.raw, params);
+                    ("cuLaunchKernelEx", status)
+                } else if cooperative {
                     let status = cust::sys::cuLaunchCooperativeKernel(
                         self.raw,
                         gx,

@@ -83,6 +83,12 @@ mod host {
         pub cooperative: bool,
         /// Dynamic shared memory, bytes, at a block of that many threads (if it uses any).
         pub dynamic_shared_bytes: Option<fn(u32) -> usize>,
+        /// Blocks per thread block cluster along x (`#[kernel(cluster = N)]`), 0 for a kernel
+        /// launched without clusters.
+        pub cluster_blocks: u32,
+        /// The oldest architecture whose PTX holds the entry point, as `sm_XY`'s number (90
+        /// for clusters and bulk copies), 0 for every architecture.
+        pub min_arch: u32,
     }
 
     impl EntryInfo {
@@ -91,6 +97,16 @@ mod host {
         pub fn dynamic_shared_bytes(&self, block: u32) -> u32 {
             self.dynamic_shared_bytes
                 .map_or(0, |f| u32::try_from(f(block)).unwrap_or(u32::MAX))
+        }
+
+        /// Whether the PTX built for `arch` (`"sm_80"`) holds the entry point.
+        pub fn built_for(&self, arch: &str) -> bool {
+            let number: u32 = arch
+                .trim_start_matches("sm_")
+                .trim_end_matches(['a', 'f'])
+                .parse()
+                .unwrap_or(0);
+            number >= self.min_arch
         }
 
         /// The value of generic parameter `name` in this instance (`"f32"` for `"T"`).

@@ -25,6 +25,13 @@
 //! instance is also registered in `ferrocuda_device::entry::ENTRY_POINTS`, the one list the
 //! PTX test, the sanitizer and `ferrocuda occupancy` walk.
 //!
+//! `cluster = EXPR` makes it a thread block cluster kernel: the launch groups the blocks along x
+//! in clusters of `EXPR` (a `u32` expression of the const parameters) with `cuLaunchKernelEx`, and
+//! the kernel may use distributed shared memory (`ferrocuda_device::cluster`). Such a kernel needs
+//! sm_90: its entry points exist only in the PTX of sm_90 and newer. `arch = 90` says the same
+//! of a kernel that needs sm_90 for another reason (bulk copies); the host refuses it, by name,
+//! on an older GPU.
+//!
 //! `dynamic_shared = EXPR` declares the dynamic shared memory a launch needs, in bytes, as a
 //! `usize` expression of `block` (threads per block, `usize`), the type parameters and the const
 //! parameters; the host launches with it and refuses a launch that gives less.
@@ -38,10 +45,13 @@ use syn::{
     Expr, FnArg, GenericParam, Ident, ItemFn, Pat, Token, Type, bracketed, parse_macro_input,
 };
 
-/// One `NAME in [..]` or `dynamic_shared = EXPR` of the attribute.
+/// One `NAME in [..]`, `dynamic_shared = EXPR`, `cluster = EXPR` or `arch = N` of the
+/// attribute.
 enum Arg {
     Instances(Ident, Vec<TokenStream2>),
     DynamicShared(Expr),
+    Cluster(Expr),
+    Arch(syn::LitInt),
 }
 
 impl Parse for Arg {
@@ -59,10 +69,16 @@ impl Parse for Arg {
         } else if name == "dynamic_shared" {
             input.parse::<Token![=]>()?;
             Ok(Arg::DynamicShared(input.parse()?))
+        } else if name == "cluster" {
+            input.parse::<Token![=]>()?;
+            Ok(Arg::Cluster(input.parse()?))
+        } else if name == "arch" {
+            input.parse::<Token![=]>()?;
+            Ok(Arg::Arch(input.parse()?))
         } else {
             Err(syn::Error::new(
                 name.span(),
-                "expected `PARAM in [..]` or `dynamic_shared = EXPR`",
+                "expected `PARAM in [..]`, `dynamic_shared = EXPR`, `cluster = EXPR` or `arch = N`",
             ))
         }
     }
@@ -180,13 +196,30 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
         ));
     }
     let mut shared = None;
+    let mut cluster = None;
+    let mut arch = None;
     let mut lists = Vec::new();
     for a in args {
         match a {
             Arg::Instances(id, values) => lists.push((id, values)),
             Arg::DynamicShared(e) => shared = Some(e),
+            Arg::Cluster(e) => cluster = Some(e),
+            Arg::Arch(n) => arch = Some(n.base10_parse::<u32>()?),
         }
     }
+    // Clusters exist from sm_90 on.
+    let min_arch = match (arch, &cluster) {
+        (Some(a), Some(_)) => a.max(90),
+        (Some(a), None) => a,
+        (None, Some(_)) => 90,
+        (None, None) => 0,
+    };
+    let arch_cfg = if min_arch > 0 {
+        let feature = format!("sm_{min_arch}");
+        quote!(#[cfg(target_feature = #feature)])
+    } else {
+        quote!()
+    };
     let mut params = Vec::new();
     for g in &sig.generics.params {
         let (ident, is_const, const_ty) = match g {
@@ -263,6 +296,7 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
         device.push(quote! {
             #(#docs)*
             #(#other_attrs)*
+            #arch_cfg
             #[inline(always)]
             #vis unsafe fn #name #generics (#inputs) #where_clause #body
         });
@@ -271,6 +305,7 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
         device.push(quote! {
             #(#docs)*
             #(#other_attrs)*
+            #arch_cfg
             #[unsafe(no_mangle)]
             #vis unsafe extern "ptx-kernel" fn #name(#inputs) #body
         });
@@ -310,6 +345,7 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
                 ///
                 /// # Safety
                 /// As the generic function.
+                #arch_cfg
                 #[unsafe(no_mangle)]
                 pub unsafe extern "ptx-kernel" fn #entry(#(#arg_names: #types),*) {
                     // SAFETY: forwarded to the launcher.
@@ -317,18 +353,29 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
                 }
             });
         }
+        let aliases: Vec<TokenStream2> = params
+            .iter()
+            .zip(values)
+            .map(|(p, v)| {
+                let id = &p.ident;
+                match &p.const_ty {
+                    Some(ty) => {
+                        quote!(#[allow(non_upper_case_globals, dead_code)] const #id: #ty = #v;)
+                    }
+                    None => quote!(#[allow(dead_code)] type #id = #v;),
+                }
+            })
+            .collect();
+        let cluster_blocks = match &cluster {
+            None => quote!(0),
+            Some(e) => quote!({
+                #(#aliases)*
+                (#e) as u32
+            }),
+        };
         let shared_fn = match &shared {
             None => quote!(None),
             Some(e) => {
-                let aliases = params.iter().zip(values).map(|(p, v)| {
-                    let id = &p.ident;
-                    match &p.const_ty {
-                        Some(ty) => {
-                            quote!(#[allow(non_upper_case_globals, dead_code)] const #id: #ty = #v;)
-                        }
-                        None => quote!(#[allow(dead_code)] type #id = #v;),
-                    }
-                });
                 quote!(Some({
                     fn dynamic_shared_bytes(block: u32) -> usize {
                         #(#aliases)*
@@ -366,6 +413,8 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
                 params: &[#(#type_names),*],
                 cooperative: #cooperative,
                 dynamic_shared_bytes: #shared_fn,
+                cluster_blocks: #cluster_blocks,
+                min_arch: #min_arch,
             };
         });
         if generic {

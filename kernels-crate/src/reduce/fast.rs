@@ -176,3 +176,86 @@ pub unsafe fn fast<T, A, O, const ITEMS: usize>(
         }
     }
 }
+
+#[cfg(target_feature = "sm_90")]
+shared_array!(
+    /// The block's value, read by the cluster's first block through distributed shared memory.
+    fn reduce_cluster_value() -> [u64; 1]
+);
+
+/// [`fast`] with the partials combined per thread block cluster first: the blocks of a cluster
+/// (`REDUCE_CLUSTER_BLOCKS`) leave their values in shared memory, the cluster's first block
+/// combines them in rank order through distributed shared memory, and only it writes a partial
+/// and takes a ticket: `gridDim.x / cluster` partials and tickets instead of `gridDim.x`.
+/// Deterministic as [`fast`] (rank order, then cluster order).
+///
+/// # Safety
+/// As [`fast`], launched in clusters along x; `partials` holds `gridDim.x / cluster` elements.
+#[cfg(target_feature = "sm_90")]
+#[inline(always)]
+pub unsafe fn fast_cluster<T, A, O, const ITEMS: usize>(
+    x: *const T,
+    n: usize,
+    partials: *mut A,
+    ticket: *mut u32,
+    out: *mut A,
+) where
+    T: Element + Widen<A>,
+    A: Element,
+    O: Op,
+{
+    use crate::device::cluster;
+    let scratch = reduce_fast_scratch();
+    let is_last = scratch.wrapping_add(32).cast::<u32>();
+    let scratch = scratch.cast::<A>();
+    let value = reduce_cluster_value().cast::<A>();
+    let tid = thread_idx_x();
+    let (rank, blocks) = (cluster::block_rank(), cluster::num_blocks());
+    let clusters = grid_dim_x() / blocks;
+    // SAFETY: as in `fast`; remote reads address `value` of the blocks of this cluster, written
+    // before the first cluster barrier and alive until the second; every thread of the cluster
+    // reaches both cluster barriers; `rank` and `is_last` are uniform per block.
+    unsafe {
+        let block_value = block_reduce::<A, O>(thread_partial::<T, A, O, ITEMS>(x, n), scratch);
+        if tid == 0 {
+            *value = block_value;
+        }
+        cluster::cluster_sync();
+        let mut combined = O::identity::<A>();
+        if rank == 0 && tid == 0 {
+            for r in 0..blocks {
+                combined = O::combine(combined, cluster::map_shared_rank(value, r).read());
+            }
+        }
+        // The other blocks' values stay alive until the first block has read them.
+        cluster::cluster_sync();
+        if rank != 0 {
+            return;
+        }
+        if clusters == 1 {
+            if tid == 0 {
+                *out = combined;
+            }
+            return;
+        }
+        if tid == 0 {
+            *partials.add(cluster::cluster_idx_x() as usize) = combined;
+            let arrived = atomic_add_acq_rel(ticket, 1);
+            *is_last = (arrived == clusters - 1) as u32;
+        }
+        syncthreads();
+        if *is_last != 0 {
+            let mut v = O::identity::<A>();
+            let mut b = tid;
+            while b < clusters {
+                v = O::combine(v, core::ptr::read_volatile(partials.add(b as usize)));
+                b += block_dim_x();
+            }
+            let total = block_reduce::<A, O>(v, scratch);
+            if tid == 0 {
+                *out = total;
+                *ticket = 0;
+            }
+        }
+    }
+}

@@ -100,4 +100,33 @@ pub unsafe fn reduce_fast_sum_i32_to_i64(
 pub unsafe fn reduce_reproducible<T: Element>(x: *const T, n: usize, out: *mut T) {
     unsafe { reproducible::chunk_sums(x, n, out) }
 }
+
+/// [`reduce_fast`] in thread block clusters of `REDUCE_CLUSTER_BLOCKS`: the blocks of a cluster
+/// combine their values through distributed shared memory, so one partial and one ticket per
+/// cluster instead of per block. sm_90 and newer.
+///
+/// # Launch
+/// clusters of `REDUCE_CLUSTER_BLOCKS` blocks along x (grid a multiple of it), block a multiple
+/// of 32 up to 1024, no dynamic shared memory. `*ticket` must be 0 (the kernel leaves it 0).
+///
+/// # Safety
+/// As [`reduce_fast`], with `partials` holding at least `gridDim.x / REDUCE_CLUSTER_BLOCKS`.
+#[kernel(
+    O in [Sum, Min, Max],
+    T in [i32, u32, i64, u64, f32, f64],
+    cluster = crate::config::REDUCE_CLUSTER_BLOCKS
+)]
+pub unsafe fn reduce_fast_cluster<O: Op, T: Element + Widen<T>>(
+    x: *const T,
+    n: usize,
+    partials: *mut T,
+    ticket: *mut u32,
+    out: *mut T,
+) {
+    unsafe {
+        fast::fast_cluster::<T, T, O, { crate::config::REDUCE_FAST_ITEMS }>(
+            x, n, partials, ticket, out,
+        )
+    }
+}
 }

@@ -45,27 +45,50 @@ type TileRegs<T> = [<T as Element>::V; V + 1];
 /// input, `R + SHIFT` before the first output), its vectors of input, and whether they all lie
 /// inside `0..n`.
 #[derive(Clone, Copy)]
-struct Tile {
-    first_out: isize,
-    outputs: usize,
-    first_in: isize,
-    vectors: usize,
-    interior: bool,
+pub(super) struct Tile {
+    pub(super) first_out: isize,
+    pub(super) outputs: usize,
+    pub(super) first_in: isize,
+    pub(super) vectors: usize,
+    pub(super) interior: bool,
 }
 
 /// The tiles of one launch: `tile_len` outputs each over the `body` outputs of the output's
 /// vector grid, which starts `out_offset` elements before element 0.
 #[derive(Clone, Copy)]
-struct Tiling {
-    n: usize,
+pub(super) struct Tiling {
+    pub(super) n: usize,
     out_offset: usize,
-    body: usize,
+    pub(super) body: usize,
     tile_len: usize,
 }
 
 impl Tiling {
+    /// The tiling of a launch over `input` and `out` (`n` elements each) with the block's
+    /// tiles, and the input shift `SHIFT` of its tiles:
+    /// `(input offset - out_offset - R) mod LANES` (element offsets from a 16-byte boundary).
     #[inline(always)]
-    fn tile<T: Element, const R: usize, const SHIFT: usize>(&self, t: usize) -> Tile {
+    pub(super) fn of<T: Element, const R: usize>(input: *const T, out: *mut T, n: usize) -> (Self, usize) {
+        let (lanes, size) = (T::LANES, size_of::<T>());
+        let in_offset = input as usize / size % lanes;
+        let out_offset = out as usize / size % lanes;
+        let tiling = Tiling {
+            n,
+            out_offset,
+            body: (out_offset + n).next_multiple_of(lanes),
+            tile_len: block_dim_x() as usize * V * lanes,
+        };
+        (tiling, (in_offset + lanes - out_offset + (lanes - 1) * R) % lanes)
+    }
+
+    /// Tiles of the launch.
+    #[inline(always)]
+    pub(super) fn tiles(&self) -> usize {
+        self.body.div_ceil(self.tile_len)
+    }
+
+    #[inline(always)]
+    pub(super) fn tile<T: Element, const R: usize, const SHIFT: usize>(&self, t: usize) -> Tile {
         let outputs = (self.body - t * self.tile_len).min(self.tile_len);
         let first_out = (t * self.tile_len) as isize - self.out_offset as isize;
         let first_in = first_out - (R + SHIFT) as isize;
@@ -105,7 +128,7 @@ unsafe fn load_tile<T: Element>(input: *const T, tile: Tile) -> TileRegs<T> {
 /// # Safety
 /// `input` holds `n` elements; `s` holds `tile.vectors` vectors.
 #[inline(always)]
-unsafe fn fill_edge_tile<T: Element>(s: *mut T, input: *const T, n: usize, mode: u32, tile: Tile) {
+pub(super) unsafe fn fill_edge_tile<T: Element>(s: *mut T, input: *const T, n: usize, mode: u32, tile: Tile) {
     let (mut e, block) = (thread_idx_x() as usize, block_dim_x() as usize);
     while e < tile.vectors * T::LANES {
         // SAFETY: `e` is inside the tile; `fetch` reads below `n`.
@@ -120,7 +143,7 @@ unsafe fn fill_edge_tile<T: Element>(s: *mut T, input: *const T, n: usize, mode:
 /// # Safety
 /// `s` holds the tile's vectors `g ..= g + ceil((SHIFT + LANES + 2R) / LANES) - 1`.
 #[inline(always)]
-unsafe fn output_vector<T: Element, P: Taps<T>, const R: usize, const SHIFT: usize>(
+pub(super) unsafe fn output_vector<T: Element, P: Taps<T>, const R: usize, const SHIFT: usize>(
     s: *const T::V,
     g: usize,
     taps: &P,
@@ -151,7 +174,7 @@ unsafe fn output_vector<T: Element, P: Taps<T>, const R: usize, const SHIFT: usi
 /// # Safety
 /// `out` holds `n` writable elements; `out + o` is 16-byte aligned.
 #[inline(always)]
-unsafe fn store_output<T: Element>(out: *mut T, n: usize, o: isize, y: T::V) {
+pub(super) unsafe fn store_output<T: Element>(out: *mut T, n: usize, o: isize, y: T::V) {
     // SAFETY: every index written is inside `0..n`; a whole vector is aligned (caller).
     unsafe {
         if o >= 0 && o as usize + T::LANES <= n {
@@ -182,7 +205,7 @@ unsafe fn tiles<T: Element, P: Taps<T>, const R: usize, const SHIFT: usize>(
 ) {
     let (tid, block) = (thread_idx_x() as usize, block_dim_x() as usize);
     let n = tiling.n;
-    let tiles = tiling.body.div_ceil(tiling.tile_len);
+    let tiles = tiling.tiles();
     let s = dynamic_shared::<T::V>();
     let mut t = block_idx_x() as usize;
     let mut regs = [T::vector(|_| T::ZERO); V + 1];
@@ -241,16 +264,7 @@ pub unsafe fn fast<T: Element, P: Taps<T>, const R: usize>(
     mode: u32,
     taps: P,
 ) {
-    let (lanes, size) = (T::LANES, size_of::<T>());
-    let in_offset = input as usize / size % lanes;
-    let out_offset = out as usize / size % lanes;
-    let tiling = Tiling {
-        n,
-        out_offset,
-        body: (out_offset + n).next_multiple_of(lanes),
-        tile_len: block_dim_x() as usize * V * lanes,
-    };
-    let shift = (in_offset + lanes - out_offset + (lanes - 1) * R) % lanes;
+    let (tiling, shift) = Tiling::of::<T, R>(input, out, n);
     // SAFETY: `shift` is the input shift `tiles` requires; the rest is the caller's.
     unsafe {
         match shift {

@@ -36,6 +36,10 @@ use crate::config::STENCIL_MAX_TAPS;
 #[cfg(any(not(target_arch = "nvptx64"), feature = "entry-points"))]
 use crate::entry::kernel;
 
+#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
+pub mod bulk;
+#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
+pub mod cluster;
 #[cfg(target_arch = "nvptx64")]
 pub mod fast;
 #[cfg(target_arch = "nvptx64")]
@@ -113,5 +117,60 @@ pub unsafe fn stencil_1d_fast_weighted<T: Float, const R: usize>(
     weights: Coefficients<T>,
 ) {
     unsafe { fast::fast::<T, _, R>(input, out, n, boundary, weights) }
+}
+
+/// The fast stencil fed by bulk copies (TMA): [`stencil_1d_fast`]'s tiles, each loaded with one
+/// `cp.async.bulk` into one of `STENCIL_BULK_STAGES` pipelined shared stages. sm_90 and newer.
+///
+/// # Launch
+/// As [`stencil_1d_fast`], with `STENCIL_BULK_STAGES` times its dynamic shared memory.
+///
+/// # Safety
+/// As [`stencil_1d_fast`].
+#[kernel(
+    T in [i32, f32, f64],
+    R in [1, 2, 3, 4, 8, 16],
+    arch = 90,
+    dynamic_shared = crate::config::STENCIL_BULK_STAGES as usize * 16 * crate::config::stencil_fast_tile_vectors(
+        block as u32,
+        R as u32,
+        (16 / size_of::<T>()) as u32
+    ) as usize
+)]
+pub unsafe fn stencil_1d_bulk<T: Element, const R: usize>(
+    input: *const T,
+    out: *mut T,
+    n: usize,
+    boundary: u32,
+) {
+    unsafe { bulk::bulk::<T, Ones, R>(input, out, n, boundary, Ones) }
+}
+
+/// The notes' shared-tile stencil in thread block clusters of `STENCIL_CLUSTER_BLOCKS`: each
+/// block loads its own inputs, and its halos come from the neighbouring blocks' shared memory
+/// (distributed shared memory); only the cluster's outer edges read global memory. One output
+/// per thread. sm_90 and newer.
+///
+/// # Launch
+/// clusters of `STENCIL_CLUSTER_BLOCKS` blocks along x: grid a multiple of it, at least
+/// `ceil(n / block)` blocks; block a multiple of 32 up to 1024; dynamic shared memory
+/// `(block + 2R) * size_of::<T>()` bytes.
+///
+/// # Safety
+/// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`; `boundary` is
+/// a `STENCIL_BOUNDARY_*` mode; the launch is as above.
+#[kernel(
+    T in [i32, f32, f64],
+    R in [1, 2, 3, 4, 8, 16],
+    cluster = crate::config::STENCIL_CLUSTER_BLOCKS,
+    dynamic_shared = (block + 2 * R) * size_of::<T>()
+)]
+pub unsafe fn stencil_1d_cluster<T: Element, const R: usize>(
+    input: *const T,
+    out: *mut T,
+    n: usize,
+    boundary: u32,
+) {
+    unsafe { cluster::cluster_tile::<T, Ones, R>(input, out, n, boundary, Ones) }
 }
 }

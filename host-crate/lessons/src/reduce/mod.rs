@@ -202,11 +202,14 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                 let lanes = 16 / size_of::<T>();
                 let wanted = blocks_for(block as usize * lanes * REDUCE_FAST_ITEMS)?;
                 let resident = kernel.resident_blocks(block, 0)?;
-                let config = kernel.config(fast_grid.unwrap_or(wanted.min(resident.max(1))), block);
+                // A cluster kernel's grid is whole clusters, one partial each.
+                let cluster = kernel.cluster_blocks().max(1);
+                let grid = fast_grid.unwrap_or(wanted.min(resident.max(1)));
+                let config = kernel.config(grid.next_multiple_of(cluster), block);
                 Plan::Fast {
                     kernel,
                     config,
-                    partials: poisoned(config.grid[0] as usize, "per-block partials")?,
+                    partials: poisoned((config.grid[0] / cluster) as usize, "per-block partials")?,
                     ticket: gpu.upload(&[0u32], "reduction ticket")?,
                 }
             }

@@ -41,6 +41,9 @@ pub enum ReduceVariant {
     CgVector4,
     /// The library's fast path.
     Fast,
+    /// The fast path in thread block clusters: the blocks of a cluster combine through
+    /// distributed shared memory, one partial and one ticket per cluster. sm_90.
+    FastCluster,
     /// One cooperative launch: per-block partials, `grid.sync()`, block 0 adds them (the grid-wide
     /// synchronisation of 樊哲勇《CUDA编程基础与实践》第10章 and 沐曦 MXMACA 教材第5章).
     GridSync,
@@ -50,7 +53,7 @@ pub(super) use ReduceVariant as V;
 
 impl ReduceVariant {
     /// All of them, in the order of the notes.
-    pub const ALL: [ReduceVariant; 17] = [
+    pub const ALL: [ReduceVariant; 18] = [
         V::Neighbored,
         V::NeighboredLess,
         V::Interleaved,
@@ -67,6 +70,7 @@ impl ReduceVariant {
         V::Reduce2Static,
         V::CgVector4,
         V::Fast,
+        V::FastCluster,
         V::GridSync,
     ];
 
@@ -90,7 +94,17 @@ impl ReduceVariant {
             V::Reduce2Static => "reduce2_static",
             V::CgVector4 => "cg_vector4",
             V::Fast => "fast",
+            V::FastCluster => "fast_cluster",
             V::GridSync => "grid_sync",
+        }
+    }
+
+    /// The oldest architecture that runs the variant (as `sm_XY`'s number): 90 for the cluster
+    /// kernel, 0 for the others.
+    pub fn min_arch(self) -> u32 {
+        match self {
+            V::FastCluster => 90,
+            _ => 0,
         }
     }
 
@@ -154,7 +168,7 @@ impl ReduceVariant {
         match self {
             _ if self.is_textbook() => 512,
             V::CgVector4 | V::GridSync => 256,
-            V::Fast => ferrocuda::reduce::FAST_BLOCK,
+            V::Fast | V::FastCluster => ferrocuda::reduce::FAST_BLOCK,
             _ => 128,
         }
     }
@@ -162,11 +176,11 @@ impl ReduceVariant {
     /// Why `block` cannot be used with this variant, if it cannot.
     pub fn block_error(self, block: u32) -> Option<String> {
         let (min, rule) = match self {
-            V::Fast | V::GridSync => (32, "a multiple of 32"),
+            V::Fast | V::FastCluster | V::GridSync => (32, "a multiple of 32"),
             V::CgVector4 => (32, "a power of two"),
             _ => (64, "a power of two"),
         };
-        let shape_ok = if matches!(self, V::Fast | V::GridSync) {
+        let shape_ok = if matches!(self, V::Fast | V::FastCluster | V::GridSync) {
             block.is_multiple_of(32)
         } else {
             block.is_power_of_two()
@@ -213,6 +227,9 @@ impl ReduceVariant {
             V::Fast => {
                 "16-byte loads, 4 in flight per thread, grid = occupancy x SMs, shuffle tree, one launch"
             }
+            V::FastCluster => {
+                "as fast; the blocks of a cluster of 8 combine through distributed shared memory: 8x fewer partials and tickets"
+            }
             V::GridSync => {
                 "grid-stride 4-byte loads, one partial per block, a grid-wide barrier, block 0 finishes"
             }
@@ -257,7 +274,7 @@ pub(super) enum Entries<T, A> {
 impl<T: Element, A: Element> Entries<T, A> {
     pub(super) fn of(variant: ReduceVariant, op: ReduceOp, block: u32) -> Option<Self> {
         use ferrocuda_lesson_kernels::reduce as k;
-        if op != ReduceOp::Sum && variant != V::Fast {
+        if op != ReduceOp::Sum && !matches!(variant, V::Fast | V::FastCluster) {
             return None;
         }
         let in_place =
@@ -287,6 +304,20 @@ impl<T: Element, A: Element> Entries<T, A> {
             )),
             V::GridSync => Some(Self::GridSync(k::reduce_grid_sync::<T>()?.retype()?)),
             V::Fast => Some(Self::Fast(ferrocuda::reduce::fast_entry::<T, A>(op)?)),
+            V::FastCluster => Some(Self::Fast(fast_cluster_entry::<T, A>(op)?)),
         }
     }
+}
+
+/// The cluster form of the fast path for `op` (same parameters as the fast path's).
+fn fast_cluster_entry<T: Element, A: Element>(
+    op: ReduceOp,
+) -> Option<Entry<(*const T, usize, *mut A, *mut u32, *mut A)>> {
+    use ferrocuda::kernels::reduce as k;
+    let same = match op {
+        ReduceOp::Sum => k::reduce_fast_cluster::<k::Sum, T>(),
+        ReduceOp::Min => k::reduce_fast_cluster::<k::Min, T>(),
+        ReduceOp::Max => k::reduce_fast_cluster::<k::Max, T>(),
+    };
+    same?.retype()
 }

@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 #[allow(clippy::wildcard_imports)]
 use cust::sys::*;
 
+pub mod cuda12;
+
 /// The library the NVIDIA driver installs; the unversioned `libcuda.so` is a development link.
 pub const DRIVER_LIBRARY: &str = "libcuda.so.1";
 
