@@ -380,7 +380,9 @@ fn build_arch(
         "cdylib",
     ]);
     build.args(["--release", "--target-dir"]).arg(target_dir);
-    build.args(["--", "-C"]).arg(format!("linker={}", linker.display()));
+    build
+        .args(["--", "-C"])
+        .arg(format!("linker={}", linker.display()));
     build.args(["-A", "linker_messages"]);
     for name in SCRUBBED_ENV {
         build.env_remove(name);

@@ -17,16 +17,36 @@
 #[cfg(any(not(target_arch = "nvptx64"), feature = "entry-points"))]
 use crate::entry::kernel;
 
-#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90", feature = "entry-points"))]
+#[cfg(all(
+    target_arch = "nvptx64",
+    target_feature = "sm_90",
+    feature = "entry-points"
+))]
 use crate::config::{COPY_BULK_STAGES, COPY_BULK_TILE_BYTES};
-#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90", feature = "entry-points"))]
+#[cfg(all(
+    target_arch = "nvptx64",
+    target_feature = "sm_90",
+    feature = "entry-points"
+))]
 use crate::device::bulk::{self, Mbarrier};
-#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90", feature = "entry-points"))]
+#[cfg(all(
+    target_arch = "nvptx64",
+    target_feature = "sm_90",
+    feature = "entry-points"
+))]
 use crate::device::shared::dynamic_shared;
-#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90", feature = "entry-points"))]
+#[cfg(all(
+    target_arch = "nvptx64",
+    target_feature = "sm_90",
+    feature = "entry-points"
+))]
 use crate::device::thread::{block_idx_x, grid_dim_x, grid_size_1d, index_1d, thread_idx_x};
 
-#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90", feature = "entry-points"))]
+#[cfg(all(
+    target_arch = "nvptx64",
+    target_feature = "sm_90",
+    feature = "entry-points"
+))]
 crate::shared_array!(
     /// The transaction barrier of each stage of `copy_bulk`.
     fn copy_bulk_barriers() -> [u64; 8]

@@ -73,6 +73,7 @@ proptest! {
         let fast = ferrocuda::kernels::stencil::stencil_1d_fast::<f32>(3).unwrap().info().kernel;
         let fast_weighted =
             ferrocuda::kernels::stencil::stencil_1d_fast_weighted::<f32>(3).unwrap().info().kernel;
+        let bulk = ferrocuda::kernels::stencil::stencil_1d_bulk::<f32>(3).unwrap().info().kernel;
         let tiles = entry_points().into_iter().filter(|e| {
             e.module.ends_with("::stencil") && e.dynamic_shared_bytes.is_some()
         });
@@ -83,7 +84,8 @@ proptest! {
             let size = ferrocuda::runtime::element::ElemType::from_name(e.instance_value("T").unwrap())
                 .unwrap()
                 .size();
-            let outputs = if e.kernel == fast || e.kernel == fast_weighted {
+            // The bulk-copy stencil's stages each hold a fast tile.
+            let outputs = if e.kernel == fast || e.kernel == fast_weighted || e.kernel == bulk {
                 block as usize * STENCIL_FAST_VECTORS_PER_THREAD * (16 / size)
             } else {
                 block as usize
@@ -93,7 +95,8 @@ proptest! {
                 "{} at block {block}: {} B", e.symbol, e.dynamic_shared_bytes(block)
             );
         }
-        prop_assert_eq!(seen, (3 + 2 + 3 + 2) * 6);
+        // naive, weighted, shared (lessons); fast, fast weighted, bulk, cluster (library).
+        prop_assert_eq!(seen, (3 + 2 + 3 + 2 + 3 + 3) * 6);
     }
 }
 

@@ -75,8 +75,9 @@ fn supported_types_and_ops_match_the_entry_points() {
         };
         assert_eq!(types, want, "{v:?}");
         assert!(v.supports_op(ReduceOp::Sum));
-        assert_eq!(v.supports_op(ReduceOp::Min), v == V::Fast, "{v:?}");
-        assert_eq!(v.supports_op(ReduceOp::Max), v == V::Fast, "{v:?}");
+        let fast = matches!(v, V::Fast | V::FastCluster);
+        assert_eq!(v.supports_op(ReduceOp::Min), fast, "{v:?}");
+        assert_eq!(v.supports_op(ReduceOp::Max), fast, "{v:?}");
     }
 }
 
@@ -135,7 +136,7 @@ fn block_error_allows_exactly_the_documented_block_sizes() {
         |min: u32| -> Vec<u32> { (0..=10).map(|e| 1 << e).filter(|&b| b >= min).collect() };
     for v in V::ALL {
         let want = match v {
-            V::Fast | V::GridSync => (1..=32).map(|k| 32 * k).collect(),
+            V::Fast | V::FastCluster | V::GridSync => (1..=32).map(|k| 32 * k).collect(),
             V::CgVector4 => powers_of_two_from(32),
             _ => powers_of_two_from(64),
         };
@@ -144,7 +145,10 @@ fn block_error_allows_exactly_the_documented_block_sizes() {
     }
     assert_eq!(allowed(V::CompleteUnroll), complete_unroll_blocks());
     // The notes' block sizes; the fast path's default is a tuning choice, only checked above.
-    for v in V::ALL.into_iter().filter(|&v| v != V::Fast) {
+    for v in V::ALL
+        .into_iter()
+        .filter(|&v| !matches!(v, V::Fast | V::FastCluster))
+    {
         let want = match v {
             _ if v.is_textbook() => 512,
             V::CgVector4 | V::GridSync => 256,

@@ -102,9 +102,13 @@ impl StencilVariant {
     pub fn block_error(self, block: u32, radius: u32) -> Option<String> {
         let name = self.name();
         match self {
-            V::Fast | V::Bulk | V::Cluster if !block.is_multiple_of(32) || !(32..=1024).contains(&block) => Some(format!(
-                "stencil variant `{name}` needs a block size that is a multiple of 32 from 32 to 1024, not {block}"
-            )),
+            V::Fast | V::Bulk | V::Cluster
+                if !block.is_multiple_of(32) || !(32..=1024).contains(&block) =>
+            {
+                Some(format!(
+                    "stencil variant `{name}` needs a block size that is a multiple of 32 from 32 to 1024, not {block}"
+                ))
+            }
             _ if !(1..=1024).contains(&block) => Some(format!(
                 "stencil variant `{name}` needs a block size from 1 to 1024, not {block}"
             )),

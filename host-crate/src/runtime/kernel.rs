@@ -432,7 +432,11 @@ impl<'g> KernelFunction<'g> {
     /// `cuOccupancyMaxActiveClusters`: the clusters of this kernel that can be resident on the
     /// whole GPU at once with `block_threads` threads and `dynamic_shared_bytes` per block
     /// (`ferrocuda occupancy` shows it). Refused for a kernel without clusters.
-    pub fn max_active_clusters(&self, block_threads: u32, dynamic_shared_bytes: u32) -> Result<u32> {
+    pub fn max_active_clusters(
+        &self,
+        block_threads: u32,
+        dynamic_shared_bytes: u32,
+    ) -> Result<u32> {
         let blocks = self.entry.cluster_blocks;
         if blocks == 0 {
             return Err(Error::InvalidArgument {
@@ -567,8 +571,10 @@ impl<'g> KernelFunction<'g> {
     /// are placed a GPC at a time.
     pub fn resident_blocks(&self, block_threads: u32, dynamic_shared_bytes: u32) -> Result<u32> {
         if self.entry.cluster_blocks > 0 {
-            return Ok(self.max_active_clusters(block_threads, dynamic_shared_bytes)?
-                * self.entry.cluster_blocks);
+            return Ok(
+                self.max_active_clusters(block_threads, dynamic_shared_bytes)?
+                    * self.entry.cluster_blocks,
+            );
         }
         Ok(
             self.max_active_blocks_per_sm(block_threads, dynamic_shared_bytes)?
@@ -681,7 +687,11 @@ impl<'g> KernelFunction<'g> {
         let shared =
             self.attributes.static_shared_bytes as u64 + config.dynamic_shared_bytes as u64;
         // Past the default (48 KiB) the launch opts the kernel in, up to the device's limit.
-        if shared > props.shared_mem_per_block_optin.max(props.shared_mem_per_block) as u64 {
+        if shared
+            > props
+                .shared_mem_per_block_optin
+                .max(props.shared_mem_per_block) as u64
+        {
             return fail(format!(
                 "{} B static + {} B dynamic shared memory exceeds the {} B a block may use on {} (the default is {} B; a kernel opts in to more, up to that limit)",
                 self.attributes.static_shared_bytes,

@@ -53,7 +53,11 @@ pub mod grid;
 pub mod atomic;
 #[cfg(target_arch = "nvptx64")]
 pub mod block;
-#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90", target_feature = "ptx80"))]
+#[cfg(all(
+    target_arch = "nvptx64",
+    target_feature = "sm_90",
+    target_feature = "ptx80"
+))]
 pub mod bulk;
 #[cfg(target_arch = "nvptx64")]
 pub mod cg;

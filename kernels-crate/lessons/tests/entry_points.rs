@@ -104,13 +104,13 @@ fn every_instance_is_listed_once_with_its_parameters() {
     };
     // The lessons: 9 textbook kernels x 6 types (complete_unroll x 5 blocks), 3 float warp-level
     // trees, the two grid-stride kernels, the CG vector sum on 2 types and the
-    // grid-synchronised sum on 6. The library: sum/min/max x 6, the widening sum and the
-    // reproducible sum on 2 types.
+    // grid-synchronised sum on 6. The library: sum/min/max x 6 (and again in thread block
+    // clusters), the widening sum and the reproducible sum on 2 types.
     assert_eq!(
         count(&lessons, "::reduce"),
         8 * 6 + 5 * 6 + 3 * 2 + 2 * 2 + 2 + 6
     );
-    assert_eq!(count(&library, "::reduce"), 3 * 6 + 1 + 2);
+    assert_eq!(count(&library, "::reduce"), 2 * 3 * 6 + 1 + 2);
     let e = entry_point("reduce_grid_sync_f32").unwrap();
     assert_eq!(
         e.params,
@@ -126,10 +126,10 @@ fn every_instance_is_listed_once_with_its_parameters() {
         );
     }
     assert!(e.cooperative);
-    // naive and shared on 3 types and weighted on 2 in the lessons, fast on 3 and fast weighted
-    // on 2 in the library, 6 radii each.
+    // naive and shared on 3 types and weighted on 2 in the lessons; fast on 3, fast weighted on
+    // 2, the bulk-copy and the cluster tiles on 3 each in the library; 6 radii each.
     assert_eq!(count(&lessons, "::stencil"), (3 + 3 + 2) * 6);
-    assert_eq!(count(&library, "::stencil"), (3 + 2) * 6);
+    assert_eq!(count(&library, "::stencil"), (3 + 2 + 3 + 3) * 6);
     let e = entry_point("reduce_fast_sum_i32_to_i64").unwrap();
     assert_eq!(
         e.params,

@@ -68,7 +68,11 @@ impl Tiling {
     /// tiles, and the input shift `SHIFT` of its tiles:
     /// `(input offset - out_offset - R) mod LANES` (element offsets from a 16-byte boundary).
     #[inline(always)]
-    pub(super) fn of<T: Element, const R: usize>(input: *const T, out: *mut T, n: usize) -> (Self, usize) {
+    pub(super) fn of<T: Element, const R: usize>(
+        input: *const T,
+        out: *mut T,
+        n: usize,
+    ) -> (Self, usize) {
         let (lanes, size) = (T::LANES, size_of::<T>());
         let in_offset = input as usize / size % lanes;
         let out_offset = out as usize / size % lanes;
@@ -78,7 +82,10 @@ impl Tiling {
             body: (out_offset + n).next_multiple_of(lanes),
             tile_len: block_dim_x() as usize * V * lanes,
         };
-        (tiling, (in_offset + lanes - out_offset + (lanes - 1) * R) % lanes)
+        (
+            tiling,
+            (in_offset + lanes - out_offset + (lanes - 1) * R) % lanes,
+        )
     }
 
     /// Tiles of the launch.
@@ -128,7 +135,13 @@ unsafe fn load_tile<T: Element>(input: *const T, tile: Tile) -> TileRegs<T> {
 /// # Safety
 /// `input` holds `n` elements; `s` holds `tile.vectors` vectors.
 #[inline(always)]
-pub(super) unsafe fn fill_edge_tile<T: Element>(s: *mut T, input: *const T, n: usize, mode: u32, tile: Tile) {
+pub(super) unsafe fn fill_edge_tile<T: Element>(
+    s: *mut T,
+    input: *const T,
+    n: usize,
+    mode: u32,
+    tile: Tile,
+) {
     let (mut e, block) = (thread_idx_x() as usize, block_dim_x() as usize);
     while e < tile.vectors * T::LANES {
         // SAFETY: `e` is inside the tile; `fetch` reads below `n`.
