@@ -17,8 +17,8 @@
 //!   it and says in one line that it is missing), the device ([`Gpu`]), launch configurations,
 //!   typed kernel launches ([`runtime::kernel`], for ferrocuda's kernels and, through
 //!   [`Gpu::load_module`], a kernel crate of your own), errors, events;
-//! - the kernel families: [`reduce`] (sum, min, max, plans, the reproducible sum) and
-//!   [`stencil`];
+//! - the kernel families: [`reduce`] (sum, min, max, plans, the reproducible sum),
+//!   [`stencil`] and [`copy`] (a device copy by bulk copies, sm_90);
 //! - [`multi`]: arrays cut into one shard per rank, and their reductions.
 //!
 //! That is all a program that depends on this library gets, and all [`Gpu::new`] loads: the
@@ -28,6 +28,7 @@
 //! `ferrocuda-lessons` (`host-crate/lessons/`), with its own kernel crate; the `ferrocuda`
 //! command line, the benchmark and the sanitizer pass are `ferrocuda-cli` (`host-crate/cli/`). `examples/` in the repository shows the library in use, including a
 //! kernel crate of one's own (`examples/dot-product`).
+pub mod copy;
 pub mod multi;
 pub mod reduce;
 pub mod runtime;

@@ -651,9 +651,24 @@ fn launch_rejects_bad_blocks(gpu: &Gpu) -> TestResult {
     }
 }
 
+/// Past the 48 KiB default a launch opts its kernel in (and runs); past the device's opt-in
+/// limit it is refused before the driver sees it.
 fn launch_rejects_shared_over_limit(gpu: &Gpu) -> TestResult {
     let x = vec![1.0f32; 100];
-    let over = gpu.props().shared_mem_per_block + 1;
+    let props = gpu.props();
+    if props.shared_mem_per_block_optin > props.shared_mem_per_block {
+        let past_default = props.shared_mem_per_block + 1;
+        let y = smoke::saxpy(gpu, 1.0, &x, &x, 128, past_default)
+            .with_context(|| format!("{past_default} B of dynamic shared memory (opt-in)"))?;
+        ensure!(
+            y.iter().all(|&v| v == 2.0),
+            "saxpy with {past_default} B of shared memory"
+        );
+    }
+    let over = props
+        .shared_mem_per_block_optin
+        .max(props.shared_mem_per_block)
+        + 1;
     expect_invalid_launch(smoke::saxpy(gpu, 1.0, &x, &x, 128, over), "shared memory")
 }
 

@@ -17,6 +17,14 @@ use ferrocuda_tests::{TestResult, exact_sum_input, gpu_test, random_vec, run_gpu
 fn main() -> ExitCode {
     run_gpu_suite(vec![
         gpu_test(
+            "copy_bulk_copies_every_size_and_offset_bit_for_bit_and_refuses_what_it_cannot_copy",
+            copy_bulk_checks,
+        ),
+        gpu_test(
+            "a_kernel_past_48_kib_of_shared_memory_opts_in_and_one_past_the_device_limit_is_refused",
+            shared_opt_in,
+        ),
+        gpu_test(
             "a_plan_reused_across_sizes_and_types_matches_the_cpu_and_a_fresh_run",
             plan_reuse_matches_fresh,
         ),
@@ -695,4 +703,151 @@ fn plans_own_their_gpu(gpu: &Gpu) -> TestResult {
         "on another thread: {on_thread}, expected {expected}"
     );
     Ok(())
+}
+
+/// `copy::copy_bulk` against the source's bits: sizes around a vector, a tile and a stage
+/// cycle (more tiles than the blocks' stages hold), each at every offset from a 16-byte
+/// boundary (the head and tail the threads copy); a pair at different offsets, a length
+/// mismatch and (before sm_90) the GPU refused, naming the kernel.
+fn copy_bulk_checks(gpu: &Gpu) -> TestResult {
+    use ferrocuda::copy::{CopyRun, copy_bulk};
+    use ferrocuda_lessons::kernels::config::{COPY_BULK_STAGES, COPY_BULK_TILE_BYTES};
+    let (probe, mut probe_out) = (gpu.alloc::<u32>(1, "probe")?, gpu.alloc::<u32>(1, "probe")?);
+    if gpu.props().compute_capability.0 < 9 {
+        let e = CopyRun::new(gpu, &probe, &mut probe_out)
+            .err()
+            .context("copy_bulk before sm_90")?;
+        ensure!(
+            e.to_string().contains("copy_bulk") && e.to_string().contains("sm_90"),
+            "{e}"
+        );
+        return Ok(());
+    }
+    let grid = CopyRun::new(gpu, &probe, &mut probe_out)?.config().grid[0] as usize;
+    let tile = (COPY_BULK_TILE_BYTES / 4) as usize;
+    let cycle = COPY_BULK_STAGES as usize * grid * tile;
+    let sizes = [
+        0,
+        1,
+        3,
+        4,
+        5,
+        31,
+        33,
+        tile - 1,
+        tile,
+        tile + 1,
+        5 * tile + 3,
+        cycle + tile + 5,
+        2 * cycle + 1,
+    ];
+    let longest = sizes.iter().max().unwrap() + 3;
+    let host: Vec<u32> = (0..longest as u32)
+        .map(|i| i.wrapping_mul(2654435761))
+        .collect();
+    let src = gpu.upload(&host, "copy source")?;
+    let mut dst = gpu.alloc::<u32>(longest, "copy destination")?;
+    let mut cases = 0;
+    for n in sizes {
+        for offset in 0..4 {
+            gpu.poison_async(&mut dst)?;
+            copy_bulk(
+                gpu,
+                &src.index(offset..offset + n),
+                &mut dst.index_mut(offset..offset + n),
+            )?;
+            let got = gpu.download(&dst)?;
+            let wrong = (offset..offset + n).find(|&i| got[i] != host[i]);
+            ensure!(
+                wrong.is_none(),
+                "copy_bulk n = {n} at offset {offset}: element {wrong:?} differs"
+            );
+            let outside = (0..longest).filter(|i| !(offset..offset + n).contains(i));
+            ensure!(
+                outside
+                    .clone()
+                    .all(|i| got[i] == u32::from_ne_bytes([u32::POISON_BYTE; 4])),
+                "copy_bulk n = {n} at offset {offset} wrote outside its destination"
+            );
+            cases += 1;
+        }
+    }
+    let refused = |r: ferrocuda::Result<()>, what: &str, needle: &str| -> TestResult {
+        match r {
+            Err(Error::InvalidArgument { what: w })
+                if w.contains("copy_bulk") && w.contains(needle) =>
+            {
+                Ok(())
+            }
+            other => Err(anyhow!(
+                "copy_bulk {what}: want an InvalidArgument naming it, got {other:?}"
+            )),
+        }
+    };
+    refused(
+        copy_bulk(gpu, &src.index(0..64), &mut dst.index_mut(1..65)),
+        "at offsets 0 and 4",
+        "same offset",
+    )?;
+    refused(
+        copy_bulk(gpu, &src.index(0..64), &mut dst.index_mut(0..63)),
+        "of 64 into 63",
+        "64 elements",
+    )?;
+    ensure!(cases == sizes.len() * 4, "every case ran");
+    Ok(())
+}
+
+/// Shared memory past the 48 KiB default: the bulk-copy kernel declares 64 KiB and launches
+/// (the launch opts in); a launch asking for more than the device's opt-in limit is refused
+/// before it reaches the driver, naming the limit.
+fn shared_opt_in(gpu: &Gpu) -> TestResult {
+    let props = gpu.props();
+    ensure!(
+        props.shared_mem_per_block_optin >= props.shared_mem_per_block,
+        "opt-in limit {} below the default {}",
+        props.shared_mem_per_block_optin,
+        props.shared_mem_per_block
+    );
+    if props.compute_capability.0 < 9 {
+        return Ok(());
+    }
+    let kernel = gpu.kernel(ferrocuda::kernels::copy::copy_bulk())?;
+    let declared = kernel.entry().dynamic_shared_bytes(32);
+    ensure!(
+        declared > 48 * 1024,
+        "copy_bulk declares {declared} B, not past 48 KiB"
+    );
+    let n = 1 << 20;
+    let host: Vec<u32> = (0..n as u32).collect();
+    let src = gpu.upload(&host, "opt-in source")?;
+    let dst = gpu.alloc::<u32>(n, "opt-in destination")?;
+    let args = || {
+        (
+            src.as_device_ptr().cast::<u8>(),
+            dst.as_device_ptr().cast::<u8>(),
+            4 * n,
+        )
+    };
+    // SAFETY: both buffers hold `4n` bytes at offset 0 of their allocations.
+    unsafe { kernel.launch_and_wait(LaunchConfig::linear(4, 32, declared), args())? };
+    ensure!(
+        gpu.download(&dst)? == host,
+        "the copy with {declared} B of shared memory"
+    );
+    let limit = props.shared_mem_per_block_optin;
+    // SAFETY: refused before the launch.
+    let past = unsafe { kernel.launch_and_wait(LaunchConfig::linear(4, 32, limit + 16), args()) };
+    match past {
+        Err(e)
+            if e.to_string().contains(&limit.to_string())
+                && e.to_string().contains("copy_bulk") =>
+        {
+            Ok(())
+        }
+        other => Err(anyhow!(
+            "{} B of dynamic shared memory: want a refusal naming {limit} B, got {other:?}",
+            limit + 16
+        )),
+    }
 }

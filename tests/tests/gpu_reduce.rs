@@ -63,7 +63,9 @@ fn main() -> ExitCode {
     }
     for op in [ReduceOp::Min, ReduceOp::Max] {
         for ty in ElemType::ALL {
-            trials.push(same_type_sweep_trial(ReduceVariant::Fast, op, ty));
+            for variant in [ReduceVariant::Fast, ReduceVariant::FastCluster] {
+                trials.push(same_type_sweep_trial(variant, op, ty));
+            }
         }
     }
     trials.push(sweep_trial(Reduction::<i32, i64> {

@@ -390,7 +390,7 @@ fn the_reproducible_sum_is_refused_for_integers_and_other_operators() {
     // The bench knows the name (it fails later, on opening the GPU, not on the name).
     let o = ferrocuda(&["bench", "--variants", "reproducible,quantum"]);
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("reproducible, or all"),
+        String::from_utf8_lossy(&o.stderr).contains("reproducible, copy_bulk, or all"),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );

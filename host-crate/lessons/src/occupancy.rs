@@ -126,6 +126,9 @@ pub struct Occupancy {
     /// The driver's suggested block size (`cuOccupancyMaxPotentialBlockSize`, with the
     /// dynamic shared memory the kernel declares for each block size it tries).
     pub suggested_block: u32,
+    /// For a kernel launched in thread block clusters: blocks per cluster, and the clusters
+    /// resident on the whole GPU at once (`cuOccupancyMaxActiveClusters`).
+    pub clusters: Option<(u32, u32)>,
 }
 
 /// The occupancy of kernel `entry` at `block` threads, with the dynamic shared memory its
@@ -147,6 +150,10 @@ pub fn occupancy(gpu: &Gpu, entry: &'static EntryInfo, block: u32) -> Result<Occ
     // The suggestion tries every block size, each with the dynamic shared memory the kernel
     // declares for it (a stencil's tile grows with its block).
     let (_, suggested_block) = kernel.suggested_block_size_declared()?;
+    let clusters = match kernel.cluster_blocks() {
+        0 => None,
+        c => Some((c, kernel.max_active_clusters(block, dynamic_shared)?)),
+    };
     Ok(Occupancy {
         kernel: entry.symbol.to_string(),
         block,
@@ -158,5 +165,6 @@ pub fn occupancy(gpu: &Gpu, entry: &'static EntryInfo, block: u32) -> Result<Occ
         limiter,
         occupancy,
         suggested_block,
+        clusters,
     })
 }

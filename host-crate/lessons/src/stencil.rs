@@ -69,6 +69,13 @@ impl StencilVariant {
         }
     }
 
+    /// Whether the GPU of `props` runs the variant (its compute capability reaches
+    /// [`min_arch`](Self::min_arch)).
+    pub fn runs_on(self, props: &ferrocuda::DeviceProps) -> bool {
+        let (major, minor) = props.compute_capability;
+        major * 10 + minor >= self.min_arch()
+    }
+
     /// From its name.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|v| v.name() == name)

@@ -709,7 +709,7 @@ impl<'g> KernelFunction<'g> {
                     props.name, props.compute_capability.0, props.compute_capability.1
                 ));
             }
-            if config.grid[0] % cluster != 0 {
+            if !config.grid[0].is_multiple_of(cluster) {
                 return fail(format!(
                     "grid x = {} is not a multiple of the kernel's cluster of {cluster} blocks",
                     config.grid[0]

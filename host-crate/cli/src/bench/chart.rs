@@ -195,7 +195,7 @@ pub fn bandwidth_chart(report: &Report, family: &str, ty: &str) -> String {
     let copy: Vec<(f64, f64)> = report
         .rows
         .iter()
-        .filter(|r| r.family == "copy" && r.ty == ty)
+        .filter(|r| r.family == "copy" && r.variant == "cuMemcpyDtoD" && r.ty == ty)
         .map(|r| (log2(r.n), r.gbs))
         .collect();
     let mut lines = Vec::new();

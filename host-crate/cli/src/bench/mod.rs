@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use cust::memory::AsyncCopyDestination;
 use ferrocuda::DeviceBuffer;
 
+use ferrocuda::copy::CopyRun;
 use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::runtime::error::{CudaContext, Error, Result};
 use ferrocuda::runtime::gpu::Gpu;
@@ -47,6 +48,9 @@ pub(crate) fn input_seed(n: usize) -> u64 {
     n as u64
 }
 
+/// The row of the bulk-copy kernel in the `copy` family (and its name for `--variants`).
+pub const COPY_BULK: &str = "copy_bulk";
+
 /// How many buffers of `bytes` it takes to exceed four L2 caches of `l2_bytes` (1 to 64).
 pub fn rotation(l2_bytes: usize, bytes: usize) -> usize {
     (4 * l2_bytes).div_ceil(bytes.max(1)).clamp(1, 64)
@@ -65,6 +69,8 @@ fn blocks_for(cfg: &BenchConfig, default: u32, ok: impl Fn(u32) -> bool) -> Vec<
 enum Job {
     /// `cuMemcpyDtoD` of the group's input: the ceiling.
     Copy,
+    /// The same copy by `copy_bulk`, a Rust kernel of bulk copies (sm_90).
+    CopyBulk,
     Reduce(ReduceVariant, u32),
     Stencil(StencilVariant, u32),
     /// `reduce::sum_reproducible` (f32, f64): every level, event-timed as one operation.
@@ -74,6 +80,9 @@ enum Job {
 /// The rows of one (size, type) group, in the order they are measured and reported.
 fn jobs(cfg: &BenchConfig, ty: ElemType) -> Vec<Job> {
     let mut jobs = vec![Job::Copy];
+    if cfg.copy_bulk {
+        jobs.push(Job::CopyBulk);
+    }
     for &v in cfg.reduce_variants.iter().filter(|v| v.supports_type(ty)) {
         for b in blocks_for(cfg, v.default_block(), |b| v.block_error(b).is_none()) {
             jobs.push(Job::Reduce(v, b));
@@ -184,6 +193,7 @@ impl<'g, T: Element> Group<'g, T> {
     fn round(&mut self, job: Job, first: bool, last: bool, flush: &mut L2Flush) -> Result<Round> {
         match job {
             Job::Copy => self.copy_round(first || last),
+            Job::CopyBulk => self.copy_bulk_round(first || last),
             Job::Reduce(v, block) => self.reduce_round(v, block, first, last, flush),
             Job::Stencil(v, block) => self.stencil_round(v, block, first, last),
             Job::Reproducible => self.reproducible_round(first || last),
@@ -237,8 +247,45 @@ impl<'g, T: Element> Group<'g, T> {
                 .call("cuMemcpyDtoDAsync")
             },
         )?;
+        self.copied(samples, check, "-".into())
+    }
+
+    /// The same copy by the bulk-copy kernel, its configurations prepared before the timing.
+    fn copy_bulk_round(&mut self, check: bool) -> Result<Round> {
+        let (gpu, k, last) = (
+            self.gpu,
+            self.outputs.len(),
+            self.last_used(self.outputs.len()),
+        );
+        if check {
+            self.poison_outputs()?;
+        }
+        let mut runs: Vec<CopyRun> = self
+            .inputs
+            .iter()
+            .zip(self.outputs.iter_mut())
+            .map(|(i, o)| CopyRun::new(gpu, i, o))
+            .collect::<Result<_>>()?;
+        let grid = runs[0].config().grid[0].to_string();
+        let runs_cell = RefCell::new(&mut runs);
+        let samples = time_samples(
+            gpu,
+            3,
+            self.reps,
+            |_| Ok(()),
+            |i| runs_cell.borrow_mut()[i % k].launch(),
+        )?;
+        runs[last].finish()?;
+        drop(runs);
+        self.copied(samples, check, grid)
+    }
+
+    /// A copy row's round: in a checked round, the destination the last repetition wrote must
+    /// hold the source's bits.
+    fn copied(&mut self, samples: Vec<f64>, check: bool, grid: String) -> Result<Round> {
+        let k = self.outputs.len();
         let checks = if check {
-            let got = gpu.download(&self.outputs[self.last_used(k)])?;
+            let got = self.gpu.download(&self.outputs[self.last_used(k)])?;
             let same = got.len() == self.host.len()
                 && got.iter().zip(&self.host).all(|(a, b)| a.same_bits(*b));
             vec![Check {
@@ -250,13 +297,13 @@ impl<'g, T: Element> Group<'g, T> {
                 },
             }]
         } else {
-            gpu.synchronize()?;
+            self.gpu.synchronize()?;
             Vec::new()
         };
         Ok(Round {
             samples,
             checks,
-            grid: "-".into(),
+            grid,
             bytes: 2 * (self.host.len() * size_of::<T>()) as u64,
         })
     }
@@ -485,6 +532,7 @@ impl<'g> Pending<'g> {
                 n: self.n as u64,
                 block: match job {
                     Job::Copy => 0,
+                    Job::CopyBulk => ferrocuda::kernels::config::COPY_BULK_BLOCK,
                     Job::Reduce(_, b) | Job::Stencil(_, b) => b,
                     Job::Reproducible => ferrocuda_lessons::kernels::config::REDUCE_REPRO_BLOCK,
                 },
@@ -506,7 +554,7 @@ impl<'g> Pending<'g> {
 
 fn job_family(job: Job) -> &'static str {
     match job {
-        Job::Copy => "copy",
+        Job::Copy | Job::CopyBulk => "copy",
         Job::Reduce(..) | Job::Reproducible => "reduce",
         Job::Stencil(..) => "stencil",
     }
@@ -515,6 +563,7 @@ fn job_family(job: Job) -> &'static str {
 fn job_name(job: Job, radius: u32) -> String {
     match job {
         Job::Copy => "cuMemcpyDtoD".into(),
+        Job::CopyBulk => COPY_BULK.into(),
         Job::Reduce(v, _) => v.name().into(),
         Job::Stencil(v, _) => format!("{}_r{radius}", v.name()),
         Job::Reproducible => reproducible::REPRODUCIBLE.into(),
@@ -629,8 +678,19 @@ const GIB: f64 = (1u64 << 30) as f64;
 
 /// Runs the benchmark.
 pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
-    check_fits(gpu, cfg)?;
     let p = gpu.props();
+    let (cfg, left_out) = cfg.on_device(p);
+    let cfg = &cfg;
+    if !left_out.is_empty() {
+        eprintln!(
+            "bench: {} (compute capability {}.{}) does not run {}: left out",
+            p.name,
+            p.compute_capability.0,
+            p.compute_capability.1,
+            left_out.join(", ")
+        );
+    }
+    check_fits(gpu, cfg)?;
     let steps: usize = cfg.types.iter().map(|&ty| jobs(cfg, ty).len() - 1).sum();
     let mut progress = Progress::new(steps * cfg.sizes.len() * cfg.rounds.max(1));
     let baselines = if cfg.baselines {

@@ -22,6 +22,9 @@ pub struct BenchConfig {
     pub stencil_variants: Vec<StencilVariant>,
     /// Whether the reduce family has the reproducible sum's row (for `f32` and `f64`).
     pub reproducible: bool,
+    /// Whether each group has the bulk-copy kernel's row (`copy_bulk`) beside the driver's
+    /// copy (sm_90 and newer).
+    pub copy_bulk: bool,
     /// Block sizes to try per variant (each variant's default when empty).
     pub blocks: Vec<u32>,
     /// Stencil radius.
@@ -42,6 +45,30 @@ pub struct BenchConfig {
 }
 
 impl BenchConfig {
+    /// This run on the GPU of `props`: without the variants it cannot run (the cluster and
+    /// bulk-copy kernels before sm_90), and the names of those left out.
+    pub fn on_device(&self, props: &ferrocuda::DeviceProps) -> (Self, Vec<&'static str>) {
+        let mut cfg = self.clone();
+        let mut left_out = Vec::new();
+        cfg.reduce_variants.retain(|v| {
+            v.runs_on(props) || {
+                left_out.push(v.name());
+                false
+            }
+        });
+        cfg.stencil_variants.retain(|v| {
+            v.runs_on(props) || {
+                left_out.push(v.name());
+                false
+            }
+        });
+        if cfg.copy_bulk && props.compute_capability.0 < 9 {
+            cfg.copy_bulk = false;
+            left_out.push(super::COPY_BULK);
+        }
+        (cfg, left_out)
+    }
+
     /// The default run of `cargo xtask bench`.
     pub fn default_run() -> Self {
         Self {
@@ -50,6 +77,7 @@ impl BenchConfig {
             reduce_variants: ReduceVariant::ALL.to_vec(),
             stencil_variants: StencilVariant::ALL.to_vec(),
             reproducible: true,
+            copy_bulk: true,
             blocks: Vec::new(),
             radius: ferrocuda_lessons::stencil::STENCIL_DEFAULT_RADIUS,
             reps: 20,
@@ -373,16 +401,18 @@ pub fn markdown(report: &Report, charts: &[String]) -> String {
     baseline_failures_markdown(report, &mut s);
     let _ = writeln!(
         s,
-        "## copy (the ceiling)\n\n| type | bytes | median us | GB/s (read + write) |\n|---|---:|---:|---:|"
+        "## copy (the ceiling)\n\n| copy | type | bytes | median us | GB/s (read + write) | % of cuMemcpyDtoD |\n|---|---|---:|---:|---:|---:|"
     );
     for r in report.rows.iter().filter(|r| r.family == "copy") {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.2} | {:.0} |",
+            "| {} | {} | {} | {:.2} | {:.0} | {:.1}% |",
+            r.variant,
             r.ty,
             r.bytes / 2,
             r.median_us,
-            r.gbs
+            r.gbs,
+            r.pct_copy
         );
     }
     api_markdown(report, &mut s);

@@ -84,6 +84,7 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
     }
     reproducible_cases::<f32>(gpu, &mut record)?;
     reproducible_cases::<f64>(gpu, &mut record)?;
+    copy_cases(gpu, &mut record)?;
     let wide: Vec<i32> = (0..4099).map(|i| i32::MAX - i).collect();
     let d = gpu.upload(&wide, "widening input")?;
     let want: i64 = wide.iter().map(|&v| v as i64).sum();
@@ -146,8 +147,9 @@ fn reduce_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> R
     let input = gpu.upload(&host, "sanitize reduce input")?;
     for v in ReduceVariant::ALL
         .into_iter()
-        .filter(|v| v.supports_type(T::TYPE))
+        .filter(|v| v.supports_type(T::TYPE) && v.runs_on(gpu.props()))
     {
+        let fast = matches!(v, ReduceVariant::Fast | ReduceVariant::FastCluster);
         let blocks: Vec<u32> = if v == ReduceVariant::CompleteUnroll {
             ferrocuda_lessons::reduce::complete_unroll_blocks()
         } else {
@@ -155,18 +157,14 @@ fn reduce_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> R
         };
         for op in ReduceOp::ALL.into_iter().filter(|&o| v.supports_op(o)) {
             for &block in &blocks {
-                let sizes: &[usize] = if v == ReduceVariant::Fast {
+                let sizes: &[usize] = if fast {
                     &[CASE_SIZES[0], CASE_SIZES[1], fast_sizes[0], fast_sizes[1]]
                 } else {
                     &CASE_SIZES
                 };
                 for &n in sizes {
                     // Offset 1: an odd start, so the vector paths take their scalar head.
-                    let (lo, hi) = if v == ReduceVariant::Fast {
-                        (1, n + 1)
-                    } else {
-                        (0, n)
-                    };
+                    let (lo, hi) = if fast { (1, n + 1) } else { (0, n) };
                     let slice = input.index(lo..hi);
                     let mut run = ReduceRun::<T>::new(gpu, v, op, &slice, block)?;
                     let got = run.run()?;
@@ -190,7 +188,7 @@ fn stencil_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> 
         .collect();
     for v in StencilVariant::ALL
         .into_iter()
-        .filter(|v| v.supports_type(T::TYPE))
+        .filter(|v| v.supports_type(T::TYPE) && v.runs_on(gpu.props()))
     {
         // Every radius with an entry point: each is its own kernel.
         for radius in STENCIL_RADII {
@@ -206,8 +204,15 @@ fn stencil_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> 
                 if v.error(taps, v.default_block()).is_some() {
                     continue;
                 }
+                // The bulk-copy stencil reuses each stage only past `STAGES` tiles per block:
+                // one size with more tiles than three per resident block (R = 3, f32).
+                let mut sizes = CASE_SIZES.to_vec();
+                if v == StencilVariant::Bulk && T::TYPE == ElemType::F32 && radius == 3 {
+                    sizes.push(BULK_STAGE_REUSE_SIZE);
+                }
                 for boundary in Boundary::ALL {
-                    for n in CASE_SIZES {
+                    for &n in &sizes {
+                        let host = stencil_input::<T>(&host, n);
                         let input = gpu.upload(&host[..n], "sanitize stencil input")?;
                         let mut output: DeviceBuffer<T> =
                             gpu.alloc(n, "sanitize stencil output")?;
@@ -230,6 +235,58 @@ fn stencil_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> 
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// A stencil size past three tiles of the bulk-copy stencil per resident block on a GPU of up
+/// to 144 SMs (tiles of 1024 `f32`, at most 16 blocks an SM), with a ragged tail.
+const BULK_STAGE_REUSE_SIZE: usize = (1 << 23) + 5;
+
+/// `n` elements of input: `host` when long enough, else `host` repeated.
+fn stencil_input<T: Element>(host: &[T], n: usize) -> std::borrow::Cow<'_, [T]> {
+    if n <= host.len() {
+        std::borrow::Cow::Borrowed(host)
+    } else {
+        std::borrow::Cow::Owned(host.iter().copied().cycle().take(n).collect())
+    }
+}
+
+/// The bulk copy (sm_90): an aligned and a misaligned pair (the threads' head and tail) at the
+/// case sizes, and one past `STAGES` tiles per resident block, so every stage is reused.
+fn copy_cases(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Result<()> {
+    use ferrocuda::copy::CopyRun;
+    use ferrocuda_lessons::kernels::config::{COPY_BULK_STAGES, COPY_BULK_TILE_BYTES};
+    if gpu.props().compute_capability.0 < 9 {
+        return Ok(());
+    }
+    let tile = (COPY_BULK_TILE_BYTES / 4) as usize;
+    let probe = gpu.alloc::<f32>(1, "copy probe")?;
+    let mut probe_out = gpu.alloc::<f32>(1, "copy probe")?;
+    let grid = CopyRun::new(gpu, &probe, &mut probe_out)?.config().grid[0] as usize;
+    let big = COPY_BULK_STAGES as usize * grid * tile + tile + 7;
+    for (n, offset) in [
+        (CASE_SIZES[0], 0),
+        (CASE_SIZES[1], 0),
+        (CASE_SIZES[1], 3),
+        (big, 1),
+    ] {
+        let host: Vec<f32> = (0..n + offset).map(|i| i as f32).collect();
+        let src = gpu.upload(&host, "sanitize copy source")?;
+        let mut dst = gpu.alloc::<f32>(n + offset, "sanitize copy destination")?;
+        gpu.poison_async(&mut dst)?;
+        {
+            let (from, mut to) = (src.index(offset..), dst.index_mut(offset..));
+            let mut run = CopyRun::new(gpu, &from, &mut to)?;
+            run.launch()?;
+            run.finish()?;
+        }
+        let got = gpu.download(&dst)?;
+        let ok = got[offset..]
+            .iter()
+            .zip(&host[offset..])
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        record(ferrocuda::kernels::copy::copy_bulk().info().symbol, ok);
     }
     Ok(())
 }

@@ -108,6 +108,13 @@ impl ReduceVariant {
         }
     }
 
+    /// Whether the GPU of `props` runs the variant (its compute capability reaches
+    /// [`min_arch`](Self::min_arch)).
+    pub fn runs_on(self, props: &ferrocuda::DeviceProps) -> bool {
+        let (major, minor) = props.compute_capability;
+        major * 10 + minor >= self.min_arch()
+    }
+
     /// From its CLI name.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|v| v.name() == name)
@@ -312,7 +319,7 @@ impl<T: Element, A: Element> Entries<T, A> {
 /// The cluster form of the fast path for `op` (same parameters as the fast path's).
 fn fast_cluster_entry<T: Element, A: Element>(
     op: ReduceOp,
-) -> Option<Entry<(*const T, usize, *mut A, *mut u32, *mut A)>> {
+) -> Option<Entry<ferrocuda::reduce::FastArgs<T, A>>> {
     use ferrocuda::kernels::reduce as k;
     let same = match op {
         ReduceOp::Sum => k::reduce_fast_cluster::<k::Sum, T>(),

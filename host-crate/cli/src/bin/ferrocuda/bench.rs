@@ -6,6 +6,7 @@ use clap::Args;
 use ferrocuda::Gpu;
 use ferrocuda::runtime::element::ElemType;
 use ferrocuda_cli::args::parse_count;
+use ferrocuda_cli::bench::COPY_BULK;
 use ferrocuda_cli::bench::reproducible::REPRODUCIBLE;
 use ferrocuda_cli::bench::{self, BenchConfig};
 use ferrocuda_lessons::reduce::ReduceVariant;
@@ -20,7 +21,8 @@ pub struct BenchArgs {
     /// Element types of the reductions, comma-separated; the stencil runs on f32, f64, i32.
     #[arg(long, default_value = "f32,i32")]
     types: String,
-    /// Variants, comma-separated names of reduce or stencil variants, or `all`.
+    /// Variants, comma-separated names of reduce or stencil variants, `reproducible`,
+    /// `copy_bulk` (the copy kernel beside the driver's), or `all`.
     #[arg(long, default_value = "all")]
     variants: String,
     /// Block sizes to try, comma-separated (default: each variant's own).
@@ -82,19 +84,20 @@ impl BenchArgs {
             })
             .collect::<Result<Vec<_>>>()?;
         let (mut reduce_variants, mut stencil_variants) = (Vec::new(), Vec::new());
-        let mut reproducible = false;
+        let (mut reproducible, mut copy_bulk) = (false, false);
         if self.variants == "all" {
             reduce_variants = ReduceVariant::ALL.to_vec();
             stencil_variants = StencilVariant::ALL.to_vec();
-            reproducible = true;
+            (reproducible, copy_bulk) = (true, true);
         } else {
             for v in list(&self.variants) {
                 match (ReduceVariant::from_name(&v), StencilVariant::from_name(&v)) {
                     (None, None) if v == REPRODUCIBLE => reproducible = true,
+                    (None, None) if v == COPY_BULK => copy_bulk = true,
                     (None, None) => {
                         bail!(
                             "unknown variant `{v}` (a reduce or stencil variant name, \
-                             {REPRODUCIBLE}, or all)"
+                             {REPRODUCIBLE}, {COPY_BULK}, or all)"
                         )
                     }
                     (r, s) => {
@@ -147,6 +150,7 @@ impl BenchArgs {
             reduce_variants,
             stencil_variants,
             reproducible,
+            copy_bulk,
             blocks,
             radius: self.radius,
             reps: self.reps,

@@ -353,6 +353,13 @@ fn print_occupancy(o: &Occupancy) {
         o.limiter.name(),
         o.suggested_block
     );
+    if let Some((blocks, resident)) = o.clusters {
+        println!(
+            "{:<36}clusters of {blocks} blocks: {resident} resident on the GPU at once ({} blocks; cuOccupancyMaxActiveClusters)",
+            "",
+            resident * blocks
+        );
+    }
 }
 
 /// Prints the occupancy table, or runs the sweep.
@@ -360,8 +367,12 @@ pub fn occupancy(gpu: &Gpu, a: &OccupancyArgs) -> Result<()> {
     if a.sweep {
         return sweep(gpu);
     }
-    let kernels = if a.kernel == "all" {
+    let kernels: Vec<_> = if a.kernel == "all" {
+        // A kernel built only for newer GPUs (clusters, bulk copies) is not in this GPU's PTX.
         entry_points()
+            .into_iter()
+            .filter(|e| e.built_for(gpu.ptx_arch()))
+            .collect()
     } else {
         entry_point(&a.kernel).into_iter().collect()
     };

@@ -102,7 +102,7 @@ enum Command {
     ///
     /// Explained in (讲解): docs/stencil.md
     Stencil {
-        /// A variant name (naive, shared, weighted, fast), or `all`.
+        /// A variant name (naive, shared, weighted, cluster, fast, bulk; cluster and bulk need sm_90), or `all`.
         #[arg(long, default_value = "all")]
         variant: String,
         /// Radius R: 1, 2, 3, 4, 8 or 16 (default: 3, or the one --weights implies).
@@ -485,6 +485,14 @@ fn reduce_table<T: Element>(
     );
     let mut all_passed = true;
     for &v in &a.variants {
+        if a.variants.len() > 1 && !v.runs_on(gpu.props()) {
+            println!(
+                "{:<24}needs sm_{} or newer: not run on this GPU",
+                v.name(),
+                v.min_arch()
+            );
+            continue;
+        }
         let block = a.block.unwrap_or(v.default_block());
         let m = reduce::measure(gpu, v, a.op, &input, &reference, block, 3, a.reps)?;
         let gbs = m.stats.gbs(m.bytes);
@@ -600,6 +608,14 @@ fn stencil(
         );
         let mut all_passed = true;
         for &v in variants {
+            if variants.len() > 1 && !v.runs_on(gpu.props()) {
+                println!(
+                    "{:<10}needs sm_{} or newer: not run on this GPU",
+                    v.name(),
+                    v.min_arch()
+                );
+                continue;
+            }
             let block = block.unwrap_or(v.default_block());
             let m = ferrocuda_lessons::stencil::measure(
                 gpu, v, taps, boundary, &input, &host, block, 3, reps,
