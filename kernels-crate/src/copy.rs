@@ -13,7 +13,8 @@
 //! Bulk copies need 16-byte aligned addresses on both sides: the bytes before the source's
 //! first 16-byte boundary (the head) and after its last (the tail) are copied by the block's
 //! threads, one byte each. A source and destination at different offsets from a 16-byte
-//! boundary cannot be bulk-copied: the host uses the driver's copy for them.
+//! boundary cannot be bulk-copied: the host refuses them (`ferrocuda::copy::CopyRun::new`),
+//! naming the driver's copy, which takes any pair.
 #[cfg(any(not(target_arch = "nvptx64"), feature = "entry-points"))]
 use crate::entry::kernel;
 
@@ -82,6 +83,7 @@ pub unsafe fn copy_bulk(src: *const u8, dst: *mut u8, bytes: usize) {
     if thread_idx_x() != 0 || body == 0 {
         return;
     }
+    const { assert!(COPY_BULK_STAGES >= 2 && COPY_BULK_STAGES <= 8) };
     let tile = COPY_BULK_TILE_BYTES as usize;
     let stages = COPY_BULK_STAGES as usize;
     let tiles = body.div_ceil(tile);

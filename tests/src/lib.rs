@@ -21,6 +21,21 @@ use libtest_mimic::{Arguments, Completion, Failed, Trial};
 /// What a test returns.
 pub type TestResult = anyhow::Result<()>;
 
+/// Whether `gpu` runs kernels built for `sm_{min_arch}` and newer (the thread block cluster and
+/// bulk-copy variants need sm_90); when it does not, says so loudly on stderr, naming `what`,
+/// so that a test on an older GPU leaves those variants out visibly.
+pub fn arch_allows(gpu: &Gpu, what: &str, min_arch: u32) -> bool {
+    let (major, minor) = gpu.props().compute_capability;
+    let ok = major * 10 + minor >= min_arch;
+    if !ok {
+        eprintln!(
+            "SKIPPED {what}: needs sm_{min_arch} or newer; {} is compute capability {major}.{minor}",
+            gpu.props().name
+        );
+    }
+    ok
+}
+
 thread_local! {
     static GPU: RefCell<Option<Result<&'static Gpu, SkipOrFail>>> = const { RefCell::new(None) };
 }

@@ -711,7 +711,9 @@ fn plans_own_their_gpu(gpu: &Gpu) -> TestResult {
 /// mismatch and (before sm_90) the GPU refused, naming the kernel.
 fn copy_bulk_checks(gpu: &Gpu) -> TestResult {
     use ferrocuda::copy::{CopyRun, copy_bulk};
-    use ferrocuda_lessons::kernels::config::{COPY_BULK_STAGES, COPY_BULK_TILE_BYTES};
+    use ferrocuda_lessons::kernels::config::{
+        COPY_BULK_BLOCK, COPY_BULK_STAGES, COPY_BULK_TILE_BYTES,
+    };
     let (probe, mut probe_out) = (gpu.alloc::<u32>(1, "probe")?, gpu.alloc::<u32>(1, "probe")?);
     if gpu.props().compute_capability.0 < 9 {
         let e = CopyRun::new(gpu, &probe, &mut probe_out)
@@ -723,9 +725,26 @@ fn copy_bulk_checks(gpu: &Gpu) -> TestResult {
         );
         return Ok(());
     }
-    let grid = CopyRun::new(gpu, &probe, &mut probe_out)?.config().grid[0] as usize;
+    // The blocks a large copy launches (the resident ones): past `STAGES * grid` tiles every
+    // block refills its stages after their stores have read them.
+    let shared = COPY_BULK_STAGES * COPY_BULK_TILE_BYTES;
+    let grid = gpu
+        .kernel(ferrocuda::kernels::copy::copy_bulk())?
+        .resident_blocks(COPY_BULK_BLOCK, shared)? as usize;
     let tile = (COPY_BULK_TILE_BYTES / 4) as usize;
     let cycle = COPY_BULK_STAGES as usize * grid * tile;
+    {
+        let n = cycle + tile + 5;
+        let (a, mut b) = (
+            gpu.alloc::<u32>(n, "grid probe")?,
+            gpu.alloc::<u32>(n, "grid probe")?,
+        );
+        let launched = CopyRun::new(gpu, &a, &mut b)?.config().grid[0] as usize;
+        ensure!(
+            launched == grid,
+            "a copy of {n} elements launches {launched} blocks, not the {grid} resident ones"
+        );
+    }
     let sizes = [
         0,
         1,
@@ -784,6 +803,20 @@ fn copy_bulk_checks(gpu: &Gpu) -> TestResult {
             )),
         }
     };
+    // The same offset from a 16-byte boundary at different places: bytes 4 and 20.
+    let n = 5 * tile + 3;
+    gpu.poison_async(&mut dst)?;
+    copy_bulk(gpu, &src.index(1..1 + n), &mut dst.index_mut(5..5 + n))?;
+    let got = gpu.download(&dst)?;
+    ensure!(
+        got[5..5 + n] == host[1..1 + n],
+        "copy_bulk from byte 4 to byte 20"
+    );
+    refused(
+        copy_bulk(gpu, &src.index(0..64), &mut dst.index_mut(2..66)),
+        "at offsets 0 and 8",
+        "same offset",
+    )?;
     refused(
         copy_bulk(gpu, &src.index(0..64), &mut dst.index_mut(1..65)),
         "at offsets 0 and 4",

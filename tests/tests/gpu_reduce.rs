@@ -48,7 +48,9 @@ use ferrocuda_tests::reduce_suite::{
     LARGEST, PATTERN_SIZES, POOL_LEN, alternating_pool, blocks, constant_pool, exact_pool_seed,
     seed, sizes,
 };
-use ferrocuda_tests::{TestResult, exact_sum_input, gpu_test, random_vec, run_gpu_suite};
+use ferrocuda_tests::{
+    TestResult, arch_allows, exact_sum_input, gpu_test, random_vec, run_gpu_suite,
+};
 use libtest_mimic::Trial;
 
 fn main() -> ExitCode {
@@ -451,6 +453,9 @@ fn sweep_trial<T: Element, A: Element>(r: Reduction<T, A>) -> Trial {
         T::TYPE
     );
     gpu_test(&name, move |gpu| {
+        if !arch_allows(gpu, r.variant.name(), r.variant.min_arch()) {
+            return Ok(());
+        }
         matches_cpu_on_every_size_and_block(gpu, &r)
     })
 }
@@ -529,7 +534,7 @@ fn empty_sum_is_zero<T: Element>(gpu: &Gpu) -> TestResult {
         let mut variants = 0;
         for variant in ReduceVariant::ALL
             .into_iter()
-            .filter(|v| v.supports_type(ty))
+            .filter(|v| v.supports_type(ty) && v.runs_on(gpu.props()))
         {
             let block = variant.default_block();
             let case = format!("{} sum of an {what} of {ty}, block {block}", variant.name());
@@ -587,7 +592,12 @@ fn float_patterns_trial<T: Element>(variant: ReduceVariant) -> Trial {
             variant.name(),
             T::TYPE
         ),
-        move |gpu| within_bound_on_constant_and_alternating::<T>(gpu, variant),
+        move |gpu| {
+            if !arch_allows(gpu, variant.name(), variant.min_arch()) {
+                return Ok(());
+            }
+            within_bound_on_constant_and_alternating::<T>(gpu, variant)
+        },
     )
 }
 
@@ -646,6 +656,9 @@ fn library_function_is_reproducible<T: Element>(gpu: &Gpu, op: ReduceOp) -> Test
 }
 
 fn variant_is_reproducible(gpu: &Gpu, variant: ReduceVariant) -> TestResult {
+    if !arch_allows(gpu, variant.name(), variant.min_arch()) {
+        return Ok(());
+    }
     let mut types = 0;
     for ty in ElemType::ALL {
         if variant.supports_type(ty) && variant.is_deterministic(ty) {
@@ -711,7 +724,10 @@ fn expect_invalid<R>(
 
 fn unsupported_types_are_invalid(gpu: &Gpu) -> TestResult {
     let mut cases = 0;
-    for variant in ReduceVariant::ALL {
+    for variant in ReduceVariant::ALL
+        .into_iter()
+        .filter(|v| v.runs_on(gpu.props()))
+    {
         for ty in ElemType::ALL
             .into_iter()
             .filter(|&t| !variant.supports_type(t))
@@ -738,7 +754,10 @@ fn unsupported_types_are_invalid(gpu: &Gpu) -> TestResult {
 fn unsupported_ops_are_invalid(gpu: &Gpu) -> TestResult {
     let input = gpu.upload(&random_vec::<f32>(100, 2), "input")?;
     let mut cases = 0;
-    for variant in ReduceVariant::ALL {
+    for variant in ReduceVariant::ALL
+        .into_iter()
+        .filter(|v| v.runs_on(gpu.props()))
+    {
         for op in ReduceOp::ALL
             .into_iter()
             .filter(|&o| !variant.supports_op(o))
@@ -756,7 +775,10 @@ fn unsupported_ops_are_invalid(gpu: &Gpu) -> TestResult {
 fn unsupported_blocks_are_invalid(gpu: &Gpu) -> TestResult {
     let input = gpu.upload(&random_vec::<f32>(100, 3), "input")?;
     let mut cases = 0;
-    for variant in ReduceVariant::ALL {
+    for variant in ReduceVariant::ALL
+        .into_iter()
+        .filter(|v| v.runs_on(gpu.props()))
+    {
         for block in [0u32, 1, 16, 31, 33, 48, 96, 100, 2048] {
             if variant.block_error(block).is_none() {
                 continue;
@@ -773,7 +795,10 @@ fn unsupported_blocks_are_invalid(gpu: &Gpu) -> TestResult {
 
 fn unsupported_widening_is_invalid(gpu: &Gpu) -> TestResult {
     let i32_input = gpu.upload(&random_vec::<i32>(100, 4), "input")?;
-    for variant in ReduceVariant::ALL {
+    for variant in ReduceVariant::ALL
+        .into_iter()
+        .filter(|v| v.runs_on(gpu.props()))
+    {
         if variant == ReduceVariant::Fast {
             continue;
         }

@@ -42,7 +42,7 @@ use ferrocuda::{Error, Gpu, with_elem_type};
 use ferrocuda_lessons::cpu::{self, SplitMix64, StencilPoint};
 use ferrocuda_lessons::kernels::config::STENCIL_RADII;
 use ferrocuda_lessons::stencil::{self, Boundary, StencilRun, StencilVariant, Taps};
-use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite};
+use ferrocuda_tests::{TestResult, arch_allows, gpu_test, random_vec, run_gpu_suite};
 
 fn main() -> ExitCode {
     let mut trials = Vec::new();
@@ -292,6 +292,7 @@ fn sweep<T: Element>(
     let variants: Vec<StencilVariant> = StencilVariant::ALL
         .into_iter()
         .filter(|v| v.supports_type(T::TYPE) && (v.supports_weights() || !weighted))
+        .filter(|v| arch_allows(gpu, v.name(), v.min_arch()))
         .collect();
     let r = radius as usize;
     let mut sizes = vec![1, r, 2 * r, 2 * r + 1, 31, 33];
@@ -336,7 +337,10 @@ fn sweep<T: Element>(
 
 fn empty_input(gpu: &Gpu) -> TestResult {
     let input: DeviceBuffer<f32> = gpu.alloc(0, "empty input")?;
-    for variant in StencilVariant::ALL {
+    for variant in StencilVariant::ALL
+        .into_iter()
+        .filter(|v| v.runs_on(gpu.props()))
+    {
         let mut output: DeviceBuffer<f32> = gpu.alloc(0, "empty output")?;
         let mut run = StencilRun::new(
             gpu,
@@ -430,7 +434,10 @@ fn rejects_unsupported(gpu: &Gpu) -> TestResult {
     let (input, mut tail) = f.split_at_mut(100);
     let mut output = tail.index_mut(..100);
     let sum = |radius| Taps::<f32>::Sum { radius };
-    for variant in StencilVariant::ALL {
+    for variant in StencilVariant::ALL
+        .into_iter()
+        .filter(|v| v.runs_on(gpu.props()))
+    {
         let s = (&*input, &mut *output);
         expect_invalid(
             gpu,
@@ -493,7 +500,10 @@ fn rejects_unsupported(gpu: &Gpu) -> TestResult {
     )?;
     let mut u = gpu.alloc::<u32>(200, "u32 buffer")?;
     let (u_in, mut u_out) = u.split_at_mut(100);
-    for variant in StencilVariant::ALL {
+    for variant in StencilVariant::ALL
+        .into_iter()
+        .filter(|v| v.runs_on(gpu.props()))
+    {
         let s = (&*u_in, &mut *u_out);
         expect_invalid(gpu, variant, &Taps::Sum { radius: 3 }, s, 256, &["u32"])?;
     }

@@ -396,29 +396,51 @@ impl<'g> KernelFunction<'g> {
 
     /// Opts the function in to `dynamic_shared_bytes` of dynamic shared memory when that is
     /// more than a block may use by default (48 KiB), as `cudaFuncSetAttribute(f,
-    /// cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)` does in CUDA C++; once per handle
-    /// and size.
-    fn opt_in_shared(
-        &self,
-        dynamic_shared_bytes: u32,
-        launch: Option<&KernelLaunch>,
-    ) -> Result<()> {
+    /// cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)` does in CUDA C++. The attribute
+    /// belongs to the `CUfunction`, which every handle of the kernel shares: it is only ever
+    /// raised (read, compared and set under one process-wide lock), so a handle asking for less
+    /// never takes away what another one opted in to. Past the device's opt-in limit it is an
+    /// `InvalidArgument` naming the kernel; `launch` describes the launch for a driver error.
+    fn opt_in_shared(&self, dynamic_shared_bytes: u32, launch: Option<LaunchConfig>) -> Result<()> {
         use std::sync::atomic::Ordering::Relaxed;
-        let default = self.gpu.props().shared_mem_per_block;
+        static OPT_IN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let props = self.gpu.props();
         let needed = self.attributes.static_shared_bytes as u64 + dynamic_shared_bytes as u64;
-        if needed <= default as u64 || dynamic_shared_bytes <= self.shared_opt_in.load(Relaxed) {
+        if needed <= props.shared_mem_per_block as u64
+            || dynamic_shared_bytes <= self.shared_opt_in.load(Relaxed)
+        {
             return Ok(());
         }
+        let limit = props
+            .shared_mem_per_block_optin
+            .max(props.shared_mem_per_block);
+        if needed > limit as u64 {
+            return Err(Error::InvalidArgument {
+                what: format!(
+                    "kernel `{}`: {} B static + {dynamic_shared_bytes} B dynamic shared memory exceeds the {limit} B a block may use on {}",
+                    self.symbol(),
+                    self.attributes.static_shared_bytes,
+                    props.name
+                ),
+            });
+        }
+        let described = launch.map(|c| self.describe(c));
+        let _serial = OPT_IN.lock().unwrap_or_else(|e| e.into_inner());
         self.gpu.make_current()?;
-        // SAFETY: a live function handle; the size was checked against the device's opt-in
-        // limit (`validate`), and the driver checks it again.
-        check_raw_launch("cuFuncSetAttribute", launch, unsafe {
-            cust::sys::cuFuncSetAttribute(
-                self.raw,
-                cust::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                dynamic_shared_bytes as i32,
-            )
+        let attribute =
+            cust::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+        let mut current = 0;
+        // SAFETY: a live function handle and a writable int.
+        check_raw_launch("cuFuncGetAttribute", described.as_ref(), unsafe {
+            cust::sys::cuFuncGetAttribute(&mut current, attribute, self.raw)
         })?;
+        if (current.max(0) as u32) < dynamic_shared_bytes {
+            // SAFETY: a live function handle; the size is within the device's opt-in limit
+            // (checked above, so it fits an `i32`), and the driver checks it again.
+            check_raw_launch("cuFuncSetAttribute", described.as_ref(), unsafe {
+                cust::sys::cuFuncSetAttribute(self.raw, attribute, dynamic_shared_bytes as i32)
+            })?;
+        }
         self.shared_opt_in.fetch_max(dynamic_shared_bytes, Relaxed);
         Ok(())
     }
@@ -849,7 +871,7 @@ impl<Args> Kernel<'_, Args> {
     ) -> Result<()> {
         let [gx, gy, gz] = config.grid;
         let [bx, by, bz] = config.block;
-        self.opt_in_shared(config.dynamic_shared_bytes, Some(&self.describe(config)))?;
+        self.opt_in_shared(config.dynamic_shared_bytes, Some(config))?;
         let cluster = self.entry.cluster_blocks;
         let (call, status) = args.with_addresses(|addresses| {
             let params = addresses.as_ptr() as *mut *mut c_void;

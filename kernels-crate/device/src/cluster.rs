@@ -12,7 +12,6 @@
 //! | `cluster.num_blocks()` (`%cluster_nctarank`) | [`num_blocks`] |
 //! | `clusterIdx.x` (`%clusterid.x`) | [`cluster_idx_x`] |
 //! | `cluster.sync()` (`barrier.cluster.arrive` + `wait`) | [`cluster_sync`], or [`arrive`] and [`wait`] apart |
-//! | `barrier.cluster.arrive.relaxed` (CUTLASS's `cluster_arrive_relaxed`) | [`arrive_relaxed`] |
 //! | `cluster.map_shared_rank(p, rank)` (`mapa`) | [`map_shared_rank`] (a [`RemoteShared`] address) |
 //!
 //! The cluster's size is chosen by the host at launch (`cuLaunchKernelEx` with the cluster
@@ -75,18 +74,6 @@ pub fn cluster_idx_x() -> u32 {
 pub unsafe fn arrive() {
     // SAFETY: forwarded to the caller.
     unsafe { core::arch::asm!("barrier.cluster.arrive.release.aligned;", options(nostack)) }
-}
-
-/// `barrier.cluster.arrive.relaxed`: this thread has arrived at the cluster barrier, releasing
-/// nothing: for a phase that only says "I am done with your shared memory" (the reads it made
-/// have returned their values), as CUTLASS's `cluster_arrive_relaxed` before a block exits.
-///
-/// # Safety
-/// As [`arrive`].
-#[inline(always)]
-pub unsafe fn arrive_relaxed() {
-    // SAFETY: forwarded to the caller.
-    unsafe { core::arch::asm!("barrier.cluster.arrive.relaxed.aligned;", options(nostack)) }
 }
 
 /// `barrier.cluster.wait.acquire`: waits until every thread of the cluster has arrived; their

@@ -9,15 +9,13 @@
 //! neighbours' tiles. Only the two outer edges of the cluster read their halo from global
 //! memory (through the boundary rule). Before exiting, the cluster waits once more: a block's
 //! shared memory disappears with it, and its neighbours may still be reading. That second
-//! barrier is split: each thread arrives (relaxed, no fence) as soon as it has its halo, and
-//! waits only before exiting.
+//! barrier is split: each thread arrives (with release, which orders its remote reads before
+//! the arrive) as soon as it has its halo, and waits only before exiting.
 //!
 //! One output per thread, as in the notes; the tile is `blockDim.x + 2R` elements of dynamic
 //! shared memory, the block a multiple of 32 (so at least `R`).
 use super::{Element, Taps, fetch};
-use crate::device::cluster::{
-    arrive_relaxed, block_rank, cluster_sync, map_shared_rank, num_blocks, wait,
-};
+use crate::device::cluster::{arrive, block_rank, cluster_sync, map_shared_rank, num_blocks, wait};
 use crate::device::shared::dynamic_shared;
 use crate::device::sync::syncthreads;
 use crate::device::thread::{block_dim_x, block_idx_x, thread_idx_x};
@@ -64,9 +62,10 @@ pub unsafe fn cluster_tile<T: Element, P: Taps<T>, const R: usize>(
             h += block;
         }
         // This thread is done with its neighbours' tiles (the values it read are in its own
-        // tile): it says so without a fence, and waits for the others only before exiting,
-        // so the barrier's latency hides behind the arithmetic and the store.
-        arrive_relaxed();
+        // tile): it says so now, its remote reads ordered before the arrive (release), and
+        // waits for the others only before exiting, so the barrier's latency hides behind the
+        // arithmetic and the store.
+        arrive();
         syncthreads();
         let i = first as usize + tid;
         if i < n {

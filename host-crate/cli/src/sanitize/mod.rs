@@ -256,15 +256,20 @@ fn stencil_input<T: Element>(host: &[T], n: usize) -> std::borrow::Cow<'_, [T]> 
 /// case sizes, and one past `STAGES` tiles per resident block, so every stage is reused.
 fn copy_cases(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Result<()> {
     use ferrocuda::copy::CopyRun;
-    use ferrocuda_lessons::kernels::config::{COPY_BULK_STAGES, COPY_BULK_TILE_BYTES};
+    use ferrocuda_lessons::kernels::config::{
+        COPY_BULK_BLOCK, COPY_BULK_STAGES, COPY_BULK_TILE_BYTES,
+    };
     if gpu.props().compute_capability.0 < 9 {
         return Ok(());
     }
     let tile = (COPY_BULK_TILE_BYTES / 4) as usize;
-    let probe = gpu.alloc::<f32>(1, "copy probe")?;
-    let mut probe_out = gpu.alloc::<f32>(1, "copy probe")?;
-    let grid = CopyRun::new(gpu, &probe, &mut probe_out)?.config().grid[0] as usize;
-    let big = COPY_BULK_STAGES as usize * grid * tile + tile + 7;
+    // The resident blocks a large copy launches; past `STAGES` tiles each, every block refills
+    // its stages after their stores have read them.
+    let grid = gpu
+        .kernel(ferrocuda::kernels::copy::copy_bulk())?
+        .resident_blocks(COPY_BULK_BLOCK, COPY_BULK_STAGES * COPY_BULK_TILE_BYTES)?
+        as usize;
+    let big = (COPY_BULK_STAGES as usize + 1) * grid * tile + tile + 7;
     for (n, offset) in [
         (CASE_SIZES[0], 0),
         (CASE_SIZES[1], 0),

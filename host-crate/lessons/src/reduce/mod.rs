@@ -205,7 +205,15 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                 // A cluster kernel's grid is whole clusters, one partial each.
                 let cluster = kernel.cluster_blocks().max(1);
                 let grid = fast_grid.unwrap_or(wanted.min(resident.max(1)));
-                let config = kernel.config(grid.next_multiple_of(cluster), block);
+                let grid = grid.checked_next_multiple_of(cluster).ok_or_else(|| {
+                    Error::InvalidArgument {
+                        what: format!(
+                            "`{}`: a grid of {grid} blocks cannot be rounded up to clusters of {cluster}",
+                            kernel.symbol()
+                        ),
+                    }
+                })?;
+                let config = kernel.config(grid, block);
                 Plan::Fast {
                     kernel,
                     config,

@@ -19,8 +19,9 @@ pub const DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: c_int = 97;
 pub const DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: c_int = 120;
 
 /// `CUlaunchAttribute`: an id, padding to 8 bytes, and a 64-byte value (here the cluster's
-/// dimensions in its first 12 bytes).
-#[repr(C)]
+/// dimensions in its first 12 bytes). The C value is a union holding pointers and `size_t`,
+/// so the struct is 8-byte aligned.
+#[repr(C, align(8))]
 #[derive(Clone, Copy)]
 pub struct LaunchAttribute {
     pub id: c_uint,
@@ -133,6 +134,8 @@ mod tests {
         assert_eq!(std::mem::offset_of!(LaunchConfig, attrs), 40);
         assert_eq!(std::mem::offset_of!(LaunchConfig, num_attrs), 48);
         assert_eq!(size_of::<LaunchConfig>(), 56);
+        assert_eq!(std::mem::align_of::<LaunchAttribute>(), 8);
+        assert_eq!(std::mem::align_of::<LaunchConfig>(), 8);
         assert_eq!(cluster_dimension(4).value[..4], [4, 1, 1, 0]);
     }
 }
