@@ -18,40 +18,31 @@
 #[cfg(any(not(target_arch = "nvptx64"), feature = "entry-points"))]
 use crate::entry::kernel;
 
+/// What `copy_bulk`'s body uses: it exists only in the sm_90 PTX.
 #[cfg(all(
     target_arch = "nvptx64",
     target_feature = "sm_90",
     feature = "entry-points"
 ))]
-use crate::config::{COPY_BULK_STAGES, COPY_BULK_TILE_BYTES};
-#[cfg(all(
-    target_arch = "nvptx64",
-    target_feature = "sm_90",
-    feature = "entry-points"
-))]
-use crate::device::bulk::{self, Mbarrier};
-#[cfg(all(
-    target_arch = "nvptx64",
-    target_feature = "sm_90",
-    feature = "entry-points"
-))]
-use crate::device::shared::dynamic_shared;
-#[cfg(all(
-    target_arch = "nvptx64",
-    target_feature = "sm_90",
-    feature = "entry-points"
-))]
-use crate::device::thread::{block_idx_x, grid_dim_x, grid_size_1d, index_1d, thread_idx_x};
+mod body {
+    pub(super) use crate::config::{COPY_BULK_STAGES, COPY_BULK_TILE_BYTES};
+    pub(super) use crate::device::bulk::{self, Mbarrier};
+    pub(super) use crate::device::shared::dynamic_shared;
+    pub(super) use crate::device::thread::{
+        block_idx_x, grid_dim_x, grid_size_1d, index_1d, thread_idx_x,
+    };
 
+    crate::shared_array!(
+        /// The transaction barrier of each stage of `copy_bulk`.
+        pub(super) fn copy_bulk_barriers() -> [u64; 8]
+    );
+}
 #[cfg(all(
     target_arch = "nvptx64",
     target_feature = "sm_90",
     feature = "entry-points"
 ))]
-crate::shared_array!(
-    /// The transaction barrier of each stage of `copy_bulk`.
-    fn copy_bulk_barriers() -> [u64; 8]
-);
+use body::*;
 
 entry_points! {
 /// Copies `bytes` bytes from `src` to `dst` with bulk copies; see the module documentation.

@@ -25,9 +25,9 @@ pub type TestResult = anyhow::Result<()>;
 /// bulk-copy variants need sm_90); when it does not, says so loudly on stderr, naming `what`,
 /// so that a test on an older GPU leaves those variants out visibly.
 pub fn arch_allows(gpu: &Gpu, what: &str, min_arch: u32) -> bool {
-    let (major, minor) = gpu.props().compute_capability;
-    let ok = major * 10 + minor >= min_arch;
+    let ok = gpu.props().reaches_arch(min_arch);
     if !ok {
+        let (major, minor) = gpu.props().compute_capability;
         eprintln!(
             "SKIPPED {what}: needs sm_{min_arch} or newer; {} is compute capability {major}.{minor}",
             gpu.props().name

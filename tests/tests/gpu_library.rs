@@ -715,7 +715,10 @@ fn copy_bulk_checks(gpu: &Gpu) -> TestResult {
         COPY_BULK_BLOCK, COPY_BULK_STAGES, COPY_BULK_TILE_BYTES,
     };
     let (probe, mut probe_out) = (gpu.alloc::<u32>(1, "probe")?, gpu.alloc::<u32>(1, "probe")?);
-    if gpu.props().compute_capability.0 < 9 {
+    if !gpu
+        .props()
+        .reaches_arch(ferrocuda::kernels::copy::copy_bulk().info().min_arch)
+    {
         let e = CopyRun::new(gpu, &probe, &mut probe_out)
             .err()
             .context("copy_bulk before sm_90")?;
@@ -842,7 +845,7 @@ fn shared_opt_in(gpu: &Gpu) -> TestResult {
         props.shared_mem_per_block_optin,
         props.shared_mem_per_block
     );
-    if props.compute_capability.0 < 9 {
+    if !props.reaches_arch(ferrocuda::kernels::copy::copy_bulk().info().min_arch) {
         return Ok(());
     }
     let kernel = gpu.kernel(ferrocuda::kernels::copy::copy_bulk())?;

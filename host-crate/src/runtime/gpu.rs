@@ -260,6 +260,13 @@ impl DeviceProps {
         })
     }
 
+    /// Whether the device runs kernels built for `sm_{min_arch}` and newer (its compute
+    /// capability as `major * 10 + minor` reaches `min_arch`; 0 for every device).
+    pub fn reaches_arch(&self, min_arch: u32) -> bool {
+        let (major, minor) = self.compute_capability;
+        major * 10 + minor >= min_arch
+    }
+
     /// Reads the properties of `device`.
     pub fn query(ordinal: u32, device: Device) -> Result<Self> {
         let attr = |a: DeviceAttribute| {

@@ -139,32 +139,66 @@ pub unsafe fn fast<T, A, O, const ITEMS: usize>(
     let scratch = reduce_fast_scratch();
     let is_last = scratch.wrapping_add(32).cast::<u32>();
     let scratch = scratch.cast::<A>();
-    let tid = thread_idx_x();
     // SAFETY: `partials` holds `gridDim.x` elements and `ticket`/`out` one each (the host's
     // plan); every thread reaches every barrier; `is_last` is uniform after the barrier.
     unsafe {
         let block_value = block_reduce::<A, O>(thread_partial::<T, A, O, ITEMS>(x, n), scratch);
-        if grid_dim_x() == 1 {
-            // One block holds the whole result: no partials, no fence, no ticket (uniform
-            // branch, so every thread leaves before any barrier below).
+        finish::<A, O>(
+            block_value,
+            block_idx_x(),
+            grid_dim_x(),
+            partials,
+            ticket,
+            out,
+            scratch,
+            is_last,
+        );
+    }
+}
+
+/// The end of a one-launch reduction, shared by [`fast`] and [`fast_cluster`]: `value` (thread
+/// 0's) is partial `slot` of `count`; the block that takes the last ticket combines the
+/// partials in slot order into `*out` and resets the ticket. With `count == 1` the value is
+/// the result: no partials, no fence, no ticket.
+///
+/// # Safety
+/// `partials` holds `count` elements, `ticket` and `out` one each; `scratch` and `is_last` are
+/// the block's shared scratch; `count` is uniform over the grid and `slot < count` unique per
+/// calling block; every thread of the block calls it.
+#[inline(always)]
+unsafe fn finish<A: Element, O: Op>(
+    value: A,
+    slot: u32,
+    count: u32,
+    partials: *mut A,
+    ticket: *mut u32,
+    out: *mut A,
+    scratch: *mut A,
+    is_last: *mut u32,
+) {
+    let tid = thread_idx_x();
+    // SAFETY: the caller's contract; every thread reaches the barrier (`count` is uniform, so
+    // the early return is too); `is_last` is uniform after it.
+    unsafe {
+        if count == 1 {
             if tid == 0 {
-                *out = block_value;
+                *out = value;
             }
             return;
         }
         if tid == 0 {
-            *partials.add(block_idx_x() as usize) = block_value;
+            *partials.add(slot as usize) = value;
             // Release: the partial above is seen before the ticket moves. Acquire: in the last
             // block, every partial the other blocks released is seen by thread 0, and by the
             // block's other threads after the barrier below.
             let arrived = atomic_add_acq_rel(ticket, 1);
-            *is_last = (arrived == grid_dim_x() - 1) as u32;
+            *is_last = (arrived == count - 1) as u32;
         }
         syncthreads();
         if *is_last != 0 {
             let mut v = O::identity::<A>();
             let mut b = tid;
-            while b < grid_dim_x() {
+            while b < count {
                 v = O::combine(v, core::ptr::read_volatile(partials.add(b as usize)));
                 b += block_dim_x();
             }
@@ -232,30 +266,9 @@ pub unsafe fn fast_cluster<T, A, O, const ITEMS: usize>(
         if rank != 0 {
             return;
         }
-        if clusters == 1 {
-            if tid == 0 {
-                *out = combined;
-            }
-            return;
-        }
-        if tid == 0 {
-            *partials.add(cluster::cluster_idx_x() as usize) = combined;
-            let arrived = atomic_add_acq_rel(ticket, 1);
-            *is_last = (arrived == clusters - 1) as u32;
-        }
-        syncthreads();
-        if *is_last != 0 {
-            let mut v = O::identity::<A>();
-            let mut b = tid;
-            while b < clusters {
-                v = O::combine(v, core::ptr::read_volatile(partials.add(b as usize)));
-                b += block_dim_x();
-            }
-            let total = block_reduce::<A, O>(v, scratch);
-            if tid == 0 {
-                *out = total;
-                *ticket = 0;
-            }
-        }
+        let slot = cluster::cluster_idx_x();
+        finish::<A, O>(
+            combined, slot, clusters, partials, ticket, out, scratch, is_last,
+        );
     }
 }

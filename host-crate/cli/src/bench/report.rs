@@ -62,7 +62,8 @@ impl BenchConfig {
                 false
             }
         });
-        if cfg.copy_bulk && props.compute_capability.0 < 9 {
+        let copy_bulk_arch = ferrocuda::kernels::copy::copy_bulk().info().min_arch;
+        if cfg.copy_bulk && !props.reaches_arch(copy_bulk_arch) {
             cfg.copy_bulk = false;
             left_out.push(super::COPY_BULK);
         }

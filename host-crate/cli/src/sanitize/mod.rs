@@ -259,7 +259,10 @@ fn copy_cases(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Result<()> {
     use ferrocuda_lessons::kernels::config::{
         COPY_BULK_BLOCK, COPY_BULK_STAGES, COPY_BULK_TILE_BYTES,
     };
-    if gpu.props().compute_capability.0 < 9 {
+    if !gpu
+        .props()
+        .reaches_arch(ferrocuda::kernels::copy::copy_bulk().info().min_arch)
+    {
         return Ok(());
     }
     let tile = (COPY_BULK_TILE_BYTES / 4) as usize;

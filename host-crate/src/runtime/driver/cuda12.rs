@@ -11,10 +11,6 @@ use super::Slot;
 /// `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`.
 pub const LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: c_uint = 4;
 
-/// `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN`: the most shared memory a block may
-/// use once its kernel opts in.
-pub const DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: c_int = 97;
-
 /// `CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH`: whether the device launches thread block clusters.
 pub const DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: c_int = 120;
 
