@@ -4,8 +4,12 @@
 //! The driver's copy is the ceiling every memory-bound kernel of the benchmark is measured
 //! against; `copy_bulk` shows that a kernel written in Rust reaches it too, and what it takes:
 //! one thread per block issuing 32 KiB `cp.async.bulk` loads and stores through two stages of
-//! shared memory (64 KiB a block, past the 48 KiB default: the launch opts in), as many blocks
-//! as the GPU holds at once. See `kernels-crate/src/copy.rs`.
+//! shared memory (64 KiB a block, past the 48 KiB default: the launch opts in), and a grid of
+//! one block per tile. The grid matters more than the pipeline: with one block per tile the
+//! block scheduler gives the next tile to whichever SM has room, so the tiles in flight stay a
+//! compact window of the array, and the copy runs at the driver's speed; as many blocks as the
+//! GPU holds at once, each cycling its stages over a tile a grid apart, stay a few percent
+//! short ([`CopyRun::with_grid`] launches that form). See `kernels-crate/src/copy.rs`.
 //!
 //! A bulk copy needs 16-byte aligned addresses on both sides, so the source and the destination
 //! must sit at the same offset from a 16-byte boundary (the bytes before the first boundary and
@@ -43,6 +47,18 @@ impl<'g, 'a> CopyRun<'g, 'a> {
         src: &'a DeviceSlice<T>,
         dst: &'a mut DeviceSlice<T>,
     ) -> Result<Self> {
+        Self::with_grid(gpu, src, dst, None)
+    }
+
+    /// [`new`](Self::new) with `blocks` blocks (`None`: one per 32 KiB tile, at most
+    /// `2^31 - 1`). A grid smaller than the tiles has each block cycle its stages over the tiles
+    /// a grid apart, the kernel's pipeline; any grid copies every byte.
+    pub fn with_grid<T: Element>(
+        gpu: &'g Gpu,
+        src: &'a DeviceSlice<T>,
+        dst: &'a mut DeviceSlice<T>,
+        blocks: Option<u32>,
+    ) -> Result<Self> {
         let invalid = |what: String| Err(Error::InvalidArgument { what });
         if src.len() != dst.len() {
             return invalid(format!(
@@ -66,8 +82,8 @@ impl<'g, 'a> CopyRun<'g, 'a> {
         let bytes = src.len() * size_of::<T>();
         let shared = COPY_BULK_STAGES * COPY_BULK_TILE_BYTES;
         let tiles = bytes.div_ceil(COPY_BULK_TILE_BYTES as usize).max(1);
-        let resident = kernel.resident_blocks(COPY_BULK_BLOCK, shared)?.max(1) as usize;
-        let config = LaunchConfig::linear(tiles.min(resident) as u32, COPY_BULK_BLOCK, shared);
+        let grid = blocks.unwrap_or(tiles.min(i32::MAX as usize) as u32);
+        let config = LaunchConfig::linear(grid, COPY_BULK_BLOCK, shared);
         kernel.validate(config)?;
         Ok(Self {
             gpu,

@@ -181,8 +181,13 @@ impl<'g, T> StencilKernel<'g, T> {
 pub enum StencilGrid {
     /// One thread per output: `ceil(n / block)` blocks.
     PerElement,
-    /// The fast path's grid-stride tiles of `block * STENCIL_FAST_VECTORS_PER_THREAD` vectors:
-    /// as many blocks as there are tiles, at most the blocks the GPU holds at once.
+    /// The fast path's tiles of `block * STENCIL_FAST_VECTORS_PER_THREAD` vectors, one block
+    /// each (at most `2^31 - 1` blocks; the kernel's grid-stride loop takes any rest). The
+    /// block scheduler hands the next tile to whichever SM frees a slot, so the tiles in flight
+    /// stay a compact window of the array: this is what reaches the driver's copy speed.
+    Tiles,
+    /// The same tiles over at most the blocks the GPU holds at once, each block looping over
+    /// several (the bulk-copy stencil's pipeline needs several tiles a block).
     ResidentTiles,
     /// One thread per output in thread block clusters: `ceil(n / block)` blocks rounded up to
     /// a whole number of the kernel's clusters.
@@ -238,7 +243,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             Self::with_kernel(
                 gpu,
                 kernel,
-                StencilGrid::ResidentTiles,
+                StencilGrid::Tiles,
                 boundary,
                 input,
                 output,
@@ -302,13 +307,16 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
                 let grid = u32::try_from(blocks).map_err(|_| too_large())?;
                 LaunchConfig::linear(grid, block, shared)
             }
-            StencilGrid::ResidentTiles => {
+            StencilGrid::Tiles | StencilGrid::ResidentTiles => {
                 let lanes = 16 / size_of::<T>();
                 let tile = block as usize * STENCIL_FAST_VECTORS_PER_THREAD * lanes;
                 let tiles = (n + 2 * lanes).div_ceil(tile);
-                let resident = function.resident_blocks(block, shared)?;
-                let grid = tiles.min(resident.max(1) as usize) as u32;
-                LaunchConfig::linear(grid, block, shared)
+                let most = if grid == StencilGrid::Tiles {
+                    i32::MAX as usize
+                } else {
+                    function.resident_blocks(block, shared)?.max(1) as usize
+                };
+                LaunchConfig::linear(tiles.min(most) as u32, block, shared)
             }
         };
         // An empty input launches nothing; its configuration must still be one that could run.

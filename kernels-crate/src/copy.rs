@@ -1,7 +1,7 @@
 //! Device-to-device copy with bulk copies (TMA), the ceiling the stencil is measured against,
 //! in Rust: the driver's `cuMemcpyDtoD` moves bytes with a copy kernel of its own; this one
-//! moves them with Hopper's copy engine, a tile at a time, the threads doing nothing but
-//! issuing.
+//! moves them with Hopper's tensor memory accelerator (TMA), a tile at a time, the threads
+//! doing nothing but issuing.
 //!
 //! Per block, one thread runs a pipeline of `COPY_BULK_STAGES` shared-memory stages of
 //! `COPY_BULK_TILE_BYTES` each: a bulk load (global -> shared) of a tile completes on the
@@ -9,6 +9,12 @@
 //! store has read the stage (`wait_group.read`), the stage takes the tile `STAGES` ahead. So
 //! `STAGES` tiles of loads and stores are in flight per block, with a few blocks per SM
 //! (64 KiB of shared memory each). Tiles go to blocks round-robin.
+//!
+//! The host launches one block per tile, so a block runs its pipeline for one tile and the
+//! block scheduler does the rest: each SM takes the next tile as soon as it has room, and the
+//! tiles in flight stay a compact window of the array. That reaches the driver's copy speed;
+//! a grid of the resident blocks, each cycling its stages, stays a few percent short
+//! (docs/tuning-notes.md, "Thread block clusters and bulk copies").
 //!
 //! Bulk copies need 16-byte aligned addresses on both sides: the bytes before the source's
 //! first 16-byte boundary (the head) and after its last (the tail) are copied by the block's
@@ -48,8 +54,8 @@ entry_points! {
 /// Copies `bytes` bytes from `src` to `dst` with bulk copies; see the module documentation.
 ///
 /// # Launch
-/// block `COPY_BULK_BLOCK` (32) threads or more, any grid (the host uses the blocks resident at
-/// once), dynamic shared memory `COPY_BULK_STAGES * COPY_BULK_TILE_BYTES` (64 KiB, past the 48
+/// block `COPY_BULK_BLOCK` (32) threads or more, any grid (the host uses one block per tile),
+/// dynamic shared memory `COPY_BULK_STAGES * COPY_BULK_TILE_BYTES` (64 KiB, past the 48
 /// KiB default: the launch opts in). sm_90 and newer.
 ///
 /// # Safety

@@ -706,9 +706,11 @@ fn plans_own_their_gpu(gpu: &Gpu) -> TestResult {
 }
 
 /// `copy::copy_bulk` against the source's bits: sizes around a vector, a tile and a stage
-/// cycle (more tiles than the blocks' stages hold), each at every offset from a 16-byte
-/// boundary (the head and tail the threads copy); a pair at different offsets, a length
-/// mismatch and (before sm_90) the GPU refused, naming the kernel.
+/// cycle (more tiles than the resident blocks' stages hold), each at every offset from a
+/// 16-byte boundary (the head and tail the threads copy), on the library's grid (a block per
+/// tile) and on the resident blocks (each block cycling its stages); a pair at different
+/// offsets, a length mismatch, an empty grid and (before sm_90) the GPU refused, naming the
+/// kernel.
 fn copy_bulk_checks(gpu: &Gpu) -> TestResult {
     use ferrocuda::copy::{CopyRun, copy_bulk};
     use ferrocuda_lessons::kernels::config::{
@@ -728,8 +730,8 @@ fn copy_bulk_checks(gpu: &Gpu) -> TestResult {
         );
         return Ok(());
     }
-    // The blocks a large copy launches (the resident ones): past `STAGES * grid` tiles every
-    // block refills its stages after their stores have read them.
+    // The resident blocks: on that grid, past `STAGES * grid` tiles every block refills its
+    // stages after their stores have read them.
     let shared = COPY_BULK_STAGES * COPY_BULK_TILE_BYTES;
     let grid = gpu
         .kernel(ferrocuda::kernels::copy::copy_bulk())?
@@ -743,10 +745,27 @@ fn copy_bulk_checks(gpu: &Gpu) -> TestResult {
             gpu.alloc::<u32>(n, "grid probe")?,
         );
         let launched = CopyRun::new(gpu, &a, &mut b)?.config().grid[0] as usize;
+        let tiles = (4 * n).div_ceil(COPY_BULK_TILE_BYTES as usize);
         ensure!(
-            launched == grid,
-            "a copy of {n} elements launches {launched} blocks, not the {grid} resident ones"
+            launched == tiles,
+            "a copy of {n} elements launches {launched} blocks, not one per tile ({tiles})"
         );
+        let launched = CopyRun::with_grid(gpu, &a, &mut b, Some(grid as u32))?
+            .config()
+            .grid[0];
+        ensure!(
+            launched as usize == grid,
+            "with_grid({grid}) launches {launched} blocks"
+        );
+        match CopyRun::with_grid(gpu, &a, &mut b, Some(0)).map(|run| run.config()) {
+            Err(Error::InvalidLaunch { launch, reason })
+                if launch.kernel == "copy_bulk" && reason.contains("at least 1") => {}
+            other => {
+                return Err(anyhow!(
+                    "copy_bulk on an empty grid: want an InvalidLaunch naming it, got {other:?}"
+                ));
+            }
+        }
     }
     let sizes = [
         0,
@@ -772,26 +791,30 @@ fn copy_bulk_checks(gpu: &Gpu) -> TestResult {
     let mut cases = 0;
     for n in sizes {
         for offset in 0..4 {
-            gpu.poison_async(&mut dst)?;
-            copy_bulk(
-                gpu,
-                &src.index(offset..offset + n),
-                &mut dst.index_mut(offset..offset + n),
-            )?;
-            let got = gpu.download(&dst)?;
-            let wrong = (offset..offset + n).find(|&i| got[i] != host[i]);
-            ensure!(
-                wrong.is_none(),
-                "copy_bulk n = {n} at offset {offset}: element {wrong:?} differs"
-            );
-            let outside = (0..longest).filter(|i| !(offset..offset + n).contains(i));
-            ensure!(
-                outside
-                    .clone()
-                    .all(|i| got[i] == u32::from_ne_bytes([u32::POISON_BYTE; 4])),
-                "copy_bulk n = {n} at offset {offset} wrote outside its destination"
-            );
-            cases += 1;
+            for blocks in [None, Some(grid as u32)] {
+                gpu.poison_async(&mut dst)?;
+                {
+                    let (from, mut to) = (
+                        src.index(offset..offset + n),
+                        dst.index_mut(offset..offset + n),
+                    );
+                    CopyRun::with_grid(gpu, &from, &mut to, blocks)?.launch()?;
+                }
+                let got = gpu.download(&dst)?;
+                let wrong = (offset..offset + n).find(|&i| got[i] != host[i]);
+                ensure!(
+                    wrong.is_none(),
+                    "copy_bulk n = {n} at offset {offset}, grid {blocks:?}: element {wrong:?} differs"
+                );
+                let outside = (0..longest).filter(|i| !(offset..offset + n).contains(i));
+                ensure!(
+                    outside
+                        .clone()
+                        .all(|i| got[i] == u32::from_ne_bytes([u32::POISON_BYTE; 4])),
+                    "copy_bulk n = {n} at offset {offset}, grid {blocks:?} wrote outside its destination"
+                );
+                cases += 1;
+            }
         }
     }
     let refused = |r: ferrocuda::Result<()>, what: &str, needle: &str| -> TestResult {
@@ -830,7 +853,7 @@ fn copy_bulk_checks(gpu: &Gpu) -> TestResult {
         "of 64 into 63",
         "64 elements",
     )?;
-    ensure!(cases == sizes.len() * 4, "every case ran");
+    ensure!(cases == sizes.len() * 4 * 2, "every case ran");
     Ok(())
 }
 

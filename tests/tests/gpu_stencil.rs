@@ -10,6 +10,9 @@
 //!   across the trials (one launch of 2^24 costs more than all the small ones together).
 //! - An empty input (no launch, empty output), `apply` on inputs shorter than the radius, and
 //!   the errors for what a variant does not support.
+//! - The fast kernel on the resident blocks instead of the library's block per tile, so every
+//!   block loops over tiles a grid apart and loads its next tile ahead (the path the library's
+//!   grid reaches only past 2^31 tiles).
 //!
 //! The oracle is [`cpu::stencil_point`]: each output in `f64` (products in `f64`, compensated
 //! sum) and its error scale `sum |c_k * x[i + k - R]|`. Integer outputs (`i32`, wrapping sums)
@@ -75,6 +78,10 @@ fn main() -> ExitCode {
         gpu_test(
             "stencil_run_rejects_unsupported_radius_type_block_weights_and_slices",
             rejects_unsupported,
+        ),
+        gpu_test(
+            "fast_stencil_on_fewer_blocks_than_tiles_matches_cpu",
+            fast_on_the_resident_grid,
         ),
     ]);
     run_gpu_suite(trials)
@@ -507,5 +514,74 @@ fn rejects_unsupported(gpu: &Gpu) -> TestResult {
         let s = (&*u_in, &mut *u_out);
         expect_invalid(gpu, variant, &Taps::Sum { radius: 3 }, s, 256, &["u32"])?;
     }
+    Ok(())
+}
+
+/// The fast kernel launched on the resident blocks (`StencilGrid::ResidentTiles`): at 2^24
+/// elements each block loops over a dozen tiles and loads the next one into registers ahead,
+/// the path the library's grid of one block per tile does not take. Every relative alignment,
+/// every boundary, the sum and coefficients.
+fn fast_on_the_resident_grid(gpu: &Gpu) -> TestResult {
+    use ferrocuda::kernels::stencil as k;
+    use ferrocuda::stencil::{StencilGrid, StencilKernel, coefficients};
+    let pool = pool::<f32>(gpu)?;
+    let mut rng = SplitMix64::new(0xf457);
+    let n = LARGEST - 5;
+    let weights = Taps::Weighted(random_vec(7, rng.next_u64()));
+    let mut launches = 0;
+    for (case, taps) in [Taps::Sum { radius: 3 }, weights].into_iter().enumerate() {
+        for boundary in Boundary::ALL {
+            let in_offset = (rng.next_u64() % 4) as usize;
+            let out_offset = GUARD + case * 2 + boundary.code() as usize % 2;
+            let want = reference(&pool.host[in_offset..in_offset + n], &taps, boundary);
+            let kernel = match coefficients(&taps)? {
+                None => {
+                    StencilKernel::Sum(gpu.kernel(k::stencil_1d_fast::<f32>(3).context("R = 3")?)?)
+                }
+                Some(c) => StencilKernel::Weighted(
+                    gpu.kernel(k::stencil_1d_fast_weighted::<f32>(3).context("R = 3")?)?,
+                    c,
+                ),
+            };
+            let input = pool.input.index(in_offset..in_offset + n);
+            let mut out = pool.output.borrow_mut();
+            let region = out_offset - GUARD..out_offset + n + GUARD;
+            gpu.poison_async(&mut out.index_mut(region.clone()))?;
+            let mut output = out.index_mut(out_offset..out_offset + n);
+            // SAFETY: the fast kernels keep the stencil contract for any grid and for block
+            // 128 (a multiple of 32).
+            let mut run = unsafe {
+                ferrocuda::stencil::StencilRun::with_kernel(
+                    gpu,
+                    kernel,
+                    StencilGrid::ResidentTiles,
+                    boundary,
+                    &input,
+                    &mut output,
+                    128,
+                )?
+            };
+            let (grid, tiles) = (run.config().grid[0] as usize, n.div_ceil(128 * 2 * 4));
+            ensure!(
+                grid * 4 < tiles,
+                "{} blocks for {tiles} tiles: the blocks would not loop",
+                grid
+            );
+            let what = format!(
+                "{} on {grid} resident blocks, {} boundary, n = {n}, offsets {in_offset} and {out_offset}",
+                run.symbol(),
+                boundary.name()
+            );
+            run.run().context(what.clone())?;
+            drop(run);
+            drop(output);
+            let got = gpu.download(&out.index(region))?;
+            if let Some(why) = compare(&got, &want, 3) {
+                bail!("{what}: {why}");
+            }
+            launches += 1;
+        }
+    }
+    ensure!(launches == 6, "{launches} launches");
     Ok(())
 }

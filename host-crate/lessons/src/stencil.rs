@@ -25,7 +25,7 @@ pub enum StencilVariant {
     Shared,
     /// `stencil_1d_weighted`: the shared tile with coefficients passed by value (floats).
     Weighted,
-    /// The library's fast path: 16-byte accesses, several outputs per thread, grid-stride.
+    /// The library's fast path: 16-byte accesses, several outputs per thread, a block per tile.
     Fast,
     /// `stencil_1d_cluster`: the notes' shared tile in thread block clusters, halos read from
     /// the neighbouring blocks' shared memory (distributed shared memory). sm_90.
@@ -235,7 +235,8 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             }
         };
         let grid = match variant {
-            V::Fast | V::Bulk => StencilGrid::ResidentTiles,
+            V::Fast => StencilGrid::Tiles,
+            V::Bulk => StencilGrid::ResidentTiles,
             V::Cluster => StencilGrid::Clusters,
             V::Naive | V::Shared | V::Weighted => StencilGrid::PerElement,
         };

@@ -8,9 +8,14 @@
 //! - **several outputs per thread, from registers**: a thread reads the few shared vectors that
 //!   cover the window of one output vector (`LANES + 2R` elements) into registers once, then
 //!   computes all `LANES` outputs from them, instead of `2R + 1` shared reads per output.
-//! - **a grid-stride loop** over tiles with a grid sized for the GPU (the blocks resident at
-//!   once), and the next tile's loads issued into registers before the current tile is
-//!   computed, so that every thread keeps loads in flight across the barriers.
+//! - **one block per tile**, the grid the host launches: the block scheduler gives the next
+//!   tile to whichever SM has room, so the tiles in flight stay a compact window of the array
+//!   and the DRAM streams as it does for the driver's copy. A grid of the resident blocks
+//!   looping over tiles a grid apart (the first form of this kernel) stays about 7 % short of
+//!   the copy (docs/tuning-notes.md, "The grid, not the pipeline"). The kernel still takes any
+//!   grid: a block with
+//!   several tiles loops over them, the next tile's loads issued into registers before the
+//!   current tile is computed.
 //!
 //! Alignment. Tiles are laid on the output's 16-byte grid: output vector `v` covers outputs
 //! `v * LANES - out_offset ..`, where `out_offset` is the output's element offset from a

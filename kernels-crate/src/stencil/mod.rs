@@ -23,7 +23,8 @@
 //!   the real block size, and the halo store uses `blockDim.x`.
 //!
 //! The fast path (`fast`) keeps the tile but moves 16 bytes per load and store, computes
-//! several outputs per thread from registers, and walks the array with a grid-stride loop.
+//! several outputs per thread from registers, and runs one block per tile (any grid works: a
+//! block with several tiles loops over them).
 //!
 //! Element types: `i32` (the notes' type; sums wrap), `f32` and `f64`. Float outputs are
 //! computed as a chain of `2R + 1` fused multiply-adds (plain adds when every coefficient is
@@ -64,10 +65,10 @@ unsafe impl<T: crate::entry::ByValue> crate::entry::ByValue for Coefficients<T> 
 
 entry_points! {
 /// The library's 1D stencil: the notes' shared tile with 16-byte loads and stores, several
-/// outputs per thread, grid-stride.
+/// outputs per thread, a block per tile (grid-stride over any rest).
 ///
 /// # Launch
-/// any grid (the host uses the blocks resident at once, at most one per tile), block a
+/// any grid (the host launches one block per tile), block a
 /// multiple of 32 up to 1024, dynamic shared memory
 /// `16 * stencil_fast_tile_vectors(block, R, 16 / size_of::<T>())` bytes.
 ///

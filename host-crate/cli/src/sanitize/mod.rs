@@ -253,7 +253,8 @@ fn stencil_input<T: Element>(host: &[T], n: usize) -> std::borrow::Cow<'_, [T]> 
 }
 
 /// The bulk copy (sm_90): an aligned and a misaligned pair (the threads' head and tail) at the
-/// case sizes, and one past `STAGES` tiles per resident block, so every stage is reused.
+/// case sizes on the library's grid, and one past `STAGES` tiles per resident block on the
+/// resident blocks, so every stage is reused.
 fn copy_cases(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Result<()> {
     use ferrocuda::copy::CopyRun;
     use ferrocuda_lessons::kernels::config::{
@@ -285,7 +286,10 @@ fn copy_cases(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Result<()> {
         gpu.poison_async(&mut dst)?;
         {
             let (from, mut to) = (src.index(offset..), dst.index_mut(offset..));
-            let mut run = CopyRun::new(gpu, &from, &mut to)?;
+            // The large case on the resident blocks, each cycling its stages; the others on
+            // the library's grid, a block per tile.
+            let blocks = (n == big).then_some(grid as u32);
+            let mut run = CopyRun::with_grid(gpu, &from, &mut to, blocks)?;
             run.launch()?;
             run.finish()?;
         }
