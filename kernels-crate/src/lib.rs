@@ -22,6 +22,8 @@ pub use ferrocuda_device::device_global;
 /// The typed handles and the registry of entry points (from the device layer).
 pub use ferrocuda_device::entry;
 pub use ferrocuda_device::grid;
+/// The 16-bit float element types (from the device layer).
+pub use ferrocuda_device::half;
 #[cfg(target_arch = "nvptx64")]
 pub use ferrocuda_device::shared_array;
 

@@ -8,6 +8,7 @@
 //!   same grid, plus the library functions `reduce::{sum, min, max, sum_i32_to_i64}`.
 //! - Empty inputs, constant and alternating-sign float inputs, `i32` sums that overflow,
 //!   bit-for-bit reproducibility, and the errors for what a variant does not support.
+//! - The 16-bit floats (`half`): sums in `f32`, `min`/`max`, the reproducible sum.
 //!
 //! The oracle is [`ReduceReference::check`]. Integer sums (wrapping, as the kernels compute
 //! them), `min` and `max` must equal the CPU's bit for bit. So must every float sum of the
@@ -39,6 +40,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Context, bail, ensure};
+use ferrocuda::runtime::element::{Bf16, F16};
 use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::{DeviceBuffer, DeviceSlice, View};
 use ferrocuda::{Error, Gpu, with_elem_type};
@@ -52,6 +54,9 @@ use ferrocuda_tests::{
     TestResult, arch_allows, exact_sum_input, gpu_test, random_vec, run_gpu_suite,
 };
 use libtest_mimic::Trial;
+
+#[path = "gpu_reduce/half.rs"]
+mod half;
 
 fn main() -> ExitCode {
     let mut trials = Vec::new();
@@ -125,6 +130,32 @@ fn main() -> ExitCode {
             ));
         }
     }
+    trials.extend([
+        gpu_test(
+            "sum_of_f16_in_f32_is_exact_at_every_size_and_offset",
+            half::sums_are_exact::<F16>,
+        ),
+        gpu_test(
+            "sum_of_bf16_in_f32_is_exact_at_every_size_and_offset",
+            half::sums_are_exact::<Bf16>,
+        ),
+        gpu_test(
+            "min_max_of_f16_match_cpu_with_nan_inf_and_subnormals",
+            half::min_max_match_cpu::<F16>,
+        ),
+        gpu_test(
+            "min_max_of_bf16_match_cpu_with_nan_inf_and_subnormals",
+            half::min_max_match_cpu::<Bf16>,
+        ),
+        gpu_test(
+            "reproducible_sum_of_f16_has_the_cpu_f32_bits",
+            half::reproducible_matches_cpu::<F16>,
+        ),
+        gpu_test(
+            "reproducible_sum_of_bf16_has_the_cpu_f32_bits",
+            half::reproducible_matches_cpu::<Bf16>,
+        ),
+    ]);
     trials.extend([
         gpu_test(
             "reduce_variants_reject_unsupported_types_naming_the_variant",

@@ -266,6 +266,38 @@ fn bench_rejects_bad_sizes_variants_and_output_flags_before_touching_the_gpu() {
     assert_clean_failure(&ferrocuda(&["bench", "--reps", "0"]), &["--reps"]);
 }
 
+#[test]
+fn half_precision_arguments_are_checked_before_touching_the_gpu() {
+    assert_clean_failure(
+        &ferrocuda(&["reduce", "--type", "f8"]),
+        &["unknown type `f8`", "f16, bf16"],
+    );
+    assert_clean_failure(
+        &ferrocuda(&["reduce", "--type", "f16", "--variant", "shfl"]),
+        &["f16 is reduced by the library only", "`shfl`"],
+    );
+    assert_clean_failure(
+        &ferrocuda(&[
+            "reduce",
+            "--type",
+            "bf16",
+            "--variant",
+            "reproducible",
+            "--op",
+            "max",
+        ]),
+        &["the reproducible sum is a sum", "bf16"],
+    );
+    assert_clean_failure(
+        &ferrocuda(&["reduce", "--type", "bf16", "--block", "256"]),
+        &["picks its own block"],
+    );
+    assert_clean_failure(
+        &ferrocuda(&["bench", "--types", "f16"]),
+        &["no f16 rows yet", "ferrocuda reduce --type f16"],
+    );
+}
+
 /// A two-row report whose rows have a +-1 % spread around their medians.
 fn report_json(fast_median_us: f64) -> String {
     use ferrocuda_cli::bench::{Report, Row};

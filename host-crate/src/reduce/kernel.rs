@@ -11,11 +11,20 @@ pub const FAST_BLOCK: u32 = 512;
 /// partials, ticket, result.
 pub type FastArgs<T, A> = (*const T, usize, *mut A, *mut u32, *mut A);
 
-/// The fast reduction kernel of `op` over `T` into `A` (`reduce_fast_<op>_<T>`, or
-/// `reduce_fast_sum_i32_to_i64`), `None` where there is none.
+/// The fast reduction kernel of `op` over `T` into `A` (`reduce_fast_<op>_<T>`,
+/// `reduce_fast_sum_i32_to_i64`, or `reduce_fast_half_<op>_<T>` of a 16-bit float into `f32`),
+/// `None` where there is none.
 pub fn fast_entry<T: Element, A: Element>(op: ReduceOp) -> Option<Entry<FastArgs<T, A>>> {
     use ferrocuda_kernels::reduce as k;
     if let (Some(e), ReduceOp::Sum) = (k::reduce_fast_sum_i32_to_i64().retype(), op) {
+        return Some(e);
+    }
+    let half = match op {
+        ReduceOp::Sum => k::reduce_fast_half::<k::Sum, T>(),
+        ReduceOp::Min => k::reduce_fast_half::<k::Min, T>(),
+        ReduceOp::Max => k::reduce_fast_half::<k::Max, T>(),
+    };
+    if let Some(e) = half.and_then(|e| e.retype()) {
         return Some(e);
     }
     let same = match op {

@@ -1,5 +1,6 @@
-//! Reductions on the GPU: [`sum`], [`min`], [`max`], [`sum_i32_to_i64`], a [`ReducePlan`] built
-//! once and run on many inputs, and the reproducible float sum ([`sum_reproducible`]).
+//! Reductions on the GPU: [`sum`], [`min`], [`max`], [`sum_i32_to_i64`], [`sum_to_f32`] (16-bit
+//! floats summed in `f32`), a [`ReducePlan`] built once and run on many inputs, and the
+//! reproducible float sum ([`sum_reproducible`]).
 //!
 //! Empty input: `sum` returns 0 without launching anything; `min` and `max` of nothing are
 //! undefined and return [`Error::InvalidArgument`](crate::Error::InvalidArgument). Integer sums
@@ -21,11 +22,15 @@ pub use plan::ReducePlan;
 pub(crate) use plan::cached_many;
 pub use reproducible::{
     Reproducible, chunk_sums_to_device, chunks_per_level, reproducible_chunk, sum_reproducible,
-    sum_reproducible_to_device,
+    sum_reproducible_to_device, sum_reproducible_to_f32,
 };
 
 /// The sum of `input` (0 when empty; integers wrap). Deterministic: the same input on the same
-/// device gives the same bits every run.
+/// device gives the same bits every run. A 16-bit float input ([`F16`], [`Bf16`]) is summed in
+/// `f32` and the sum rounded once to its type ([`sum_to_f32`] keeps the `f32`).
+///
+/// [`F16`]: crate::runtime::element::F16
+/// [`Bf16`]: crate::runtime::element::Bf16
 ///
 /// # Example
 /// ```no_run
@@ -38,17 +43,59 @@ pub use reproducible::{
 /// # Ok(()) }
 /// ```
 pub fn sum<T: Element>(gpu: &Gpu, input: &DeviceSlice<T>) -> Result<T> {
-    fast::<T, T>(gpu, ReduceOp::Sum, input)
+    same_type(gpu, ReduceOp::Sum, input)
 }
 
-/// The minimum of `input`; an error when it is empty. Deterministic.
+/// The minimum of `input`; an error when it is empty. Deterministic. A 16-bit float input is
+/// compared in `f32`; the result is one of its elements (a NaN element is ignored, as PTX `min`
+/// does).
 pub fn min<T: Element>(gpu: &Gpu, input: &DeviceSlice<T>) -> Result<T> {
-    fast::<T, T>(gpu, ReduceOp::Min, input)
+    same_type(gpu, ReduceOp::Min, input)
 }
 
-/// The maximum of `input`; an error when it is empty. Deterministic.
+/// The maximum of `input`; an error when it is empty. Deterministic. As [`min`] for 16-bit
+/// floats.
 pub fn max<T: Element>(gpu: &Gpu, input: &DeviceSlice<T>) -> Result<T> {
-    fast::<T, T>(gpu, ReduceOp::Max, input)
+    same_type(gpu, ReduceOp::Max, input)
+}
+
+/// The sum of 16-bit floats ([`F16`], [`Bf16`]) in `f32`, as PyTorch sums `Half` and
+/// `BFloat16`: every element widened exactly, the sum in `f32` (0 when empty). Deterministic.
+/// An error for other element types.
+///
+/// # Example
+/// ```no_run
+/// # fn main() -> ferrocuda::Result<()> {
+/// use ferrocuda::runtime::element::Bf16;
+/// let gpu = ferrocuda::Gpu::new(0)?;
+/// let data: Vec<Bf16> = (0..1_000_000).map(|i| Bf16::from_f32((i % 10) as f32)).collect();
+/// let device = gpu.upload(&data, "data")?;
+/// assert_eq!(ferrocuda::reduce::sum_to_f32(&gpu, &device)?, 4_500_000.0);
+/// # Ok(()) }
+/// ```
+///
+/// [`F16`]: crate::runtime::element::F16
+/// [`Bf16`]: crate::runtime::element::Bf16
+pub fn sum_to_f32<T: Element>(gpu: &Gpu, input: &DeviceSlice<T>) -> Result<f32> {
+    if !T::TYPE.is_half() {
+        return Err(crate::Error::InvalidArgument {
+            what: format!(
+                "sum_to_f32 of {}: only f16 and bf16 are summed into f32 (reduce::sum keeps {0})",
+                T::TYPE
+            ),
+        });
+    }
+    fast::<T, f32>(gpu, ReduceOp::Sum, input)
+}
+
+/// `op` over `input` with the result in its own type: through `f32` for a 16-bit float (the
+/// sum rounded once at the end; a minimum or maximum is an element, narrowed exactly).
+fn same_type<T: Element>(gpu: &Gpu, op: ReduceOp, input: &DeviceSlice<T>) -> Result<T> {
+    if T::TYPE.is_half() {
+        let wide = fast::<T, f32>(gpu, op, input)?;
+        return Ok(T::from_f64(wide as f64));
+    }
+    fast::<T, T>(gpu, op, input)
 }
 
 /// The sum of `i32` values in `i64`, so that it does not overflow (exact below 2^63).

@@ -312,3 +312,48 @@ pub fn sum_reproducible_to_device<T: Reproducible>(
             .map(|_| ())
     })
 }
+
+/// The reproducible sum of 16-bit floats ([`F16`], [`Bf16`]) in `f32`: the bits of
+/// [`sum_reproducible`]`::<f32>` of the input widened to `f32`, so the same on every GPU and on
+/// the CPU (0 when empty). The first level reads the 16-bit input in the `f32` order's chunks
+/// (`reduce_reproducible_half_*`); the levels above are the `f32` sum's. An error for other
+/// element types.
+///
+/// [`F16`]: crate::runtime::element::F16
+/// [`Bf16`]: crate::runtime::element::Bf16
+pub fn sum_reproducible_to_f32<T: Element>(gpu: &Gpu, input: &DeviceSlice<T>) -> Result<f32> {
+    let entry = ferrocuda_kernels::reduce::reduce_reproducible_half::<T>().ok_or_else(|| {
+        Error::InvalidArgument {
+            what: format!(
+                "sum_reproducible_to_f32 of {}: only f16 and bf16 (sum_reproducible takes f32 and f64)",
+                T::TYPE
+            ),
+        }
+    })?;
+    let n = input.len();
+    if n == 0 {
+        return Ok(0.0);
+    }
+    gpu.check_owned(input)?;
+    let chunks = n.div_ceil(reproducible_chunk::<f32>());
+    let kernel = gpu.kernel(entry)?;
+    let grid = chunks.min(kernel.resident_blocks(REDUCE_REPRO_BLOCK, 0)?.max(1) as usize) as u32;
+    // SAFETY: `T` is an `Element`, valid for every byte pattern; the kernel writes every chunk
+    // sum before anything reads it.
+    let sums: DeviceBuffer<f32> =
+        unsafe { gpu.alloc_uninit(chunks, "reproducible sum: first-level chunk sums") }?;
+    // SAFETY: `input` holds `n` elements and `sums` one per chunk, both this GPU's; the block is
+    // REDUCE_REPRO_BLOCK, the kernel's own; what reads `sums` below runs on the same stream.
+    unsafe {
+        kernel.launch_on(
+            gpu.stream(),
+            kernel.config(grid, REDUCE_REPRO_BLOCK),
+            (input.as_device_ptr(), n, sums.as_device_ptr()),
+        )?
+    };
+    if chunks == 1 {
+        // The one chunk's sum is the result, as the `f32` sum's single level would leave it.
+        return Ok(gpu.download(&sums)?[0]);
+    }
+    sum_reproducible::<f32>(gpu, &sums)
+}

@@ -1,10 +1,14 @@
 //! The element types the kernels support, as the host sees them.
 use std::fmt::{Debug, Display};
 
+pub use ferrocuda_kernels::half::{Bf16, F16};
+
 use cust::memory::DeviceCopy;
 use ferrocuda_kernels::entry::ByValue;
 
-/// The six element types, by name (`i32`, ..., `f64`): the suffix of kernel symbols.
+/// The element types, by name (`i32`, ..., `f64`, `f16`, `bf16`): the suffix of kernel symbols.
+/// [`ALL`](Self::ALL) are the six with every kernel; [`HALF`](Self::HALF) the two 16-bit floats,
+/// which the reductions read and sum in `f32` (`reduce::sum_to_f32`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ElemType {
     /// `i32`.
@@ -19,6 +23,10 @@ pub enum ElemType {
     F32,
     /// `f64`.
     F64,
+    /// [`F16`], IEEE 754 binary16 (`half::f16`).
+    F16,
+    /// [`Bf16`], bfloat16 (`half::bf16`).
+    Bf16,
 }
 
 impl ElemType {
@@ -32,6 +40,9 @@ impl ElemType {
         Self::F64,
     ];
 
+    /// The two 16-bit floats.
+    pub const HALF: [ElemType; 2] = [Self::F16, Self::Bf16];
+
     /// The Rust name, as in kernel symbols.
     pub fn name(self) -> &'static str {
         match self {
@@ -41,25 +52,36 @@ impl ElemType {
             Self::U64 => "u64",
             Self::F32 => "f32",
             Self::F64 => "f64",
+            Self::F16 => "f16",
+            Self::Bf16 => "bf16",
         }
     }
 
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
+            Self::F16 | Self::Bf16 => 2,
             Self::I32 | Self::U32 | Self::F32 => 4,
-            _ => 8,
+            Self::I64 | Self::U64 | Self::F64 => 8,
         }
     }
 
-    /// Whether it is `f32` or `f64`.
+    /// Whether it is a float (`f32`, `f64`, `f16`, `bf16`).
     pub fn is_float(self) -> bool {
-        matches!(self, Self::F32 | Self::F64)
+        matches!(self, Self::F32 | Self::F64 | Self::F16 | Self::Bf16)
+    }
+
+    /// Whether it is `f16` or `bf16`.
+    pub fn is_half(self) -> bool {
+        matches!(self, Self::F16 | Self::Bf16)
     }
 
     /// From its name.
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.name() == name)
+        Self::ALL
+            .into_iter()
+            .chain(Self::HALF)
+            .find(|t| t.name() == name)
     }
 }
 
@@ -83,10 +105,12 @@ mod sealed {
     impl Sealed for u64 {}
     impl Sealed for f32 {}
     impl Sealed for f64 {}
+    impl Sealed for super::F16 {}
+    impl Sealed for super::Bf16 {}
 }
 
 /// A host type that matches a kernel element type, with the arithmetic the CPU references
-/// need: `i32`, `u32`, `i64`, `u64`, `f32`, `f64`. Sealed: every byte pattern of an `Element`
+/// need: `i32`, `u32`, `i64`, `u64`, `f32`, `f64`, [`F16`], [`Bf16`]. Sealed: every byte pattern of an `Element`
 /// is a valid value, which safe functions such as [`Gpu::alloc`](crate::Gpu::alloc) rely on.
 pub trait Element:
     sealed::Sealed
@@ -102,7 +126,7 @@ pub trait Element:
     + Sync
     + 'static
 {
-    /// Which of the six.
+    /// Which one.
     const TYPE: ElemType;
     /// `self + other`, wrapping for integers (what the kernels compute).
     fn add(self, other: Self) -> Self;
@@ -130,8 +154,8 @@ pub trait Element:
     /// written to outputs before a kernel runs so that an output it failed to write is caught.
     fn poison() -> Self {
         let bytes = [Self::POISON_BYTE; 8];
-        // SAFETY: every `Element` is an integer or float of at most 8 bytes, valid for every bit
-        // pattern.
+        // SAFETY: every `Element` is an integer or float of at most 8 bytes (the 16-bit floats
+        // are `#[repr(transparent)]` over `u16`), valid for every bit pattern.
         unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<Self>()) }
     }
 }
@@ -172,6 +196,32 @@ macro_rules! element_float {
 }
 element_float!(f32 => F32, f64 => F64);
 
+/// The 16-bit floats: each operation in `f32`, rounded back to nearest, ties to even (as the
+/// GPU rounds); `min` and `max` return an operand, ignoring a NaN one.
+macro_rules! element_half {
+    ($($t:ident: $eps_bits:literal, $digits:literal),*) => {$(
+        impl Element for $t {
+            const TYPE: ElemType = ElemType::$t;
+            const EPSILON: f64 = 1.0 / (1u64 << $eps_bits) as f64;
+            const EXACT_INT_BITS: u32 = $digits;
+            fn add(self, other: Self) -> Self { Self::from_f32(self.to_f32() + other.to_f32()) }
+            fn min_of(self, other: Self) -> Self {
+                let (a, b) = (self.to_f32(), other.to_f32());
+                if b < a || a.is_nan() { other } else { self }
+            }
+            fn max_of(self, other: Self) -> Self {
+                let (a, b) = (self.to_f32(), other.to_f32());
+                if b > a || a.is_nan() { other } else { self }
+            }
+            fn to_f64(self) -> f64 { $t::to_f64(self) }
+            fn from_f64(v: f64) -> Self { $t::from_f64(v) }
+            fn same_bits(self, other: Self) -> bool { self.0 == other.0 }
+            const POISON_BYTE: u8 = 0xFF;
+        }
+    )*};
+}
+element_half!(F16: 10, 11, Bf16: 7, 8);
+
 /// Evaluates `$body` with `$t` bound to the Rust type of an [`ElemType`] value: the bridge from
 /// a type chosen at run time (a CLI flag) to the generic functions.
 ///
@@ -206,6 +256,14 @@ macro_rules! with_elem_type {
             }
             $crate::runtime::element::ElemType::F64 => {
                 type $t = f64;
+                $body
+            }
+            $crate::runtime::element::ElemType::F16 => {
+                type $t = $crate::runtime::element::F16;
+                $body
+            }
+            $crate::runtime::element::ElemType::Bf16 => {
+                type $t = $crate::runtime::element::Bf16;
                 $body
             }
         }

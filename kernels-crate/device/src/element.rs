@@ -1,7 +1,9 @@
-//! The element types of the kernels (`i32`, `u32`, `i64`, `u64`, `f32`, `f64`): one trait with
+//! The element types of the kernels (`i32`, `u32`, `i64`, `u64`, `f32`, `f64`, and the 16-bit
+//! floats `F16` and `Bf16`, computed in `f32`): one trait with
 //! what the reductions, the stencils and the 16-byte vector paths need of a type, implemented
 //! once per type.
-use super::vector::{Access16, Vector16, load_16, load_nc_v2, load_nc_v4};
+use super::half::{Bf16, F16, Half};
+use super::vector::{Access16, Vector16, load_16, load_nc_v2, load_nc_v4, load_nc_v8};
 use super::warp::Shuffle;
 
 /// An element type of the kernels.
@@ -128,3 +130,65 @@ impl Float for f64 {
         core::intrinsics::fmaf64(self, a, b)
     }
 }
+
+/// The 16-bit floats: each operation widens to `f32`, computes there and rounds back (to
+/// nearest, ties to even); `min` and `max` return one of their operands. The kernels that sum
+/// them accumulate in `f32` instead (`Widen<f32>`), so these are for the odd element-wise use.
+macro_rules! element_half {
+    ($($t:ident),*) => {$(
+        impl PartialOrd for $t {
+            #[inline(always)]
+            fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+                self.to_f32().partial_cmp(&other.to_f32())
+            }
+        }
+
+        // SAFETY: `Vector16<$t, 8>` is 16 bytes of 8 lanes, read by one 16-byte load.
+        unsafe impl Element for $t {
+            const ZERO: Self = $t(0);
+            const ADD_IDENTITY: Self = <$t as Half>::NEG_ZERO;
+            const MIN_IDENTITY: Self = <$t as Half>::INFINITY;
+            const MAX_IDENTITY: Self = <$t as Half>::NEG_INFINITY;
+            const LANES: usize = 8;
+            type V = Vector16<$t, 8>;
+            #[inline(always)]
+            fn add(self, other: Self) -> Self {
+                Self::from_f32(self.to_f32() + other.to_f32())
+            }
+            #[inline(always)]
+            fn min(self, other: Self) -> Self {
+                let (a, b) = (self.to_f32(), other.to_f32());
+                if b < a || a.is_nan() { other } else { self }
+            }
+            #[inline(always)]
+            fn max(self, other: Self) -> Self {
+                let (a, b) = (self.to_f32(), other.to_f32());
+                if b > a || a.is_nan() { other } else { self }
+            }
+            #[inline(always)]
+            fn lane(v: Self::V, i: usize) -> Self { v.0[i] }
+            #[inline(always)]
+            fn vector(f: impl FnMut(usize) -> Self) -> Self::V { Vector16(core::array::from_fn(f)) }
+            #[inline(always)]
+            fn fold<A>(v: Self::V, init: A, f: impl Fn(A, Self) -> A) -> A {
+                let mut acc = init;
+                for i in 0..8 {
+                    acc = f(acc, v.0[i]);
+                }
+                acc
+            }
+            #[inline(always)]
+            unsafe fn load(p: *const Self::V) -> Self::V {
+                // SAFETY: forwarded to the caller.
+                unsafe { load_16(p) }
+            }
+            #[inline(always)]
+            unsafe fn load_nc(p: *const Self::V) -> Self::V {
+                // SAFETY: forwarded to the caller.
+                unsafe { load_nc_v8(p.cast()) }
+            }
+        }
+    )*};
+}
+
+element_half!(F16, Bf16);

@@ -48,6 +48,7 @@ pub use ferrocuda_macros::{printf, println};
 pub mod config;
 pub mod entry;
 pub mod grid;
+pub mod half;
 
 #[cfg(target_arch = "nvptx64")]
 pub mod atomic;

@@ -72,6 +72,19 @@ impl<T: Copy> Access16 for Vector16<T, 2> {
     }
 }
 
+impl<T: Copy> Access16 for Vector16<T, 8> {
+    #[inline(always)]
+    fn load(v: &Self) -> Self {
+        Vector16(core::array::from_fn(|i| v.0[i]))
+    }
+    #[inline(always)]
+    fn store(dst: &mut Self, v: Self) {
+        for i in 0..8 {
+            dst.0[i] = v.0[i];
+        }
+    }
+}
+
 /// `ld.global.nc.v4.b32` of four 4-byte lanes.
 #[inline(always)]
 pub(super) unsafe fn load_nc_v4<T: Copy>(p: *const Vector16<u32, 4>) -> Vector16<T, 4> {
@@ -85,6 +98,13 @@ pub(super) unsafe fn load_nc_v4<T: Copy>(p: *const Vector16<u32, 4>) -> Vector16
         );
         core::mem::transmute_copy(&Vector16([a, b, c, d]))
     }
+}
+
+/// `ld.global.nc.v4.b32` of eight 2-byte lanes (two to a word, in memory order).
+#[inline(always)]
+pub(super) unsafe fn load_nc_v8<T: Copy>(p: *const Vector16<u32, 4>) -> Vector16<T, 8> {
+    // SAFETY: forwarded to the caller; 16 bytes are 16 bytes, lanes in memory order.
+    unsafe { core::mem::transmute_copy(&load_nc_v4::<u32>(p)) }
 }
 
 /// `ld.global.nc.v2.b64` of two 8-byte lanes.

@@ -79,6 +79,8 @@ macro_rules! shuffle_32 {
     )*};
 }
 shuffle_32! {
+    crate::half::F16: |v| v.0 as u32, |w| crate::half::F16(w as u16);
+    crate::half::Bf16: |v| v.0 as u32, |w| crate::half::Bf16(w as u16);
     u32: |v| v, |w| w;
     i32: |v| v as u32, |w| w as i32;
     f32: |v| v.to_bits(), |w| f32::from_bits(w);

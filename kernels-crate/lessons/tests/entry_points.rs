@@ -105,12 +105,18 @@ fn every_instance_is_listed_once_with_its_parameters() {
     // The lessons: 9 textbook kernels x 6 types (complete_unroll x 5 blocks), 3 float warp-level
     // trees, the two grid-stride kernels, the CG vector sum on 2 types and the
     // grid-synchronised sum on 6. The library: sum/min/max x 6 (and again in thread block
-    // clusters), the widening sum and the reproducible sum on 2 types.
+    // clusters), the widening sum, the reproducible sum on 2 types, and the 16-bit floats'
+    // sum/min/max in f32 and reproducible first level on 2 types.
     assert_eq!(
         count(&lessons, "::reduce"),
         8 * 6 + 5 * 6 + 3 * 2 + 2 * 2 + 2 + 6
     );
-    assert_eq!(count(&library, "::reduce"), 2 * 3 * 6 + 1 + 2);
+    assert_eq!(count(&library, "::reduce"), 2 * 3 * 6 + 1 + 2 + 3 * 2 + 2);
+    let e = entry_point("reduce_fast_half_sum_bf16").unwrap();
+    assert_eq!(
+        e.params,
+        ["*const Bf16", "usize", "*mut f32", "*mut u32", "*mut f32"]
+    );
     let e = entry_point("reduce_grid_sync_f32").unwrap();
     assert_eq!(
         e.params,

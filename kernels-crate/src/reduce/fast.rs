@@ -31,7 +31,8 @@ use crate::device::thread::{
 use crate::device::vector::VectorSplit;
 use crate::shared_array;
 
-/// Converts an input element to the accumulator type (the identity, or i32 -> i64 widening).
+/// Converts an input element to the accumulator type (the identity, i32 -> i64, or a 16-bit
+/// float -> f32: each exact).
 pub trait Widen<A> {
     /// The value as an accumulator.
     fn widen(self) -> A;
@@ -41,6 +42,20 @@ impl<T: Element> Widen<T> for T {
     #[inline(always)]
     fn widen(self) -> T {
         self
+    }
+}
+
+impl Widen<f32> for crate::device::half::F16 {
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        crate::device::half::Half::to_f32(self)
+    }
+}
+
+impl Widen<f32> for crate::device::half::Bf16 {
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        crate::device::half::Half::to_f32(self)
     }
 }
 

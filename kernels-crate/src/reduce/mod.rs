@@ -33,6 +33,8 @@ pub struct Min;
 pub struct Max;
 #[cfg(all(target_arch = "nvptx64", feature = "entry-points"))]
 use fast::Widen;
+#[cfg(any(not(target_arch = "nvptx64"), feature = "entry-points"))]
+use ferrocuda_device::half::{Bf16, F16};
 
 entry_points! {
 // ---------------------------------------------------------------------------------------------
@@ -85,6 +87,44 @@ pub unsafe fn reduce_fast_sum_i32_to_i64(
             x, n, partials, ticket, out,
         )
     }
+}
+
+/// Fast deterministic reduction of 16-bit floats (`F16`, `Bf16`) in `f32`: each element widened
+/// exactly, summed (or compared) in `f32` as PyTorch sums `Half` and `BFloat16`, the result an
+/// `f32` (`reduce_fast_half_sum_f16`, ...). A `min` or `max` is one of the inputs (or the
+/// identity, an infinity), so the host narrows it back exactly.
+///
+/// # Launch
+/// As [`reduce_fast`].
+///
+/// # Safety
+/// As [`reduce_fast`], with `partials` and `out` of `f32`.
+#[kernel(O in [Sum, Min, Max], T in [F16, Bf16])]
+pub unsafe fn reduce_fast_half<O: Op, T: Element + Widen<f32>>(
+    x: *const T,
+    n: usize,
+    partials: *mut f32,
+    ticket: *mut u32,
+    out: *mut f32,
+) {
+    unsafe {
+        fast::fast::<T, f32, O, { crate::config::REDUCE_FAST_ITEMS }>(x, n, partials, ticket, out)
+    }
+}
+
+/// The first level of the reproducible sum of 16-bit floats: [`reduce_reproducible`] of `f32`
+/// on the input widened to `f32` (the same chunks of `reduce_repro_chunk(4)` elements, the same
+/// order), so its result has the bits of the `f32` reproducible sum of the widened input, on
+/// every GPU and on the CPU. The host goes on with `reduce_reproducible_f32`.
+///
+/// # Launch
+/// As [`reduce_reproducible`].
+///
+/// # Safety
+/// `x` holds `n` elements; `out` holds `n.div_ceil(reduce_repro_chunk(4))`.
+#[kernel(T in [F16, Bf16])]
+pub unsafe fn reduce_reproducible_half<T: Element + Widen<f32>>(x: *const T, n: usize, out: *mut f32) {
+    unsafe { reproducible::chunk_sums_widened(x, n, out) }
 }
 
 /// One level of the reproducible float sum: the sum of each chunk of

@@ -108,3 +108,67 @@ pub unsafe fn chunk_sums<T: Element>(x: *const T, n: usize, out: *mut T) {
 fn lane<T: Element>(v: T::V, j: usize, lanes: usize) -> T {
     if j < lanes { T::lane(v, j) } else { T::ZERO }
 }
+
+/// [`chunk_sums`] of `f32` over `x` widened to `f32`: chunks of `reduce_repro_chunk(4)`
+/// elements, thread `t` taking the 4 elements of `f32`-vector `k * BLOCK + t` of the chunk (one
+/// 8-byte load of four 16-bit elements when aligned), the same halvings and block sum. The
+/// result of every chunk has the bits `chunk_sums::<f32>` gives for the widened chunk.
+///
+/// # Safety
+/// `x` holds `n` elements, `out` `n.div_ceil(reduce_repro_chunk(4))`; the block is
+/// [`REDUCE_REPRO_BLOCK`] threads.
+#[inline(always)]
+pub unsafe fn chunk_sums_widened<T: Element + super::fast::Widen<f32>>(
+    x: *const T,
+    n: usize,
+    out: *mut f32,
+) {
+    const LANES: usize = 4;
+    let chunk = reduce_repro_chunk(size_of::<f32>());
+    let chunks = n.div_ceil(chunk);
+    let block = REDUCE_REPRO_BLOCK as usize;
+    let tid = thread_idx_x() as usize;
+    let scratch = reduce_repro_scratch().cast::<f32>();
+    // Four 16-bit elements are 8 bytes: one load when `x` is 8-byte aligned (a chunk's groups
+    // then all are), else the scalar path, which reads the same elements into the same order.
+    let aligned = (x as usize) % 8 == 0 && size_of::<T>() == 2;
+    let mut c = block_idx_x() as usize;
+    while c < chunks {
+        let base = c * chunk;
+        let mut sums = [0.0f32; REDUCE_REPRO_LOADS];
+        // SAFETY: a full chunk lies inside `x[..n]`; the scalar path reads only indices below
+        // `n`; an aligned group of four 16-bit elements is one aligned 8-byte word.
+        unsafe {
+            if aligned && base + chunk <= n {
+                let loaded: [[T; LANES]; REDUCE_REPRO_LOADS] = core::array::from_fn(|k| {
+                    let word = *x.add(base + (k * block + tid) * LANES).cast::<u64>();
+                    core::mem::transmute_copy::<u64, [T; LANES]>(&word)
+                });
+                for k in 0..REDUCE_REPRO_LOADS {
+                    sums[k] = halve::<f32, 4>(loaded[k].map(|e| e.widen()), LANES);
+                }
+            } else {
+                for k in 0..REDUCE_REPRO_LOADS {
+                    let first = base + (k * block + tid) * LANES;
+                    let e = |j: usize| {
+                        if first + j < n {
+                            (*x.add(first + j)).widen()
+                        } else {
+                            0.0
+                        }
+                    };
+                    sums[k] = halve::<f32, 4>(core::array::from_fn(e), LANES);
+                }
+            }
+        }
+        let v = halve(sums, REDUCE_REPRO_LOADS);
+        // SAFETY: as in `chunk_sums`.
+        unsafe {
+            let total = block::block_sum(v, scratch);
+            if tid == 0 {
+                *out.add(c) = total;
+            }
+        }
+        c += grid_dim_x() as usize;
+    }
+}

@@ -246,7 +246,9 @@ result_bits!(
     i64, u64, |v| v as u64, |b| b as i64;
     u64, u64, |v| v, |b| b;
     f32, u32, f32::to_bits, f32::from_bits;
-    f64, u64, f64::to_bits, f64::from_bits
+    f64, u64, f64::to_bits, f64::from_bits;
+    ferrocuda::runtime::element::F16, u16, |v| v.0, ferrocuda::runtime::element::F16;
+    ferrocuda::runtime::element::Bf16, u16, |v| v.0, ferrocuda::runtime::element::Bf16
 );
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;

@@ -84,6 +84,8 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
     }
     reproducible_cases::<f32>(gpu, &mut record)?;
     reproducible_cases::<f64>(gpu, &mut record)?;
+    half_cases::<ferrocuda::runtime::element::F16>(gpu, &mut record)?;
+    half_cases::<ferrocuda::runtime::element::Bf16>(gpu, &mut record)?;
     copy_cases(gpu, &mut record)?;
     let wide: Vec<i32> = (0..4099).map(|i| i32::MAX - i).collect();
     let d = gpu.upload(&wide, "widening input")?;
@@ -134,6 +136,69 @@ fn reproducible_cases<T: Reproducible>(
             reduce_reproducible::<T>().map_or("reduce_reproducible", |e| e.symbol()),
             got.same_bits(want),
         );
+    }
+    Ok(())
+}
+
+/// The 16-bit floats' kernels: the sum in `f32`, `min` and `max` at the fast path's sizes from
+/// offset 1 (the scalar head), on zeros and ones (so the sum is exact in any order) with one
+/// extreme each; the reproducible sum's first level aligned (8-byte loads) and not, against the
+/// CPU's `f32` order on the widened input.
+fn half_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Result<()> {
+    use ferrocuda::kernels::reduce as k;
+    use ferrocuda::reduce as lib;
+    let symbol = |op: ReduceOp| {
+        let e = match op {
+            ReduceOp::Sum => k::reduce_fast_half::<k::Sum, T>(),
+            ReduceOp::Min => k::reduce_fast_half::<k::Min, T>(),
+            ReduceOp::Max => k::reduce_fast_half::<k::Max, T>(),
+        };
+        e.map_or("reduce_fast_half", |e| e.symbol())
+    };
+    let tile = ferrocuda::reduce::FAST_BLOCK as usize * REDUCE_FAST_ITEMS * 8;
+    let resident = lib::ReducePlan::<T, f32>::new(gpu, ReduceOp::Sum)?.grid(usize::MAX) as usize;
+    let mut rng = SplitMix64::new(13);
+    let longest = resident * tile + tile + 8;
+    let mut host: Vec<T> = (0..longest)
+        .map(|_| T::from_f64((rng.next_u64() % 2) as f64))
+        .collect();
+    host[longest / 2] = T::from_f64(-3.0);
+    host[longest / 3] = T::from_f64(5.0);
+    let input = gpu.upload(&host, "sanitize half-precision input")?;
+    for n in [
+        CASE_SIZES[0],
+        CASE_SIZES[1],
+        3 * tile + 5,
+        resident * tile + tile + 7,
+    ] {
+        let (x, slice) = (&host[1..n + 1], input.index(1..n + 1));
+        let exact = x.iter().map(|v| v.to_f64()).sum::<f64>();
+        record(
+            symbol(ReduceOp::Sum),
+            lib::sum_to_f32(gpu, &slice)? as f64 == exact,
+        );
+        let fold = |max: bool| {
+            x.iter()
+                .copied()
+                .reduce(|a, b| if max { a.max_of(b) } else { a.min_of(b) })
+        };
+        record(
+            symbol(ReduceOp::Min),
+            Some(lib::min(gpu, &slice)?) == fold(false),
+        );
+        record(
+            symbol(ReduceOp::Max),
+            Some(lib::max(gpu, &slice)?) == fold(true),
+        );
+    }
+    let chunk = reduce_repro_chunk(size_of::<f32>());
+    let repro =
+        k::reduce_reproducible_half::<T>().map_or("reduce_reproducible_half", |e| e.symbol());
+    for (lo, hi) in [(0, CASE_SIZES[1]), (4, 3 * chunk + 9), (1, 3 * chunk + 6)] {
+        let widened: Vec<f32> = host[lo..hi].iter().map(|v| v.to_f64() as f32).collect();
+        let want = ferrocuda_lessons::cpu::reproducible::sum_reproducible(&widened);
+        let got = lib::sum_reproducible_to_f32(gpu, &input.index(lo..hi))?;
+        record(repro, got.to_bits() == want.to_bits());
     }
     Ok(())
 }

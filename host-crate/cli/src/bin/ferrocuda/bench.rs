@@ -79,8 +79,14 @@ impl BenchArgs {
         let types = list(&self.types)
             .iter()
             .map(|t| {
-                ElemType::from_name(t)
-                    .with_context(|| format!("unknown type `{t}` (i32, u32, i64, u64, f32, f64)"))
+                let ty = ElemType::from_name(t)
+                    .with_context(|| format!("unknown type `{t}` (i32, u32, i64, u64, f32, f64)"))?;
+                if ty.is_half() {
+                    bail!(
+                        "the bench has no {ty} rows yet; `ferrocuda reduce --type {ty}` times and checks the library's {ty} reductions"
+                    );
+                }
+                Ok(ty)
             })
             .collect::<Result<Vec<_>>>()?;
         let (mut reduce_variants, mut stencil_variants) = (Vec::new(), Vec::new());

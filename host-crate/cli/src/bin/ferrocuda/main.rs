@@ -80,7 +80,8 @@ enum Command {
         /// Threads per block (default: each variant's own, 512 for the book's kernels).
         #[arg(long)]
         block: Option<u32>,
-        /// Element type: i32, u32, i64, u64, f32, f64.
+        /// Element type: i32, u32, i64, u64, f32, f64, or the 16-bit floats f16 and bf16 (the
+        /// library's sum in f32, min, max, and the reproducible sum).
         #[arg(long = "type", default_value = "i32")]
         ty: String,
         /// sum, min or max (min and max: the fast path only).
@@ -315,6 +316,8 @@ fn run(cli: Cli) -> Result<()> {
             let (ty, args) = reduce_args(&variant, n, block, &ty, &op, reps, seed)?;
             let gpu = open(cli.device)?;
             let passed = match ty {
+                ElemType::F16 => half_table::<ferrocuda::runtime::element::F16>(&gpu, &args),
+                ElemType::Bf16 => half_table::<ferrocuda::runtime::element::Bf16>(&gpu, &args),
                 ElemType::F32 => reduce_table::<f32>(&gpu, &args, Some(reproducible_row::<f32>)),
                 ElemType::F64 => reduce_table::<f64>(&gpu, &args, Some(reproducible_row::<f64>)),
                 _ => ferrocuda::with_elem_type!(ty, T => reduce_table::<T>(&gpu, &args, None)),
@@ -369,10 +372,39 @@ fn reduce_args(
     reps: usize,
     seed: u64,
 ) -> Result<(ElemType, ReduceArgs)> {
-    let ty = ElemType::from_name(ty)
-        .with_context(|| format!("unknown type `{ty}` (i32, u32, i64, u64, f32, f64)"))?;
+    let ty = ElemType::from_name(ty).with_context(|| {
+        format!("unknown type `{ty}` (i32, u32, i64, u64, f32, f64, f16, bf16)")
+    })?;
     let op =
         ReduceOp::from_name(op).with_context(|| format!("unknown op `{op}` (sum, min, max)"))?;
+    if ty.is_half() {
+        if variant != "all" && variant != "fast" && variant != REPRODUCIBLE {
+            bail!(
+                "{ty} is reduced by the library only: --variant all, fast or {REPRODUCIBLE}, not `{variant}`"
+            );
+        }
+        if variant == REPRODUCIBLE && op != ReduceOp::Sum {
+            bail!("the reproducible sum is a sum, not a {} of {ty}", op.name());
+        }
+        if block.is_some() {
+            bail!("{ty} is reduced by the library, which picks its own block: drop --block");
+        }
+        if reps == 0 {
+            bail!("--reps must be at least 1");
+        }
+        return Ok((
+            ty,
+            ReduceArgs {
+                variants: Vec::new(),
+                reproducible: op == ReduceOp::Sum && variant != "fast",
+                n,
+                block,
+                op,
+                reps,
+                seed,
+            },
+        ));
+    }
     let names = || ReduceVariant::ALL.map(|v| v.name()).join(", ");
     let float_sum = ty.is_float() && op == ReduceOp::Sum;
     let reproducible = (variant == "all" || variant == REPRODUCIBLE) && float_sum;
@@ -445,6 +477,88 @@ fn reproducible_row<T: Reproducible>(
         want,
         reps,
     )?)
+}
+
+/// `ferrocuda reduce --type f16|bf16`: the library's 16-bit float reductions, each timed per
+/// call (wall clock, launch and wait included: what a program pays) and checked against the CPU.
+/// The sum's input is ones and zeros (ones with probability `min(1, 2^23 / n)`), so its exact
+/// total stays below 2^24 and every order of `f32` addition gives it bit for bit; `min` and
+/// `max` read random finite values, and the result must be the CPU's element.
+fn half_table<T: Element>(gpu: &Gpu, a: &ReduceArgs) -> Result<bool> {
+    use ferrocuda::reduce as lib;
+    let bytes = a.n * size_of::<T>();
+    let mut rng = ferrocuda_lessons::cpu::SplitMix64::new(a.seed);
+    let host: Vec<T> = if a.op == ReduceOp::Sum {
+        let ones = (1u64 << 23).min(a.n.max(1) as u64);
+        (0..a.n)
+            .map(|_| T::from_f64((rng.next_u64() % (a.n.max(1) as u64) < ones) as u8 as f64))
+            .collect()
+    } else {
+        (0..a.n)
+            .map(|_| T::from_f64((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2e4 - 1e4))
+            .collect()
+    };
+    let input = gpu.upload(&host, "reduce input")?;
+    println!(
+        "reduce {} of n = {} {} ({:.1} MiB) on {} ({}), {} calls each, median wall time per call",
+        a.op.name(),
+        a.n,
+        T::TYPE,
+        bytes as f64 / (1u64 << 20) as f64,
+        gpu.props().name,
+        gpu.ptx_arch(),
+        a.reps
+    );
+    println!("{:<24}{:>14}{:>10}  check", "call", "median us", "GB/s");
+    let time = |f: &dyn Fn() -> ferrocuda::Result<f64>| -> Result<(f64, f64)> {
+        let mut samples = Vec::with_capacity(a.reps);
+        let mut value = f()?;
+        for _ in 0..a.reps {
+            let start = std::time::Instant::now();
+            value = f()?;
+            samples.push(start.elapsed().as_secs_f64());
+        }
+        samples.sort_by(f64::total_cmp);
+        Ok((samples[samples.len() / 2], value))
+    };
+    let mut rows: Vec<(&str, f64, f64, f64)> = Vec::new();
+    match a.op {
+        ReduceOp::Sum => {
+            let exact = host.iter().map(|x| x.to_f64()).sum::<f64>();
+            let (t, v) = time(&|| lib::sum_to_f32(gpu, &input).map(f64::from))?;
+            rows.push(("sum_to_f32", t, v, exact));
+            if a.reproducible {
+                let (t, v) = time(&|| lib::sum_reproducible_to_f32(gpu, &input).map(f64::from))?;
+                rows.push(("sum_reproducible_to_f32", t, v, exact));
+            }
+        }
+        ReduceOp::Min | ReduceOp::Max => {
+            let max = a.op == ReduceOp::Max;
+            let want = host
+                .iter()
+                .copied()
+                .reduce(|x, y| if max { x.max_of(y) } else { x.min_of(y) })
+                .map_or(f64::NAN, |x| x.to_f64());
+            let (t, v) = if max {
+                time(&|| lib::max(gpu, &input).map(|x| x.to_f64()))?
+            } else {
+                time(&|| lib::min(gpu, &input).map(|x| x.to_f64()))?
+            };
+            rows.push((a.op.name(), t, v, want));
+        }
+    }
+    let mut all_passed = true;
+    for (name, t, got, want) in rows {
+        let passed = got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan());
+        all_passed &= passed;
+        println!(
+            "{name:<24}{:>14.2}{:>10.0}  {} (got {got}, the CPU's exact {want})",
+            t * 1e6,
+            bytes as f64 / t / 1e9,
+            if passed { "PASS" } else { "FAIL" },
+        );
+    }
+    Ok(all_passed)
 }
 
 fn reduce_table<T: Element>(
