@@ -5,11 +5,11 @@
 //! against; `copy_bulk` shows that a kernel written in Rust reaches it too, and what it takes:
 //! one thread per block issuing 32 KiB `cp.async.bulk` loads and stores through two stages of
 //! shared memory (64 KiB a block, past the 48 KiB default: the launch opts in), and a grid of
-//! one block per tile. The grid matters more than the pipeline: with one block per tile the
-//! block scheduler gives the next tile to whichever SM has room, so the tiles in flight stay a
-//! compact window of the array, and the copy runs at the driver's speed; as many blocks as the
-//! GPU holds at once, each cycling its stages over a tile a grid apart, stay a few percent
-//! short ([`CopyRun::with_grid`] launches that form). See `kernels-crate/src/copy.rs`.
+//! one block per tile. On an H100 the grid mattered more than the pipeline: with one block per
+//! tile the copy runs at the driver's speed; as many blocks as the GPU holds at once, each
+//! cycling its stages over a tile a grid apart, stayed a few percent short
+//! ([`CopyRun::with_grid`] launches that form; docs/tuning-notes.md, "The grid, not the
+//! pipeline", for the measurements and the likely reasons). See `kernels-crate/src/copy.rs`.
 //!
 //! A bulk copy needs 16-byte aligned addresses on both sides, so the source and the destination
 //! must sit at the same offset from a 16-byte boundary (the bytes before the first boundary and

@@ -118,10 +118,10 @@ impl<T: Element> Taps<T> {
     }
 
     /// Why these taps cannot be used, if they cannot: a radius without an entry point, an even
-    /// number of coefficients, or coefficients for an integer type.
+    /// number of coefficients, or coefficients for an integer or 16-bit float type.
     pub fn error(&self) -> Option<String> {
         if let Self::Weighted(w) = self {
-            if !T::TYPE.is_float() {
+            if !T::TYPE.is_float() || T::TYPE.is_half() {
                 return Some(format!(
                     "weighted stencils are f32 and f64 only, not {}",
                     T::TYPE
@@ -182,13 +182,18 @@ pub enum StencilGrid {
     /// One thread per output: `ceil(n / block)` blocks.
     PerElement,
     /// The fast path's tiles of `block * STENCIL_FAST_VECTORS_PER_THREAD` vectors, one block
-    /// each (at most `2^31 - 1` blocks; the kernel's grid-stride loop takes any rest). The
-    /// block scheduler hands the next tile to whichever SM frees a slot, so the tiles in flight
-    /// stay a compact window of the array: this is what reaches the driver's copy speed.
+    /// each (at most `2^31 - 1` blocks; the kernel's grid-stride loop takes any rest). On an
+    /// H100 this grid runs the fast stencil at the driver's copy speed from 2^26 elements,
+    /// where the resident grid stays several percent short (docs/tuning-notes.md, "The grid,
+    /// not the pipeline": measured, with an explanation that is likely but not measured).
     Tiles,
     /// The same tiles over at most the blocks the GPU holds at once, each block looping over
-    /// several (the bulk-copy stencil's pipeline needs several tiles a block).
+    /// several (the bulk-copy stencil's pipeline, and the sharded stencil's interior, whose
+    /// overlap with the edges was measured on this grid).
     ResidentTiles,
+    /// The same tiles over exactly this many blocks (at least 1), each looping over the tiles
+    /// a grid apart: what tests use to make every block loop on small inputs.
+    Blocks(u32),
     /// One thread per output in thread block clusters: `ceil(n / block)` blocks rounded up to
     /// a whole number of the kernel's clusters.
     Clusters,
@@ -217,6 +222,20 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         input: &'a DeviceSlice<T>,
         output: &'a mut DeviceSlice<T>,
     ) -> Result<Self> {
+        Self::with_grid(gpu, taps, boundary, input, output, StencilGrid::Tiles)
+    }
+
+    /// [`new`](Self::new) on the grid `grid`: [`StencilGrid::Tiles`] (the library's),
+    /// [`StencilGrid::ResidentTiles`] or [`StencilGrid::Blocks`]; the fast kernels are correct
+    /// on any of them. The per-element and cluster grids are for other kernels, and refused.
+    pub fn with_grid(
+        gpu: &'g Gpu,
+        taps: &Taps<T>,
+        boundary: Boundary,
+        input: &'a DeviceSlice<T>,
+        output: &'a mut DeviceSlice<T>,
+        grid: StencilGrid,
+    ) -> Result<Self> {
         use ferrocuda_kernels::stencil as k;
         let invalid = |what: String| Error::InvalidArgument { what };
         let radius = taps.radius();
@@ -230,26 +249,29 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         let r = radius as usize;
         let none = || invalid(format!("the fast stencil has no {} kernel", T::TYPE));
         let kernel = match coefficients(taps)? {
-            None => StencilKernel::Sum(gpu.kernel(k::stencil_1d_fast::<T>(r).ok_or_else(none)?)?),
+            None => StencilKernel::Sum(
+                gpu.kernel(
+                    k::stencil_1d_fast::<T>(r)
+                        .or_else(|| k::stencil_1d_fast_half::<T>(r))
+                        .ok_or_else(none)?,
+                )?,
+            ),
             Some(c) => StencilKernel::Weighted(
                 gpu.kernel(k::stencil_1d_fast_weighted::<T>(r).ok_or_else(none)?)?,
                 c,
             ),
         };
+        if matches!(grid, StencilGrid::PerElement | StencilGrid::Clusters) {
+            return Err(invalid(format!(
+                "fast stencil (R = {radius}, {}): the {grid:?} grid is not one of the fast \
+                 kernels' (Tiles, ResidentTiles, Blocks)",
+                T::TYPE
+            )));
+        }
         // SAFETY: the fast kernels keep the contract for any block and grid: each output
         // element is written by the thread (or tile) that owns it, and reads go through the
         // boundary rule, never outside `input[..n]`.
-        unsafe {
-            Self::with_kernel(
-                gpu,
-                kernel,
-                StencilGrid::Tiles,
-                boundary,
-                input,
-                output,
-                FAST_BLOCK,
-            )
-        }
+        unsafe { Self::with_kernel(gpu, kernel, grid, boundary, input, output, FAST_BLOCK) }
     }
 
     /// Prepares `kernel` (a kernel with the stencil's parameters, ferrocuda's or one's own)
@@ -307,16 +329,18 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
                 let grid = u32::try_from(blocks).map_err(|_| too_large())?;
                 LaunchConfig::linear(grid, block, shared)
             }
-            StencilGrid::Tiles | StencilGrid::ResidentTiles => {
+            StencilGrid::Tiles | StencilGrid::ResidentTiles | StencilGrid::Blocks(_) => {
                 let lanes = 16 / size_of::<T>();
                 let tile = block as usize * STENCIL_FAST_VECTORS_PER_THREAD * lanes;
                 let tiles = (n + 2 * lanes).div_ceil(tile);
-                let most = if grid == StencilGrid::Tiles {
-                    i32::MAX as usize
-                } else {
-                    function.resident_blocks(block, shared)?.max(1) as usize
+                let blocks = match grid {
+                    StencilGrid::Blocks(b) => b as usize,
+                    StencilGrid::ResidentTiles => {
+                        tiles.min(function.resident_blocks(block, shared)?.max(1) as usize)
+                    }
+                    _ => tiles.min(i32::MAX as usize),
                 };
-                LaunchConfig::linear(tiles.min(most) as u32, block, shared)
+                LaunchConfig::linear(blocks as u32, block, shared)
             }
         };
         // An empty input launches nothing; its configuration must still be one that could run.

@@ -18,6 +18,9 @@ pub const fn reduce_repro_chunk(size: usize) -> usize {
     REDUCE_REPRO_BLOCK as usize * REDUCE_REPRO_LOADS * (16 / size)
 }
 
+/// The radii of the fast 1D stencil of the 16-bit floats (`stencil_1d_fast_half`).
+pub const STENCIL_HALF_RADII: [u32; 3] = [1, 2, 3];
+
 /// The radii of the 1D stencil (一维模板) with an entry point: `R` inputs on each side of the
 /// centre, `2R + 1` in all. The 《CUDA C/C++ Basics》学习笔记
 /// use `R = 3` (width 7).

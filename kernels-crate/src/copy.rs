@@ -10,11 +10,11 @@
 //! `STAGES` tiles of loads and stores are in flight per block, with a few blocks per SM
 //! (64 KiB of shared memory each). Tiles go to blocks round-robin.
 //!
-//! The host launches one block per tile, so a block runs its pipeline for one tile and the
-//! block scheduler does the rest: each SM takes the next tile as soon as it has room, and the
-//! tiles in flight stay a compact window of the array. That reaches the driver's copy speed;
-//! a grid of the resident blocks, each cycling its stages, stays a few percent short
-//! (docs/tuning-notes.md, "Thread block clusters and bulk copies").
+//! The host launches one block per tile, so a block copies one tile and the block scheduler
+//! does the rest, each SM taking the next tile as soon as it has room. On an H100 that reaches
+//! the driver's copy speed; a grid of the resident blocks, each cycling its stages, stays a few
+//! percent short (docs/tuning-notes.md, "The grid, not the pipeline", which gives the likely
+//! reasons). On that grid a block uses one of its two stages.
 //!
 //! Bulk copies need 16-byte aligned addresses on both sides: the bytes before the source's
 //! first 16-byte boundary (the head) and after its last (the tail) are copied by the block's

@@ -74,6 +74,10 @@ proptest! {
         let fast_weighted =
             ferrocuda::kernels::stencil::stencil_1d_fast_weighted::<f32>(3).unwrap().info().kernel;
         let bulk = ferrocuda::kernels::stencil::stencil_1d_bulk::<f32>(3).unwrap().info().kernel;
+        let fast_half = ferrocuda::kernels::stencil::stencil_1d_fast_half::<ferrocuda::runtime::element::F16>(3)
+            .unwrap()
+            .info()
+            .kernel;
         let tiles = entry_points().into_iter().filter(|e| {
             e.module.ends_with("::stencil") && e.dynamic_shared_bytes.is_some()
         });
@@ -81,11 +85,11 @@ proptest! {
         for e in tiles {
             seen += 1;
             let radius: usize = e.instance_value("R").unwrap().parse().unwrap();
-            let size = ferrocuda::runtime::element::ElemType::from_name(e.instance_value("T").unwrap())
+            let size = ferrocuda::runtime::element::ElemType::from_name(&e.instance_value("T").unwrap().to_lowercase())
                 .unwrap()
                 .size();
             // The bulk-copy stencil's stages each hold a fast tile.
-            let outputs = if e.kernel == fast || e.kernel == fast_weighted || e.kernel == bulk {
+            let outputs = if [fast, fast_weighted, bulk, fast_half].contains(&e.kernel) {
                 block as usize * STENCIL_FAST_VECTORS_PER_THREAD * (16 / size)
             } else {
                 block as usize
@@ -95,8 +99,9 @@ proptest! {
                 "{} at block {block}: {} B", e.symbol, e.dynamic_shared_bytes(block)
             );
         }
-        // naive, weighted, shared (lessons); fast, fast weighted, bulk, cluster (library).
-        prop_assert_eq!(seen, (3 + 2 + 3 + 2 + 3 + 3) * 6);
+        // naive, weighted, shared (lessons); fast, fast weighted, bulk, cluster, fast of the
+        // 16-bit floats (library).
+        prop_assert_eq!(seen, (3 + 2 + 3 + 2 + 3 + 3) * 6 + 2 * 3);
     }
 }
 

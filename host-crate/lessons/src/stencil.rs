@@ -141,6 +141,17 @@ impl StencilVariant {
         }
         taps.error()
             .or_else(|| self.block_error(block, taps.radius()))
+            .or_else(|| {
+                Entries::<T>::of(self, taps.radius(), taps.is_weighted())
+                    .is_none()
+                    .then(|| {
+                        format!(
+                            "stencil variant `{name}` has no {} kernel for R = {}",
+                            T::TYPE,
+                            taps.radius()
+                        )
+                    })
+            })
     }
 }
 
@@ -163,7 +174,9 @@ impl<T: Element> Entries<T> {
             (V::Shared, false) => Some(Self::Sum(k::stencil_1d_shared::<T>(r)?)),
             (V::Naive | V::Shared, true) => None,
             (V::Weighted, _) => Some(Self::Weighted(k::stencil_1d_weighted::<T>(r)?)),
-            (V::Fast, false) => Some(Self::Sum(fast::stencil_1d_fast::<T>(r)?)),
+            (V::Fast, false) => Some(Self::Sum(
+                fast::stencil_1d_fast::<T>(r).or_else(|| fast::stencil_1d_fast_half::<T>(r))?,
+            )),
             (V::Fast, true) => Some(Self::Weighted(fast::stencil_1d_fast_weighted::<T>(r)?)),
             (V::Bulk, false) => Some(Self::Sum(fast::stencil_1d_bulk::<T>(r)?)),
             (V::Cluster, false) => Some(Self::Sum(fast::stencil_1d_cluster::<T>(r)?)),

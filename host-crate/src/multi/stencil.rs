@@ -20,7 +20,7 @@ use crate::runtime::error::{Error, Result};
 use crate::runtime::gpu::{Gpu, copy_bytes_async, memset_bytes_async};
 use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
 use crate::runtime::stream::Stream;
-use crate::stencil::{self, Boundary, StencilRun, Taps};
+use crate::stencil::{self, Boundary, StencilGrid, StencilRun, Taps};
 
 use super::sharded::ShardedArray;
 use super::team::Transfer;
@@ -396,13 +396,16 @@ impl<T: Element> ShardedStencil<'_, T> {
             // (`ready`); the edge stream holds it; `finish` waits for both before any buffer is
             // freed. The interior writes `output[r..r + len]`, the ends write scratch buffers, and
             // the halos of `output` are written by the exchange below: nothing overlaps.
+            // The interior on the resident blocks: the grid its overlap with the edges was
+            // measured on (docs/multi-gpu.md).
             unsafe {
-                StencilRun::new(
+                StencilRun::with_grid(
                     &m.gpu,
                     taps,
                     boundary,
                     &input.index(r..r + len),
                     &mut output.index_mut(r..r + len),
+                    StencilGrid::ResidentTiles,
                 )?
                 .launch_unordered(&m.bulk)?;
                 StencilRun::new(&m.gpu, taps, boundary, &input.index(0..3 * r), &mut l.left)?

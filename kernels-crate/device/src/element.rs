@@ -3,7 +3,7 @@
 //! what the reductions, the stencils and the 16-byte vector paths need of a type, implemented
 //! once per type.
 use super::half::{Bf16, F16, Half};
-use super::vector::{Access16, Vector16, load_16, load_nc_v2, load_nc_v4, load_nc_v8};
+use super::vector::{Access16, Vector16, load_16, load_nc_v2, load_nc_v4};
 use super::warp::Shuffle;
 
 /// An element type of the kernels.
@@ -27,6 +27,12 @@ pub unsafe trait Element: Shuffle + Copy + PartialOrd {
     const LANES: usize;
     /// The 16-byte vector of this type.
     type V: Access16;
+    /// What a stencil computes in: the type itself, `f32` for the 16-bit floats.
+    type Acc: Element;
+    /// The value in [`Acc`](Self::Acc) (exact).
+    fn to_acc(self) -> Self::Acc;
+    /// An [`Acc`](Self::Acc) value rounded to this type (to nearest, ties to even).
+    fn from_acc(a: Self::Acc) -> Self;
     /// `self + other`, wrapping for integers (exact modulo 2^bits).
     fn add(self, other: Self) -> Self;
     /// The smaller value (for floats, a NaN operand is ignored, as PTX `min` does).
@@ -53,7 +59,7 @@ pub unsafe trait Element: Shuffle + Copy + PartialOrd {
 }
 
 /// An element type with a fused multiply-add, for weighted stencils.
-pub trait Float: Element {
+pub trait Float: Element<Acc = Self> {
     /// `self * a + b` with one rounding.
     fn mul_add(self, a: Self, b: Self) -> Self;
 }
@@ -70,6 +76,11 @@ macro_rules! element {
             const MAX_IDENTITY: Self = $max_id;
             const LANES: usize = $lanes;
             type V = Vector16<$t, $lanes>;
+            type Acc = $t;
+            #[inline(always)]
+            fn to_acc(self) -> Self { self }
+            #[inline(always)]
+            fn from_acc(a: Self) -> Self { a }
             #[inline(always)]
             fn add(self, other: Self) -> Self { let ($a, $b) = (self, other); $add }
             #[inline(always)]
@@ -151,6 +162,11 @@ macro_rules! element_half {
             const MAX_IDENTITY: Self = <$t as Half>::NEG_INFINITY;
             const LANES: usize = 8;
             type V = Vector16<$t, 8>;
+            type Acc = f32;
+            #[inline(always)]
+            fn to_acc(self) -> f32 { self.to_f32() }
+            #[inline(always)]
+            fn from_acc(a: f32) -> Self { Self::from_f32(a) }
             #[inline(always)]
             fn add(self, other: Self) -> Self {
                 Self::from_f32(self.to_f32() + other.to_f32())
@@ -185,7 +201,7 @@ macro_rules! element_half {
             #[inline(always)]
             unsafe fn load_nc(p: *const Self::V) -> Self::V {
                 // SAFETY: forwarded to the caller.
-                unsafe { load_nc_v8(p.cast()) }
+                Vector16::<$t, 8>::from_words(unsafe { load_nc_v4::<u32>(p.cast()) })
             }
         }
     )*};

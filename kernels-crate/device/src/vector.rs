@@ -72,18 +72,42 @@ impl<T: Copy> Access16 for Vector16<T, 2> {
     }
 }
 
-impl<T: Copy> Access16 for Vector16<T, 8> {
-    #[inline(always)]
-    fn load(v: &Self) -> Self {
-        Vector16(core::array::from_fn(|i| v.0[i]))
-    }
-    #[inline(always)]
-    fn store(dst: &mut Self, v: Self) {
-        for i in 0..8 {
-            dst.0[i] = v.0[i];
+/// Eight 2-byte lanes (the 16-bit floats) move as four 4-byte words (lane by lane they would
+/// be eight 2-byte accesses), split and joined with shifts in registers.
+macro_rules! access16_half {
+    ($($t:path),*) => {$(
+        impl Access16 for Vector16<$t, 8> {
+            #[inline(always)]
+            fn load(v: &Self) -> Self {
+                // SAFETY: the same 16 bytes at the same 16-byte aligned address, as words.
+                let w = Access16::load(unsafe { &*(v as *const Self).cast::<Vector16<u32, 4>>() });
+                Self::from_words(w)
+            }
+            #[inline(always)]
+            fn store(dst: &mut Self, v: Self) {
+                // SAFETY: as in `load`; the caller's `&mut` covers the 16 bytes written.
+                let dst = unsafe { &mut *(dst as *mut Self).cast::<Vector16<u32, 4>>() };
+                Access16::store(dst, v.to_words());
+            }
         }
-    }
+
+        impl Vector16<$t, 8> {
+            /// The lanes of four little-endian words, lane 0 in the low half of word 0.
+            #[inline(always)]
+            pub fn from_words(w: Vector16<u32, 4>) -> Self {
+                Vector16(core::array::from_fn(|i| $t((w.0[i / 2] >> (16 * (i % 2))) as u16)))
+            }
+            /// The four words of the lanes, as memory holds them.
+            #[inline(always)]
+            pub fn to_words(self) -> Vector16<u32, 4> {
+                Vector16(core::array::from_fn(|k| {
+                    self.0[2 * k].0 as u32 | (self.0[2 * k + 1].0 as u32) << 16
+                }))
+            }
+        }
+    )*};
 }
+access16_half!(crate::half::F16, crate::half::Bf16);
 
 /// `ld.global.nc.v4.b32` of four 4-byte lanes.
 #[inline(always)]
@@ -98,13 +122,6 @@ pub(super) unsafe fn load_nc_v4<T: Copy>(p: *const Vector16<u32, 4>) -> Vector16
         );
         core::mem::transmute_copy(&Vector16([a, b, c, d]))
     }
-}
-
-/// `ld.global.nc.v4.b32` of eight 2-byte lanes (two to a word, in memory order).
-#[inline(always)]
-pub(super) unsafe fn load_nc_v8<T: Copy>(p: *const Vector16<u32, 4>) -> Vector16<T, 8> {
-    // SAFETY: forwarded to the caller; 16 bytes are 16 bytes, lanes in memory order.
-    unsafe { core::mem::transmute_copy(&load_nc_v4::<u32>(p)) }
 }
 
 /// `ld.global.nc.v2.b64` of two 8-byte lanes.

@@ -31,7 +31,7 @@ crate::shared_array!(
 /// # Safety
 /// As [`bulk`]; `SHIFT` is the tiling's input shift.
 #[inline(always)]
-unsafe fn tiles<T: Element, P: Taps<T>, const R: usize, const SHIFT: usize>(
+unsafe fn tiles<T: Element, P: Taps<T::Acc>, const R: usize, const SHIFT: usize>(
     input: *const T,
     out: *mut T,
     mode: u32,
@@ -109,7 +109,7 @@ unsafe fn tiles<T: Element, P: Taps<T>, const R: usize, const SHIFT: usize>(
 /// As [`super::fast::fast`], with `STENCIL_BULK_STAGES` stages of
 /// `stencil_fast_tile_vectors(blockDim.x, R, LANES)` vectors of dynamic shared memory; sm_90.
 #[inline(always)]
-pub unsafe fn bulk<T: Element, P: Taps<T>, const R: usize>(
+pub unsafe fn bulk<T: Element, P: Taps<T::Acc>, const R: usize>(
     input: *const T,
     out: *mut T,
     n: usize,

@@ -9,11 +9,10 @@
 //!   cover the window of one output vector (`LANES + 2R` elements) into registers once, then
 //!   computes all `LANES` outputs from them, instead of `2R + 1` shared reads per output.
 //! - **one block per tile**, the grid the host launches: the block scheduler gives the next
-//!   tile to whichever SM has room, so the tiles in flight stay a compact window of the array
-//!   and the DRAM streams as it does for the driver's copy. A grid of the resident blocks
-//!   looping over tiles a grid apart (the first form of this kernel) stays about 7 % short of
-//!   the copy (docs/tuning-notes.md, "The grid, not the pipeline"). The kernel still takes any
-//!   grid: a block with
+//!   tile to whichever SM has room. On an H100 this runs at the driver's copy speed from 2^26
+//!   elements, where a grid of the resident blocks looping over tiles a grid apart (the first
+//!   form of this kernel) stayed 7-11 % short (docs/tuning-notes.md, "The grid, not the
+//!   pipeline", with the likely reasons). The kernel still takes any grid: a block with
 //!   several tiles loops over them, the next tile's loads issued into registers before the
 //!   current tile is computed.
 //!
@@ -38,8 +37,9 @@ use crate::device::thread::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
 use crate::device::vector::Access16;
 
 /// Elements of the register window of one output vector, for every radius, type and shift:
-/// `ceil((SHIFT + LANES + 2R) / LANES) * LANES` is at most 40 (`f32`, `R = 16`, `SHIFT = 3`).
-const WINDOW: usize = 40;
+/// `ceil((SHIFT + LANES + 2R) / LANES) * LANES` is at most 48 (a 16-bit float, `R = 16`,
+/// `SHIFT = 7`; 40 for `f32`). Only the elements a window uses are ever touched.
+const WINDOW: usize = 48;
 
 /// The vectors of one tile a thread loads: rounds `0..=V` of `tid + round * blockDim.x`
 /// (round `V` only for the few extra halo vectors).
@@ -161,7 +161,12 @@ pub(super) unsafe fn fill_edge_tile<T: Element>(
 /// # Safety
 /// `s` holds the tile's vectors `g ..= g + ceil((SHIFT + LANES + 2R) / LANES) - 1`.
 #[inline(always)]
-pub(super) unsafe fn output_vector<T: Element, P: Taps<T>, const R: usize, const SHIFT: usize>(
+pub(super) unsafe fn output_vector<
+    T: Element,
+    P: Taps<T::Acc>,
+    const R: usize,
+    const SHIFT: usize,
+>(
     s: *const T::V,
     g: usize,
     taps: &P,
@@ -177,12 +182,13 @@ pub(super) unsafe fn output_vector<T: Element, P: Taps<T>, const R: usize, const
             win[v * lanes + e] = T::lane(vector, e);
         }
     }
+    // In `T::Acc`: `T` itself, or `f32` for the 16-bit floats, rounded once at the end.
     T::vector(|c| {
-        let mut acc = T::ADD_IDENTITY;
+        let mut acc = <T::Acc as Element>::ADD_IDENTITY;
         for k in 0..2 * R + 1 {
-            acc = taps.accumulate(acc, k, win[SHIFT + c + k]);
+            acc = taps.accumulate(acc, k, win[SHIFT + c + k].to_acc());
         }
-        acc
+        T::from_acc(acc)
     })
 }
 
@@ -214,7 +220,7 @@ pub(super) unsafe fn store_output<T: Element>(out: *mut T, n: usize, o: isize, y
 /// As [`fast`]; `SHIFT` is `(input offset - out_offset - R) mod LANES` (element offsets from a
 /// 16-byte boundary).
 #[inline(always)]
-unsafe fn tiles<T: Element, P: Taps<T>, const R: usize, const SHIFT: usize>(
+unsafe fn tiles<T: Element, P: Taps<T::Acc>, const R: usize, const SHIFT: usize>(
     input: *const T,
     out: *mut T,
     mode: u32,
@@ -275,7 +281,7 @@ unsafe fn tiles<T: Element, P: Taps<T>, const R: usize, const SHIFT: usize>(
 /// to their element size; `blockDim.x` is a multiple of 32; the dynamic shared memory holds
 /// `stencil_fast_tile_vectors(blockDim.x, R, LANES)` 16-byte vectors.
 #[inline(always)]
-pub unsafe fn fast<T: Element, P: Taps<T>, const R: usize>(
+pub unsafe fn fast<T: Element, P: Taps<T::Acc>, const R: usize>(
     input: *const T,
     out: *mut T,
     n: usize,
@@ -289,6 +295,13 @@ pub unsafe fn fast<T: Element, P: Taps<T>, const R: usize>(
             0 => tiles::<T, P, R, 0>(input, out, mode, &taps, tiling),
             1 => tiles::<T, P, R, 1>(input, out, mode, &taps, tiling),
             2 => tiles::<T, P, R, 2>(input, out, mode, &taps, tiling),
+            3 => tiles::<T, P, R, 3>(input, out, mode, &taps, tiling),
+            // Eight lanes (the 16-bit floats) only; `T::LANES` is a constant, so the other
+            // types compile without these.
+            4 if T::LANES == 8 => tiles::<T, P, R, 4>(input, out, mode, &taps, tiling),
+            5 if T::LANES == 8 => tiles::<T, P, R, 5>(input, out, mode, &taps, tiling),
+            6 if T::LANES == 8 => tiles::<T, P, R, 6>(input, out, mode, &taps, tiling),
+            _ if T::LANES == 8 => tiles::<T, P, R, 7>(input, out, mode, &taps, tiling),
             _ => tiles::<T, P, R, 3>(input, out, mode, &taps, tiling),
         }
     }

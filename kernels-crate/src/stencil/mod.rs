@@ -36,6 +36,8 @@
 use crate::config::STENCIL_MAX_TAPS;
 #[cfg(any(not(target_arch = "nvptx64"), feature = "entry-points"))]
 use crate::entry::kernel;
+#[cfg(any(not(target_arch = "nvptx64"), feature = "entry-points"))]
+use ferrocuda_device::half::{Bf16, F16};
 
 #[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
 pub mod bulk;
@@ -85,6 +87,35 @@ entry_points! {
     ) as usize
 )]
 pub unsafe fn stencil_1d_fast<T: Element, const R: usize>(
+    input: *const T,
+    out: *mut T,
+    n: usize,
+    boundary: u32,
+) {
+    unsafe { fast::fast::<T, Ones, R>(input, out, n, boundary, Ones) }
+}
+
+/// [`stencil_1d_fast`] of 16-bit floats (`F16`, `Bf16`): inputs and outputs of the type, each
+/// output computed in `f32` (the `2R + 1` inputs widened exactly, added in `f32`) and rounded
+/// once to the type. Radii 1 to 3 (`STENCIL_HALF_RADII`): from R = 4 the window of eight
+/// lanes is not kept in registers (`ptxas` gives it a stack frame), which the project's
+/// PTX check refuses.
+///
+/// # Launch
+/// As [`stencil_1d_fast`].
+///
+/// # Safety
+/// As [`stencil_1d_fast`].
+#[kernel(
+    T in [F16, Bf16],
+    R in [1, 2, 3],
+    dynamic_shared = 16 * crate::config::stencil_fast_tile_vectors(
+        block as u32,
+        R as u32,
+        (16 / size_of::<T>()) as u32
+    ) as usize
+)]
+pub unsafe fn stencil_1d_fast_half<T: Element, const R: usize>(
     input: *const T,
     out: *mut T,
     n: usize,

@@ -86,6 +86,8 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
     reproducible_cases::<f64>(gpu, &mut record)?;
     half_cases::<ferrocuda::runtime::element::F16>(gpu, &mut record)?;
     half_cases::<ferrocuda::runtime::element::Bf16>(gpu, &mut record)?;
+    stencil_cases::<ferrocuda::runtime::element::F16>(gpu, &mut record)?;
+    stencil_cases::<ferrocuda::runtime::element::Bf16>(gpu, &mut record)?;
     copy_cases(gpu, &mut record)?;
     let wide: Vec<i32> = (0..4099).map(|i| i32::MAX - i).collect();
     let d = gpu.upload(&wide, "widening input")?;
@@ -258,7 +260,7 @@ fn stencil_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> 
         // Every radius with an entry point: each is its own kernel.
         for radius in STENCIL_RADII {
             let mut taps_list = vec![Taps::<T>::Sum { radius }];
-            if T::TYPE.is_float() && v.supports_weights() {
+            if T::TYPE.is_float() && !T::TYPE.is_half() && v.supports_weights() {
                 taps_list.push(Taps::Weighted(
                     (0..=2 * radius)
                         .map(|k| T::from_f64(0.5 + k as f64 / 8.0))
@@ -332,17 +334,20 @@ fn copy_cases(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Result<()> {
         return Ok(());
     }
     let tile = (COPY_BULK_TILE_BYTES / 4) as usize;
-    // The resident blocks a large copy launches; past `STAGES` tiles each, every block refills
-    // its stages after their stores have read them.
+    // The resident blocks, the grid of the large case: past `STAGES` tiles each, every block
+    // refills its stages after their stores have read them.
     let grid = gpu
         .kernel(ferrocuda::kernels::copy::copy_bulk())?
         .resident_blocks(COPY_BULK_BLOCK, COPY_BULK_STAGES * COPY_BULK_TILE_BYTES)?
         as usize;
     let big = (COPY_BULK_STAGES as usize + 1) * grid * tile + tile + 7;
+    // 5 tiles and a ragged end at offset 1: the library's grid with several blocks, block 0
+    // copying the head and the tail while the others issue their bulk copies.
     for (n, offset) in [
         (CASE_SIZES[0], 0),
         (CASE_SIZES[1], 0),
         (CASE_SIZES[1], 3),
+        (5 * tile + 3, 1),
         (big, 1),
     ] {
         let host: Vec<f32> = (0..n + offset).map(|i| i as f32).collect();

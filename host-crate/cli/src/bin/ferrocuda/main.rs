@@ -115,7 +115,7 @@ enum Command {
         /// Threads per block (default: 128 for the fast path, 256 for the others).
         #[arg(long)]
         block: Option<u32>,
-        /// Element type: i32, f32, f64.
+        /// Element type: i32, f32, f64, or f16 and bf16 (the fast stencil, computed in f32).
         #[arg(long = "type", default_value = "f32")]
         ty: String,
         /// What inputs outside the array read: zero, clamp or periodic.
@@ -752,8 +752,8 @@ fn stencil(
         Ok(all_passed)
     }
 
-    let ty =
-        ElemType::from_name(ty).with_context(|| format!("unknown type `{ty}` (i32, f32, f64)"))?;
+    let ty = ElemType::from_name(ty)
+        .with_context(|| format!("unknown type `{ty}` (i32, f32, f64, f16, bf16)"))?;
     let boundary = Boundary::from_name(boundary)
         .with_context(|| format!("unknown boundary `{boundary}` (zero, clamp, periodic)"))?;
     let coefficients = weights
@@ -796,7 +796,7 @@ fn stencil(
             })?]
         };
         if variants.is_empty() {
-            bail!("no stencil variant has a {ty} version (i32, f32, f64)");
+            bail!("no stencil variant has a {ty} version (i32, f32, f64; f16 and bf16: fast)");
         }
         for v in &variants {
             if let Some(e) = v.error(&taps, block.unwrap_or(v.default_block())) {
