@@ -20,32 +20,24 @@ use ferrocuda::runtime::element::{Bf16, Element, F16};
 use ferrocuda_lessons::cpu::SplitMix64;
 use ferrocuda_tests::TestResult;
 
-/// The two types' conversions, for the generic tests.
+/// The two types, for the generic tests: a value from its 16 bits, and as an `f32` (exact).
 pub trait HalfFloat: Element {
-    fn of(v: f32) -> Self;
-    fn wide(self) -> f32;
     fn from_bits(bits: u16) -> Self;
+    fn of(v: f32) -> Self {
+        Self::from_f64(v as f64)
+    }
+    fn wide(self) -> f32 {
+        self.to_f64() as f32
+    }
 }
 
 impl HalfFloat for F16 {
-    fn of(v: f32) -> Self {
-        F16::from_f32(v)
-    }
-    fn wide(self) -> f32 {
-        self.to_f32()
-    }
     fn from_bits(bits: u16) -> Self {
         F16(bits)
     }
 }
 
 impl HalfFloat for Bf16 {
-    fn of(v: f32) -> Self {
-        Bf16::from_f32(v)
-    }
-    fn wide(self) -> f32 {
-        self.to_f32()
-    }
     fn from_bits(bits: u16) -> Self {
         Bf16(bits)
     }

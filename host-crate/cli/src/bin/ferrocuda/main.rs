@@ -495,20 +495,11 @@ fn half_table<T: Element>(gpu: &Gpu, a: &ReduceArgs) -> Result<bool> {
             .collect()
     } else {
         (0..a.n)
-            .map(|_| T::from_f64((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2e4 - 1e4))
+            .map(|_| T::from_f64(ferrocuda_lessons::cpu::signed_unit(rng.next_u64()) * 1e4))
             .collect()
     };
     let input = gpu.upload(&host, "reduce input")?;
-    println!(
-        "reduce {} of n = {} {} ({:.1} MiB) on {} ({}), {} calls each, median wall time per call",
-        a.op.name(),
-        a.n,
-        T::TYPE,
-        bytes as f64 / (1u64 << 20) as f64,
-        gpu.props().name,
-        gpu.ptx_arch(),
-        a.reps
-    );
+    print_reduce_header::<T>(gpu, a, "calls each, median wall time per call");
     println!("{:<24}{:>14}{:>10}  check", "call", "median us", "GB/s");
     let time = |f: &dyn Fn() -> ferrocuda::Result<f64>| -> Result<(f64, f64)> {
         let mut samples = Vec::with_capacity(a.reps);
@@ -518,8 +509,7 @@ fn half_table<T: Element>(gpu: &Gpu, a: &ReduceArgs) -> Result<bool> {
             value = f()?;
             samples.push(start.elapsed().as_secs_f64());
         }
-        samples.sort_by(f64::total_cmp);
-        Ok((samples[samples.len() / 2], value))
+        Ok((timing::Stats::from_samples(samples).median_s, value))
     };
     let mut rows: Vec<(&str, f64, f64, f64)> = Vec::new();
     match a.op {
@@ -561,6 +551,20 @@ fn half_table<T: Element>(gpu: &Gpu, a: &ReduceArgs) -> Result<bool> {
     Ok(all_passed)
 }
 
+/// The first line of a `ferrocuda reduce` table: what is reduced, where, and how it is timed.
+fn print_reduce_header<T: Element>(gpu: &Gpu, a: &ReduceArgs, timing: &str) {
+    println!(
+        "reduce {} of n = {} {} ({:.1} MiB) on {} ({}), {} {timing}",
+        a.op.name(),
+        a.n,
+        T::TYPE,
+        (a.n * size_of::<T>()) as f64 / (1u64 << 20) as f64,
+        gpu.props().name,
+        gpu.ptx_arch(),
+        a.reps
+    );
+}
+
 fn reduce_table<T: Element>(
     gpu: &Gpu,
     a: &ReduceArgs,
@@ -582,16 +586,7 @@ fn reduce_table<T: Element>(
     let reference = ReduceReference::of(a.op, &host, |v| v);
     let (copy, copy_bytes) = timing::copy_bandwidth(gpu, (a.n * size_of::<T>()).max(1), a.reps)?;
     let copy_gbs = copy.gbs(copy_bytes);
-    println!(
-        "reduce {} of n = {} {} ({:.1} MiB) on {} ({}), {} timed runs each, medians of event times",
-        a.op.name(),
-        a.n,
-        T::TYPE,
-        bytes as f64 / (1u64 << 20) as f64,
-        gpu.props().name,
-        gpu.ptx_arch(),
-        a.reps
-    );
+    print_reduce_header::<T>(gpu, a, "timed runs each, medians of event times");
     println!("device-to-device copy of the same bytes: {copy_gbs:.0} GB/s (read + write)");
     println!(
         "{:<24}{:>9}{:>7}{:>12}{:>10}{:>8}  check",
