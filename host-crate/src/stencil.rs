@@ -332,7 +332,10 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             StencilGrid::Tiles | StencilGrid::ResidentTiles | StencilGrid::Blocks(_) => {
                 let lanes = 16 / size_of::<T>();
                 let tile = block as usize * STENCIL_FAST_VECTORS_PER_THREAD * lanes;
-                let tiles = (n + 2 * lanes).div_ceil(tile);
+                // The kernel's tiles (`Tiling::tiles`): the output's vectors, from the 16-byte
+                // boundary at or before `output[0]`, cut into tiles.
+                let out_offset = (b as usize / size_of::<T>()) % lanes;
+                let tiles = (out_offset + n).next_multiple_of(lanes).div_ceil(tile);
                 let blocks = match grid {
                     StencilGrid::Blocks(b) => b as usize,
                     StencilGrid::ResidentTiles => {

@@ -113,8 +113,69 @@ fn main() -> ExitCode {
             "fast_stencil_bf16_on_a_fixed_grid_of_looping_blocks_matches_cpu",
             fast_on_a_fixed_grid::<ferrocuda::runtime::element::Bf16>,
         ),
+        gpu_test(
+            "fast_stencil_launches_one_block_per_tile_of_the_output_and_no_more",
+            one_block_per_tile::<f32>,
+        ),
+        gpu_test(
+            "fast_stencil_bf16_launches_one_block_per_tile_of_the_output_and_no_more",
+            one_block_per_tile::<ferrocuda::runtime::element::Bf16>,
+        ),
     ]);
     run_gpu_suite(trials)
+}
+
+/// The library's grid is the kernel's tiles, exactly: `k` tiles of output at a 16-byte boundary
+/// are `k` blocks, and one element more, or the same output one element off the boundary, one
+/// block more; each such launch matches the CPU (a grid one block short would leave outputs
+/// unwritten).
+fn one_block_per_tile<T: Element>(gpu: &Gpu) -> TestResult {
+    use ferrocuda::stencil::StencilGrid;
+    use ferrocuda_lessons::kernels::config::STENCIL_FAST_VECTORS_PER_THREAD;
+    let pool = pool::<T>(gpu)?;
+    let lanes = 16 / size_of::<T>();
+    let taps = Taps::Sum { radius: 3 };
+    let block = ferrocuda::stencil::FAST_BLOCK as usize;
+    let tile = block * STENCIL_FAST_VECTORS_PER_THREAD * lanes;
+    // (n, output offset in elements from a 16-byte boundary, blocks)
+    for (n, shift, blocks) in [
+        (5 * tile, 0, 5),
+        (5 * tile - lanes, 0, 5),
+        (5 * tile + 1, 0, 6),
+        (5 * tile, 1, 6),
+        (5 * tile - lanes, lanes - 1, 5),
+        (1, 0, 1),
+    ] {
+        let out_offset = GUARD + lanes + shift;
+        let want = reference(&pool.host[..n], &taps, Boundary::Zero);
+        let input = pool.input.index(..n);
+        let mut out = pool.output.borrow_mut();
+        let region = out_offset - GUARD..out_offset + n + GUARD;
+        gpu.poison_async(&mut out.index_mut(region.clone()))?;
+        let mut output = out.index_mut(out_offset..out_offset + n);
+        let mut run = ferrocuda::stencil::StencilRun::with_grid(
+            gpu,
+            &taps,
+            Boundary::Zero,
+            &input,
+            &mut output,
+            StencilGrid::Tiles,
+        )?;
+        let what = format!("{}, n = {n}, output offset {shift}", run.symbol());
+        ensure!(
+            run.config().grid[0] as usize == blocks,
+            "{what}: grid {}, want {blocks} blocks of {block}",
+            run.config()
+        );
+        run.run().context(what.clone())?;
+        drop(run);
+        drop(output);
+        let got = gpu.download(&out.index(region))?;
+        if let Some(why) = compare(&got, &want, 3) {
+            bail!("{what}: {why}");
+        }
+    }
+    Ok(())
 }
 
 /// Bitwise equality (floats by bit pattern).

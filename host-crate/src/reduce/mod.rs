@@ -22,7 +22,7 @@ pub use plan::ReducePlan;
 pub(crate) use plan::cached_many;
 pub use reproducible::{
     Reproducible, chunk_sums_to_device, chunks_per_level, reproducible_chunk, sum_reproducible,
-    sum_reproducible_to_device, sum_reproducible_to_f32,
+    sum_reproducible_to_device, sum_reproducible_to_f32, sum_reproducible_to_f32_device,
 };
 
 /// The sum of `input` (0 when empty; integers wrap). Deterministic: the same input on the same

@@ -59,7 +59,11 @@ fn entry<T: Reproducible>() -> Result<Entry<ReproArgs<T>>> {
 /// What the `Gpu` caches per type: the grid limit, two ping-pong buffers for the chunk sums,
 /// and the result slot.
 struct ReproState<T: Reproducible> {
+    /// The grid limit of `T`'s kernel: its resident blocks.
     max_grid: u32,
+    /// The grid limits of the first-level kernels used so far (`T`'s, and the 16-bit ones that
+    /// feed `f32`'s order), by symbol.
+    first_grids: Vec<(&'static str, u32)>,
     levels: [DeviceBuffer<T>; 2],
     result: MappedSlot<T>,
     /// Recorded after each call's last launch: what the wait asks, and what growing the
@@ -73,6 +77,7 @@ impl<T: Reproducible> ReproState<T> {
         let resident = kernel.resident_blocks(REDUCE_REPRO_BLOCK, 0)?;
         Ok(Self {
             max_grid: resident.max(1),
+            first_grids: Vec::new(),
             levels: [Self::chunk_sums(gpu, 1)?, Self::chunk_sums(gpu, 1)?],
             result: MappedSlot::new()?,
             done: Marker::new()?,
@@ -99,23 +104,43 @@ impl<T: Reproducible> ReproState<T> {
     }
 
     /// Enqueues every level on the GPU's stream, the last one writing into `result`; returns
-    /// the last launch, for error messages. `input` is not empty.
-    fn enqueue(
+    /// the last launch, for error messages. `input` is not empty. The first level is `first`'s
+    /// (the `T` kernel itself, or the 16-bit kernel that reads its input in `T`'s chunks and
+    /// writes `T` sums); the levels above are `T`'s.
+    fn enqueue<S: Element>(
         &mut self,
         gpu: &Gpu,
-        input: &DeviceSlice<T>,
+        first: &Kernel<'_, (*const S, usize, *mut T)>,
+        input: &DeviceSlice<S>,
         result: DevicePointer<T>,
     ) -> Result<LastLevel> {
         let n = input.len();
         gpu.check_owned(input)?;
         let chunk = reduce_repro_chunk(size_of::<T>());
-        let first = n.div_ceil(chunk);
-        if first > 1 {
-            self.reserve(gpu, 0, first)?;
-            self.reserve(gpu, 1, first.div_ceil(chunk))?;
+        let chunks = n.div_ceil(chunk);
+        if chunks > 1 {
+            self.reserve(gpu, 0, chunks)?;
+            self.reserve(gpu, 1, chunks.div_ceil(chunk))?;
+        }
+        let dst = if chunks == 1 {
+            result
+        } else {
+            self.levels[0].as_device_ptr()
+        };
+        let first_grid = self.grid_of(first)?;
+        // SAFETY: `input` holds `n` elements of this GPU's (checked above); `dst` holds
+        // `chunks` (levels[0] was reserved for them; `result` holds one).
+        let grid = unsafe { Self::level(gpu, first, first_grid, input.as_device_ptr(), n, dst)? };
+        if chunks == 1 {
+            self.done.record(gpu.stream())?;
+            return Ok(LastLevel {
+                symbol: first.symbol(),
+                grid,
+                len: n,
+            });
         }
         let kernel = gpu.kernel(entry::<T>()?)?;
-        let (mut src, mut len, mut level) = (input.as_device_ptr(), n, 0);
+        let (mut src, mut len, mut level) = (dst, chunks, 1);
         loop {
             let chunks = len.div_ceil(chunk);
             let dst = if chunks == 1 {
@@ -123,11 +148,11 @@ impl<T: Reproducible> ReproState<T> {
             } else {
                 self.levels[level % 2].as_device_ptr()
             };
-            // SAFETY: `src` holds `len` elements (the input, or the previous level's sums);
-            // `dst` holds `chunks` (the levels were reserved for the first two levels and later
-            // ones are smaller; `result` holds one). Launches on one stream run in order, so a
-            // level reads what the one before wrote.
-            let grid = unsafe { self.level(gpu, &kernel, src, len, dst)? };
+            // SAFETY: `src` holds `len` elements (the previous level's sums); `dst` holds
+            // `chunks` (the levels were reserved for the first two levels and later ones are
+            // smaller; `result` holds one). Launches on one stream run in order, so a level
+            // reads what the one before wrote.
+            let grid = unsafe { Self::level(gpu, &kernel, self.max_grid, src, len, dst)? };
             if chunks == 1 {
                 self.done.record(gpu.stream())?;
                 return Ok(LastLevel {
@@ -140,22 +165,34 @@ impl<T: Reproducible> ReproState<T> {
         }
     }
 
-    /// Enqueues one level of the order on the GPU's stream: the sums of the chunks of the `len`
-    /// elements at `src` into `dst`; returns its grid.
+    /// The grid limit of a first-level kernel: its resident blocks, read once per kernel.
+    fn grid_of<S: Element>(&mut self, kernel: &Kernel<'_, (*const S, usize, *mut T)>) -> Result<u32> {
+        let symbol = kernel.symbol();
+        if let Some(&(_, g)) = self.first_grids.iter().find(|(s, _)| *s == symbol) {
+            return Ok(g);
+        }
+        let g = kernel.resident_blocks(REDUCE_REPRO_BLOCK, 0)?.max(1);
+        self.first_grids.push((symbol, g));
+        Ok(g)
+    }
+
+    /// Enqueues one level of the order on the GPU's stream: the sums of the chunks of `T`'s
+    /// size of the `len` elements at `src` into `dst`, on at most `max_grid` blocks; returns
+    /// its grid.
     ///
     /// # Safety
     /// `src` holds `len` elements and `dst` `len.div_ceil(chunk)`, both this GPU's memory.
-    unsafe fn level(
-        &self,
+    unsafe fn level<S: Element>(
         gpu: &Gpu,
-        kernel: &Kernel<'_, ReproArgs<T>>,
-        src: DevicePointer<T>,
+        kernel: &Kernel<'_, (*const S, usize, *mut T)>,
+        max_grid: u32,
+        src: DevicePointer<S>,
         len: usize,
         dst: DevicePointer<T>,
     ) -> Result<u32> {
         let grid = len
             .div_ceil(reduce_repro_chunk(size_of::<T>()))
-            .min(self.max_grid as usize) as u32;
+            .min(max_grid as usize) as u32;
         // SAFETY: the sizes are the caller's promise; the block is REDUCE_REPRO_BLOCK, the
         // kernel's own.
         unsafe {
@@ -168,13 +205,19 @@ impl<T: Reproducible> ReproState<T> {
         Ok(grid)
     }
 
-    fn run(&mut self, gpu: &Gpu, input: &DeviceSlice<T>) -> Result<T> {
+    /// The sum of `input` read by the first-level kernel `first`, brought to the host.
+    fn run<S: Element>(
+        &mut self,
+        gpu: &Gpu,
+        first: &Kernel<'_, (*const S, usize, *mut T)>,
+        input: &DeviceSlice<S>,
+    ) -> Result<T> {
         if input.is_empty() {
             return Ok(T::default());
         }
         // Poison first: the wait watches the slot change from it.
         self.result.write(T::poison());
-        let enqueued = self.enqueue(gpu, input, self.result.device_ptr());
+        let enqueued = self.enqueue(gpu, first, input, self.result.device_ptr());
         self.result
             .collect(gpu, enqueued, &self.done, gpu.stream(), LastLevel::launch)
     }
@@ -236,7 +279,8 @@ fn with_state<T: Reproducible, R>(
 /// # Ok(()) }
 /// ```
 pub fn sum_reproducible<T: Reproducible>(gpu: &Gpu, input: &DeviceSlice<T>) -> Result<T> {
-    with_state(gpu, |state| state.run(gpu, input))
+    let kernel = gpu.kernel(entry::<T>()?)?;
+    with_state(gpu, |state| state.run(gpu, &kernel, input))
 }
 
 /// The first level of the reproducible order: the sum of each chunk of
@@ -270,9 +314,10 @@ pub fn chunk_sums_to_device<T: Reproducible>(
         // SAFETY: `input` holds `input.len()` elements and `out` at least `chunks`, both checked
         // above to be this GPU's.
         unsafe {
-            state.level(
+            ReproState::<T>::level(
                 gpu,
                 &kernel,
+                state.max_grid,
                 input.as_device_ptr(),
                 input.len(),
                 out.as_device_ptr(),
@@ -306,9 +351,10 @@ pub fn sum_reproducible_to_device<T: Reproducible>(
         let mut first = result.index_mut(..1);
         return gpu.memset_d8_async_on(gpu.stream(), &mut first, 0);
     }
+    let kernel = gpu.kernel(entry::<T>()?)?;
     with_state(gpu, |state| {
         state
-            .enqueue(gpu, input, result.as_device_ptr())
+            .enqueue(gpu, &kernel, input, result.as_device_ptr())
             .map(|_| ())
     })
 }
@@ -316,44 +362,51 @@ pub fn sum_reproducible_to_device<T: Reproducible>(
 /// The reproducible sum of 16-bit floats ([`F16`], [`Bf16`]) in `f32`: the bits of
 /// [`sum_reproducible`]`::<f32>` of the input widened to `f32`, so the same on every GPU and on
 /// the CPU (0 when empty). The first level reads the 16-bit input in the `f32` order's chunks
-/// (`reduce_reproducible_half_*`); the levels above are the `f32` sum's. An error for other
-/// element types.
+/// (`reduce_reproducible_half_*`); the levels above are the `f32` sum's, with the workspace the
+/// `Gpu` caches for it. Waits for the value. An error for other element types.
 ///
 /// [`F16`]: crate::runtime::element::F16
 /// [`Bf16`]: crate::runtime::element::Bf16
 pub fn sum_reproducible_to_f32<T: Element>(gpu: &Gpu, input: &DeviceSlice<T>) -> Result<f32> {
-    let entry = ferrocuda_kernels::reduce::reduce_reproducible_half::<T>().ok_or_else(|| {
+    let kernel = gpu.kernel(half_entry::<T>("sum_reproducible_to_f32")?)?;
+    with_state(gpu, |state: &mut ReproState<f32>| state.run(gpu, &kernel, input))
+}
+
+/// [`sum_reproducible_to_f32`] into `result[0]` on the device, enqueued on the GPU's stream
+/// without waiting. `result` must hold at least one element.
+pub fn sum_reproducible_to_f32_device<T: Element>(
+    gpu: &Gpu,
+    input: &DeviceSlice<T>,
+    result: &mut DeviceSlice<f32>,
+) -> Result<()> {
+    let kernel = gpu.kernel(half_entry::<T>("sum_reproducible_to_f32_device")?)?;
+    if result.is_empty() {
+        return Err(Error::InvalidArgument {
+            what: "reproducible sum: the device result buffer is empty; it needs one element"
+                .into(),
+        });
+    }
+    gpu.check_owned(result)?;
+    if input.is_empty() {
+        let mut first = result.index_mut(..1);
+        return gpu.memset_d8_async_on(gpu.stream(), &mut first, 0);
+    }
+    with_state(gpu, |state: &mut ReproState<f32>| {
+        state
+            .enqueue(gpu, &kernel, input, result.as_device_ptr())
+            .map(|_| ())
+    })
+}
+
+/// The first-level kernel of the 16-bit reproducible sum, or an error naming `call` for any
+/// other element type.
+fn half_entry<T: Element>(call: &str) -> Result<Entry<(*const T, usize, *mut f32)>> {
+    ferrocuda_kernels::reduce::reduce_reproducible_half::<T>().ok_or_else(|| {
         Error::InvalidArgument {
             what: format!(
-                "sum_reproducible_to_f32 of {}: only f16 and bf16 (sum_reproducible takes f32 and f64)",
+                "{call} of {}: only f16 and bf16 (sum_reproducible takes f32 and f64)",
                 T::TYPE
             ),
         }
-    })?;
-    let n = input.len();
-    if n == 0 {
-        return Ok(0.0);
-    }
-    gpu.check_owned(input)?;
-    let chunks = n.div_ceil(reproducible_chunk::<f32>());
-    let kernel = gpu.kernel(entry)?;
-    let grid = chunks.min(kernel.resident_blocks(REDUCE_REPRO_BLOCK, 0)?.max(1) as usize) as u32;
-    // SAFETY: `T` is an `Element`, valid for every byte pattern; the kernel writes every chunk
-    // sum before anything reads it.
-    let sums: DeviceBuffer<f32> =
-        unsafe { gpu.alloc_uninit(chunks, "reproducible sum: first-level chunk sums") }?;
-    // SAFETY: `input` holds `n` elements and `sums` one per chunk, both this GPU's; the block is
-    // REDUCE_REPRO_BLOCK, the kernel's own; what reads `sums` below runs on the same stream.
-    unsafe {
-        kernel.launch_on(
-            gpu.stream(),
-            kernel.config(grid, REDUCE_REPRO_BLOCK),
-            (input.as_device_ptr(), n, sums.as_device_ptr()),
-        )?
-    };
-    if chunks == 1 {
-        // The one chunk's sum is the result, as the `f32` sum's single level would leave it.
-        return Ok(gpu.download(&sums)?[0]);
-    }
-    sum_reproducible::<f32>(gpu, &sums)
+    })
 }

@@ -230,19 +230,48 @@ pub fn reproducible_matches_cpu<T: HalfFloat>(gpu: &Gpu) -> TestResult {
             .collect();
         let widened: Vec<f32> = host.iter().map(|x| x.wide()).collect();
         let want = ferrocuda_lessons::cpu::reproducible::sum_reproducible(&widened);
+        // The f32 sum of the widened input, on the device: the same order and the same cached
+        // workspace, run between the 16-bit calls.
+        let widened_device = gpu.upload(&widened, "widened input")?;
         for offset in [0, 4, 1 + i % 3] {
-            let got = at_offset(gpu, &host, offset, |x| {
-                ferrocuda::reduce::sum_reproducible_to_f32(gpu, x).context("reproducible sum")
+            let (got, on_device, f32_sum) = at_offset(gpu, &host, offset, |x| {
+                let got = ferrocuda::reduce::sum_reproducible_to_f32(gpu, x)
+                    .context("reproducible sum")?;
+                let f32_sum = ferrocuda::reduce::sum_reproducible(gpu, &widened_device)?;
+                let mut result = gpu.alloc::<f32>(1, "device result")?;
+                gpu.poison_async(&mut result)?;
+                ferrocuda::reduce::sum_reproducible_to_f32_device(gpu, x, &mut result)?;
+                Ok((got, gpu.download(&result)?[0], f32_sum))
             })?;
-            ensure!(
-                got.to_bits() == want.to_bits(),
-                "reproducible sum of {n} {} at offset {offset}: {got:e} ({:#x}), the CPU's {want:e} ({:#x})",
-                T::TYPE,
-                got.to_bits(),
-                want.to_bits()
-            );
+            for (call, got) in [
+                ("sum_reproducible_to_f32", got),
+                ("sum_reproducible_to_f32_device", on_device),
+                ("sum_reproducible::<f32> of the widened input", f32_sum),
+            ] {
+                ensure!(
+                    got.to_bits() == want.to_bits(),
+                    "{call}: {n} {} at offset {offset}: {got:e} ({:#x}), the CPU's {want:e} ({:#x})",
+                    T::TYPE,
+                    got.to_bits(),
+                    want.to_bits()
+                );
+            }
         }
     }
+    let mut result = gpu.alloc::<f32>(1, "device result")?;
+    gpu.poison_async(&mut result)?;
+    ferrocuda::reduce::sum_reproducible_to_f32_device(gpu, &empty, &mut result)?;
+    let zero = gpu.download(&result)?[0];
+    ensure!(zero.to_bits() == 0, "empty reproducible sum on the device: {zero:e}");
+    let wrong = ferrocuda::reduce::sum_reproducible_to_f32_device(
+        gpu,
+        &gpu.alloc::<f32>(4, "f32")?,
+        &mut result,
+    );
+    ensure!(
+        matches!(&wrong, Err(ferrocuda::Error::InvalidArgument { what }) if what.contains("f32")),
+        "sum_reproducible_to_f32_device of f32: {wrong:?}"
+    );
     let wrong = ferrocuda::reduce::sum_to_f32(gpu, &gpu.alloc::<f32>(4, "f32")?);
     ensure!(
         matches!(&wrong, Err(ferrocuda::Error::InvalidArgument { what }) if what.contains("f32")),

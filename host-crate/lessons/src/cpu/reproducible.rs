@@ -21,6 +21,31 @@ pub fn sum_reproducible<T: Reproducible>(x: &[T]) -> T {
     sums[0]
 }
 
+/// The reproducible sum in `f32` of 16-bit floats (`reduce::sum_reproducible_to_f32`): the
+/// `f32` order over the input widened to `f32`, each chunk widened as it is summed, so that no
+/// `f32` copy of the whole input is made (2^30 elements would be 4 GiB).
+pub fn sum_reproducible_widened<H: Element>(x: &[H]) -> f32 {
+    if x.is_empty() {
+        return 0.0;
+    }
+    let chunk = reduce_repro_chunk(size_of::<f32>());
+    let sums = super::parallel::Split::host()
+        .map(x, chunk, |part| {
+            part.chunks(chunk)
+                .map(|c| {
+                    let wide: Vec<f32> = c.iter().map(|v| v.to_f64() as f32).collect();
+                    chunk_sum(&wide)
+                })
+                .collect::<Vec<_>>()
+        })
+        .concat();
+    if sums.len() == 1 {
+        sums[0]
+    } else {
+        sum_reproducible(&sums)
+    }
+}
+
 /// Whether two results of the reproducible sum agree: the same bits, or both a NaN (a NaN's
 /// payload is the device's).
 pub fn same_sum<T: Element>(a: T, b: T) -> bool {
@@ -90,4 +115,39 @@ fn chunk_sum<T: Element>(chunk: &[T]) -> T {
     }
     // Warp 0 over the warp sums, the unused lanes `+0.0`.
     butterfly(&mut warp_sums)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrocuda::runtime::element::{Bf16, F16};
+
+    /// Widening chunk by chunk gives the bits of the `f32` order over the widened copy, on one
+    /// chunk, on a chunk and one more element, and over three levels' worth of chunks.
+    #[test]
+    fn the_widened_sum_is_the_f32_order_of_the_widened_input() {
+        let chunk = reduce_repro_chunk(size_of::<f32>());
+        let mut state = 0x5eed_u64;
+        let mut next = || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((state >> 40) as f64 / (1u64 << 24) as f64 - 0.5) * 1000.0
+        };
+        for n in [0, 1, 31, chunk - 1, chunk, chunk + 1, 3 * chunk + 17, chunk * 70 + 5] {
+            let h: Vec<F16> = (0..n).map(|_| F16::from_f64(next())).collect();
+            let b: Vec<Bf16> = (0..n).map(|_| Bf16::from_f64(next())).collect();
+            let wide = |x: &[f64]| x.iter().map(|&v| v as f32).collect::<Vec<f32>>();
+            let hw = wide(&h.iter().map(|v| v.to_f64()).collect::<Vec<_>>());
+            let bw = wide(&b.iter().map(|v| v.to_f64()).collect::<Vec<_>>());
+            assert_eq!(
+                sum_reproducible_widened(&h).to_bits(),
+                sum_reproducible(&hw).to_bits(),
+                "f16, n = {n}"
+            );
+            assert_eq!(
+                sum_reproducible_widened(&b).to_bits(),
+                sum_reproducible(&bw).to_bits(),
+                "bf16, n = {n}"
+            );
+        }
+    }
 }
