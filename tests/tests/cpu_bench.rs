@@ -217,6 +217,46 @@ fn markdown_has_a_table_per_family_and_links_the_charts() {
     assert!(md.contains("![reduce-f32.svg](reduce-f32.svg)"));
 }
 
+/// A 16-bit row is set beside the f32 row of the same family, variant, size and block, and no
+/// other; a 16-bit row without one is left out of that table.
+#[test]
+fn markdown_sets_the_16_bit_rows_beside_f32() {
+    let mut r = report();
+    let mut half = row("reduce", "fast", 1 << 24, 2200.0);
+    half.ty = "bf16".into();
+    r.rows.push(half.clone());
+    // Another block: no f32 row to compare with.
+    half.block = 512;
+    half.gbs = 1.0;
+    r.rows.push(half);
+    let md = markdown(&r, &[]);
+    assert!(md.contains("## 16-bit floats against f32"), "{md}");
+    assert!(
+        md.contains("| reduce | fast | bf16 | 2^24 | 2200 | 4400 | 50.0% |"),
+        "{md}"
+    );
+    assert_eq!(md.matches("| reduce | fast | bf16 |").count(), 1, "{md}");
+    assert!(!markdown(&report(), &[]).contains("16-bit floats against f32"));
+}
+
+/// The api table names each row's type, and the 16-bit sums' plain `x.sum()` baselines get
+/// their own table, a failed one without a speedup.
+#[test]
+fn markdown_lists_the_16_bit_api_rows_and_their_native_sums() {
+    let mut r = report();
+    let mut api = row("api", ferrocuda_cli::bench::api::API_HALF_SUM, 1 << 20, 100.0);
+    api.ty = "f16".into();
+    api.median_us = 10.0;
+    api.baselines = vec![
+        Baseline::measured("torch x.sum()", 30.0, 10.0, BaselineCheck::Passed("exact".into())),
+        Baseline::measured("cupy x.sum()", 40.0, 10.0, BaselineCheck::Failed("got inf".into())),
+    ];
+    r.rows.push(api);
+    let md = markdown(&r, &[]);
+    assert!(md.contains("| reduce::sum_to_f32 | f16 | 2^20 |"), "{md}");
+    assert!(md.contains("| f16 | 2^20 | 10.0 | 40.0 | FAIL | 30.0 | 3.00x |"), "{md}");
+}
+
 #[test]
 fn utc_date_is_an_iso_date() {
     let d = utc_date();

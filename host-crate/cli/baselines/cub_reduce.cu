@@ -4,7 +4,11 @@
 // once, outside the timed region. Compiled by nvcc at bench time on the GPU machine:
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 cub_reduce.cu -o cub_reduce
-//   ./cub_reduce <op: sum|min|max> <type: i32|u32|i64|u64|f32|f64> <n> <seed> [reps]
+//   ./cub_reduce <op: sum|min|max> <type: i32|u32|i64|u64|f32|f64|f16|bf16> <n> <seed> [reps]
+//
+// f16 and bf16 are summed only, `__half` / `__nv_bfloat16` in and `float` out, by
+// `DeviceReduce::Reduce` with `cuda::std::plus<float>` and 0: CUB's sum accumulating in `float`,
+// as ferrocuda's `sum_to_f32` and PyTorch do.
 //
 // The input is ferrocuda's `book_input(n, seed)` (input.h); inputs rotate over buffers that
 // together exceed four L2 caches, as in ferrocuda's bench.
@@ -14,31 +18,42 @@
 // checks them against its CPU reference. `common.cuh` and `input.h` (shared with textbook.cu)
 // must sit next to this file.
 #include <cub/cub.cuh>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cstring>
 #include <string>
 
 #include "common.cuh"
 
 
-template <typename T>
+// `op` over `n` elements generated as `Host` (input.h's type), read on the device as `In`
+// (the same bits), the result in `Out`.
+template <typename Host, typename In, typename Out>
 int run(const std::string& op, const char* type, size_t n, uint64_t seed, int reps) {
-  std::vector<T> h = random_input<T>(n, seed);
+  static_assert(sizeof(Host) == sizeof(In), "the host's elements are the device's bits");
+  std::vector<Host> h = random_input<Host>(n, seed);
   // Input buffers in rotation, together larger than L2 (as ferrocuda's bench does).
-  size_t rot = rotation(n * sizeof(T));
+  size_t rot = rotation(n * sizeof(In));
   DeviceMemory mem;
-  std::vector<T*> ins(rot);
+  std::vector<In*> ins(rot);
   for (auto& p : ins) {
-    mem.alloc(&p, n * sizeof(T));
-    CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    mem.alloc(&p, n * sizeof(In));
+    CHECK(cudaMemcpy(p, h.data(), n * sizeof(In), cudaMemcpyHostToDevice));
   }
-  T* d_in = ins[0];
-  T* d_out;
-  mem.alloc(&d_out, sizeof(T));
+  In* d_in = ins[0];
+  Out* d_out;
+  mem.alloc(&d_out, sizeof(Out));
   cudaStream_t s = nullptr;
   auto reduce = [&](void* tmp, size_t& bytes) {
-    if (op == "sum") return cub::DeviceReduce::Sum(tmp, bytes, d_in, d_out, (int64_t)n, s);
-    if (op == "min") return cub::DeviceReduce::Min(tmp, bytes, d_in, d_out, (int64_t)n, s);
-    return cub::DeviceReduce::Max(tmp, bytes, d_in, d_out, (int64_t)n, s);
+    // A 16-bit float into `float`: the sum with `float` addition, written out, so that the
+    // accumulator is `float` whatever `Sum` would deduce from `__half + float`.
+    if constexpr (!std::is_same_v<In, Out>) {
+      return cub::DeviceReduce::Reduce(tmp, bytes, d_in, d_out, (int64_t)n, ::cuda::std::plus<Out>{}, Out{}, s);
+    } else {
+      if (op == "sum") return cub::DeviceReduce::Sum(tmp, bytes, d_in, d_out, (int64_t)n, s);
+      if (op == "min") return cub::DeviceReduce::Min(tmp, bytes, d_in, d_out, (int64_t)n, s);
+      return cub::DeviceReduce::Max(tmp, bytes, d_in, d_out, (int64_t)n, s);
+    }
   };
   size_t bytes = 0;
   CHECK(reduce(nullptr, bytes));
@@ -48,15 +63,20 @@ int run(const std::string& op, const char* type, size_t n, uint64_t seed, int re
   Timer tm;
   s = tm.s;
   tm.run("cub", what.c_str(), reps, [&](int i) { d_in = ins[i % rot]; }, [&](int) { CHECK(reduce(tmp, bytes)); });
-  T result;
-  CHECK(cudaMemcpy(&result, d_out, sizeof(T), cudaMemcpyDeviceToHost));
+  Out result;
+  CHECK(cudaMemcpy(&result, d_out, sizeof(Out), cudaMemcpyDeviceToHost));
   std::printf(" result_bits=0x%016llx\n", (unsigned long long)book::bits_of(result));
   return 0;
 }
 
+template <typename T>
+int run(const std::string& op, const char* type, size_t n, uint64_t seed, int reps) {
+  return run<T, T, T>(op, type, n, seed, reps);
+}
+
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: %s <sum|min|max> <i32|u32|i64|u64|f32|f64> <n> <seed> [reps]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s <sum|min|max> <i32|u32|i64|u64|f32|f64|f16|bf16> <n> <seed> [reps]\n", argv[0]);
     return 2;
   }
   std::string op = argv[1], type = argv[2];
@@ -69,6 +89,12 @@ int main(int argc, char** argv) {
   if (type == "u64") return run<uint64_t>(op, "u64", n, seed, reps);
   if (type == "f32") return run<float>(op, "f32", n, seed, reps);
   if (type == "f64") return run<double>(op, "f64", n, seed, reps);
+  if ((type == "f16" || type == "bf16") && op != "sum") {
+    std::fprintf(stderr, "%s is summed only (into float)\n", type.c_str());
+    return 2;
+  }
+  if (type == "f16") return run<book::F16Bits, __half, float>(op, "f16", n, seed, reps);
+  if (type == "bf16") return run<book::Bf16Bits, __nv_bfloat16, float>(op, "bf16", n, seed, reps);
   std::fprintf(stderr, "unknown type %s\n", type.c_str());
   return 2;
 }

@@ -1,5 +1,6 @@
 // The benchmark's input and output hash, in plain C++ (no CUDA), so that a host compiler can
-// check it against ferrocuda without a GPU. `random_input<T>(n, seed)` is, element for element,
+// check it against ferrocuda without a GPU. `random_input<T>(n, seed)` is, element for element
+// (`F16Bits` / `Bf16Bits` for f16 / bf16),
 // `ferrocuda_lessons::cpu::book_input::<T>(n, seed)`: integers `splitmix_at(seed, i) & 0xFF`,
 // floats the exactly summable values of `ExactLayout::of(n, digits).value(seed, i)`
 // (host-crate/lessons/src/cpu/exact.rs, mirrored here line for line). With the same input on
@@ -72,17 +73,54 @@ struct ExactLayout {
   }
 };
 
+// The 16-bit floats, as their bits: plain C++ has no half type. A CUDA program reads a
+// buffer of them as `__half` / `__nv_bfloat16` (the same 16 bits).
+struct F16Bits {
+  uint16_t bits;
+};
+struct Bf16Bits {
+  uint16_t bits;
+};
+
+// The bits of the integer `v` as an IEEE half (1 sign, 5 exponent, 10 fraction bits), for an
+// integer it holds exactly (at most 11 significant bits, as the exact layout's values are).
+inline uint16_t f16_bits_of_int(uint64_t v) {
+  if (v == 0) return 0;
+  int e = 63 - __builtin_clzll(v);
+  uint64_t fraction = e <= 10 ? (v << (10 - e)) & 0x3FF : (v >> (e - 10)) & 0x3FF;
+  return (uint16_t)(((e + 15) << 10) | fraction);
+}
+
+// The bits of the integer `v` as a bfloat16 (the high half of the float), for an integer it
+// holds exactly (at most 8 significant bits).
+inline uint16_t bf16_bits_of_int(uint64_t v) {
+  float f = (float)v;
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return (uint16_t)(u >> 16);
+}
+
+// The significand bits of a float type: integers up to 2^digits are exact in it.
+template <typename T>
+constexpr unsigned digits() {
+  if constexpr (std::is_same_v<T, float>) return 24;
+  else if constexpr (std::is_same_v<T, F16Bits>) return 11;
+  else if constexpr (std::is_same_v<T, Bf16Bits>) return 8;
+  else return 53;
+}
+
 // Element `i` of the input of `n` elements of `T` from `seed`.
 template <typename T>
 struct BookInput {
   ExactLayout layout;
   uint64_t seed;
 
-  BookInput(size_t n, uint64_t seed)
-      : layout(ExactLayout::of(n, std::is_same_v<T, float> ? 24 : 53)), seed(seed) {}
+  BookInput(size_t n, uint64_t seed) : layout(ExactLayout::of(n, digits<T>())), seed(seed) {}
 
   T at(uint64_t i) const {
-    if constexpr (std::is_floating_point_v<T>) return (T)(double)layout.value(seed, i);
+    if constexpr (std::is_same_v<T, F16Bits>) return F16Bits{f16_bits_of_int(layout.value(seed, i))};
+    else if constexpr (std::is_same_v<T, Bf16Bits>) return Bf16Bits{bf16_bits_of_int(layout.value(seed, i))};
+    else if constexpr (std::is_floating_point_v<T>) return (T)(double)layout.value(seed, i);
     else return (T)(splitmix_at(seed, i) & 0xFF);
   }
 };

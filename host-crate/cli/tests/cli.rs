@@ -293,8 +293,12 @@ fn half_precision_arguments_are_checked_before_touching_the_gpu() {
         &["picks its own block"],
     );
     assert_clean_failure(
-        &ferrocuda(&["bench", "--types", "f16"]),
-        &["no f16 rows yet", "ferrocuda reduce --type f16"],
+        &ferrocuda(&["bench", "--types", "f8"]),
+        &["unknown type `f8`", "f16, bf16"],
+    );
+    assert_clean_failure(
+        &ferrocuda(&["bench", "--types", "f32,bf16", "--variants", "shfl"]),
+        &["no variant of --variants `shfl` runs on bf16", "fast, reproducible"],
     );
 }
 

@@ -19,6 +19,7 @@
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use ferrocuda::runtime::element::{Bf16, ElemType, Element, F16};
 use ferrocuda::runtime::error::Result;
 use ferrocuda::runtime::gpu::Gpu;
 use ferrocuda_lessons::cpu::{Check, ReduceReference, check_stencil};
@@ -37,6 +38,12 @@ pub const API_SUM: &str = "reduce::sum";
 pub const API_SUM_DEVICE: &str = "ReducePlan::run_to_device";
 /// See [`API_SUM`].
 pub const API_STENCIL: &str = "stencil::apply_into";
+/// See [`API_SUM`]: the sum of `f16` and `bf16` in `f32`.
+pub const API_HALF_SUM: &str = "reduce::sum_to_f32";
+
+/// The baselines of [`API_HALF_SUM`] that are the libraries' plain `x.sum()` of the 16-bit
+/// tensor (its sum in the tensor's own type), beside their sums with `dtype=float32`.
+pub const NATIVE_SUFFIX: &str = " x.sum()";
 
 /// Per-call wall times of `call`, in microseconds: `warmup` untimed calls, then `calls` timed.
 fn per_call(warmup: usize, calls: usize, mut call: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
@@ -72,13 +79,21 @@ fn back_to_back(gpu: &Gpu, calls: usize, mut call: impl FnMut() -> Result<()>) -
 }
 
 /// A row from per-call samples (microseconds).
-fn row(variant: &str, n: usize, bytes: u64, samples: &[f64], check: Check, kernel_us: f64) -> Row {
+fn row(
+    variant: &str,
+    ty: ElemType,
+    n: usize,
+    bytes: u64,
+    samples: &[f64],
+    check: Check,
+    kernel_us: f64,
+) -> Row {
     let stats = Stats::from_samples(samples.iter().map(|us| us / 1e6).collect());
     let median_us = stats.median_s * 1e6;
     Row {
         family: "api".into(),
         variant: variant.into(),
-        ty: "f32".into(),
+        ty: ty.name().into(),
         n: n as u64,
         block: 0,
         grid: "-".into(),
@@ -179,13 +194,13 @@ pub fn measure(gpu: &Gpu, sizes: &[usize], calls: usize) -> Result<Vec<Row>> {
             Ok(())
         })?;
         let check = reference.check(last, 1.0);
-        rows.push(row(API_SUM, n, bytes, &samples, check, kernel));
+        rows.push(row(API_SUM, ElemType::F32, n, bytes, &samples, check, kernel));
 
         let mut plan = ReducePlan::<f32>::new(gpu, ReduceOp::Sum)?;
         let mut result = gpu.alloc::<f32>(1, "api device result")?;
         let totals = back_to_back(gpu, calls, || plan.run_to_device(&input, &mut result))?;
         let check = reference.check(gpu.download(&result)?[0], 1.0);
-        rows.push(row(API_SUM_DEVICE, n, bytes, &totals, check, kernel));
+        rows.push(row(API_SUM_DEVICE, ElemType::F32, n, bytes, &totals, check, kernel));
 
         let mut output = gpu.alloc::<f32>(n, "api stencil output")?;
         let kernel = {
@@ -205,9 +220,44 @@ pub fn measure(gpu: &Gpu, sizes: &[usize], calls: usize) -> Result<Vec<Row>> {
             stencil::apply_into(gpu, &input, &mut output, &taps, Boundary::Zero)
         })?;
         let check = check_stencil(&host, &taps, Boundary::Zero, &gpu.download(&output)?);
-        rows.push(row(API_STENCIL, n, 2 * bytes, &samples, check, kernel));
+        rows.push(row(API_STENCIL, ElemType::F32, n, 2 * bytes, &samples, check, kernel));
+        drop((input, output));
+        rows.push(half_sum_row::<F16>(gpu, &host, calls)?);
+        rows.push(half_sum_row::<Bf16>(gpu, &host, calls)?);
     }
     Ok(rows)
+}
+
+/// The [`API_HALF_SUM`] row of `T` on `host` (the `f32` input, whose values the 16-bit types
+/// hold exactly): per call, the value on the host; `kernel` the fast sum's kernel alone.
+fn half_sum_row<T: Element>(gpu: &Gpu, host: &[f32], calls: usize) -> Result<Row> {
+    let n = host.len();
+    let narrow: Vec<T> = host.iter().map(|&v| T::from_f64(f64::from(v))).collect();
+    let input = gpu.upload(&narrow, "api 16-bit input")?;
+    let reference = ReduceReference::of(ReduceOp::Sum, host, |v| v);
+    let run = std::cell::RefCell::new(ReduceRun::<T, f32>::new(
+        gpu,
+        ReduceVariant::Fast,
+        ReduceOp::Sum,
+        &input,
+        ReduceVariant::Fast.default_block(),
+    )?);
+    let kernel = median_us(&time_samples(
+        gpu,
+        3,
+        20,
+        |_| run.borrow_mut().setup(),
+        |_| run.borrow_mut().launch(),
+    )?);
+    drop(run);
+    let mut last = 0.0f32;
+    let samples = per_call(30, calls, || {
+        last = reduce::sum_to_f32(gpu, &input)?;
+        Ok(())
+    })?;
+    let check = reference.check(last, 1.0);
+    let bytes = (n * size_of::<T>()) as u64;
+    Ok(row(API_HALF_SUM, T::TYPE, n, bytes, &samples, check, kernel))
 }
 
 /// Runs `api_baselines.py` for `sizes` and attaches its per-call medians to `rows` as `cupy` and
@@ -258,20 +308,34 @@ pub fn attach_python(
                 let (sum, stencil) = *expected
                     .entry(n)
                     .or_insert_with(|| python_expected(n as usize));
-                let (variants, check): (&[&str], _) = match *call {
-                    "sum" => (&[API_SUM, API_SUM_DEVICE], python_check(got, sum)),
-                    "stencil" => (&[API_STENCIL], python_check(got, stencil)),
-                    _ => continue,
+                // `sum_f16` / `sum_bf16`: the sum of the 16-bit tensor with dtype=float32;
+                // `native_f16` / `native_bf16`: its plain `x.sum()`, in the tensor's type, whose
+                // right answer is the exact total rounded once to that type.
+                let half = |name: &str| {
+                    ElemType::from_name(name).filter(|t| t.is_half())
+                };
+                let (variants, ty, name, check): (&[&str], _, String, _) = match *call {
+                    "sum" => (&[API_SUM, API_SUM_DEVICE], ElemType::F32, lib.to_string(), python_check(got, sum)),
+                    "stencil" => (&[API_STENCIL], ElemType::F32, lib.to_string(), python_check(got, stencil)),
+                    c => match (c.strip_prefix("sum_").and_then(half), c.strip_prefix("native_").and_then(half)) {
+                        (Some(t), _) => (&[API_HALF_SUM], t, lib.to_string(), python_check(got, sum)),
+                        (_, Some(t)) => (
+                            &[API_HALF_SUM],
+                            t,
+                            format!("{lib}{NATIVE_SUFFIX}"),
+                            python_check(got, rounded_to(t, sum)),
+                        ),
+                        _ => continue,
+                    },
                 };
                 if check.is_failure() {
                     eprintln!("bench: the {lib} {call} baseline at n = {n}: {check:?}");
                 }
-                for row in rows
-                    .iter_mut()
-                    .filter(|r| r.n == n && variants.contains(&r.variant.as_str()))
-                {
+                for row in rows.iter_mut().filter(|r| {
+                    r.n == n && r.ty == ty.name() && variants.contains(&r.variant.as_str())
+                }) {
                     row.baselines
-                        .push(Baseline::measured(lib, us, row.median_us, check.clone()));
+                        .push(Baseline::measured(&name, us, row.median_us, check.clone()));
                 }
             }
             _ => {}
@@ -281,6 +345,16 @@ pub fn attach_python(
         return Err("python3 has neither cupy nor torch".into());
     }
     Ok(versions.join(", "))
+}
+
+/// `v` rounded once to the 16-bit float type `ty` (to nearest, ties to even), as a sum in
+/// `f32` rounded at the end gives it; `v` itself for other types.
+pub fn rounded_to(ty: ElemType, v: f64) -> f64 {
+    match ty {
+        ElemType::F16 => F16::from_f64(v).to_f64(),
+        ElemType::Bf16 => Bf16::from_f64(v).to_f64(),
+        _ => v,
+    }
 }
 
 #[cfg(test)]

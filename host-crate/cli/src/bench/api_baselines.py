@@ -4,6 +4,9 @@
 #   version <lib> <version>
 #   <lib> sum <n> <median_us> <result>        float(x.sum()) / t.sum().item(): result on the
 #                                             host; <result> is the last call's
+#   <lib> sum_<t> <n> <median_us> <result>    t = f16, bf16: the same input as that 16-bit type,
+#                                             x.sum(dtype=float32): summed in float, as ours
+#   <lib> native_<t> <n> <median_us> <result> its plain x.sum(), the result in the 16-bit type
 #   <lib> stencil <n> <median_us> <checksum>  conv1d with 7 ones, zero padding: CALLS calls back
 #                                             to back and one synchronize, divided by CALLS
 #                                             (median of 5); <checksum> is the output's sum in
@@ -43,7 +46,12 @@ try:
         x = api_input(cupy.arange(n, dtype=cupy.int64)).astype(cupy.float32)
         us, result = median_us(lambda: float(x.sum()))
         print("cupy sum", n, f"{us:.3f}", repr(result), flush=True)
-        del x
+        h = x.astype(cupy.float16)  # CuPy has no bfloat16
+        us, result = median_us(lambda: float(h.sum(dtype=cupy.float32)))
+        print("cupy sum_f16", n, f"{us:.3f}", repr(result), flush=True)
+        us, result = median_us(lambda: float(h.sum()))
+        print("cupy native_f16", n, f"{us:.3f}", repr(result), flush=True)
+        del x, h
     cupy.get_default_memory_pool().free_all_blocks()
 except ImportError:
     pass
@@ -57,6 +65,13 @@ try:
             t = api_input(torch.arange(n, dtype=torch.int64, device="cuda")).float()
             us, result = median_us(lambda: t.sum().item())
             print("torch sum", n, f"{us:.3f}", repr(float(result)), flush=True)
+            for name, dtype in (("f16", torch.float16), ("bf16", torch.bfloat16)):
+                h = t.to(dtype)
+                us, result = median_us(lambda: h.sum(dtype=torch.float32).item())
+                print(f"torch sum_{name}", n, f"{us:.3f}", repr(float(result)), flush=True)
+                us, result = median_us(lambda: h.sum().item())
+                print(f"torch native_{name}", n, f"{us:.3f}", repr(float(result)), flush=True)
+                del h
             w = torch.ones(1, 1, 7, device="cuda")
             v = t.view(1, 1, n)
 

@@ -164,6 +164,17 @@ pub(super) struct Expected {
 }
 
 impl Expected {
+    /// The expectations of a group whose sums are checked against `reference` alone (no
+    /// textbook stencil runs for it): the 16-bit float groups, whose sums are `f32`. `depth`
+    /// bounds the roundings where the reference is not exact.
+    pub(super) fn of_sum<A: ResultBits>(reference: &ReduceReference<A>, depth: f64) -> Self {
+        let reference = reference.clone();
+        Self {
+            sum: Box::new(move |bits| check_sum(&reference, bits, depth)),
+            stencil_fnv1a: None,
+        }
+    }
+
     /// The expectations of a group whose input is `x` and whose sum reference is `reference`;
     /// `stencil_radius` when the textbook stencils run for it (hashing the whole CPU stencil
     /// costs a pass over the input).
@@ -398,6 +409,7 @@ pub(super) fn outcomes(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferrocuda::runtime::element::{Bf16, F16};
     use ferrocuda_lessons::cpu::{ReduceOp, book_input, exact::exact_value, exact::splitmix_at};
 
     const N: usize = 1 << 12;
@@ -574,6 +586,30 @@ mod tests {
         assert!(matches!(&o[0], Outcome::Ran { check, median_us: 7.25 } if check.passed));
     }
 
+    /// A 16-bit group's CUB sum is `float`: the exact total's `f32` bits pass; one element
+    /// short fails, and so does the total's 16-bit bits (CUB's `__half` result, not `float`).
+    #[test]
+    fn a_16_bit_sum_is_judged_as_f32() {
+        for n in [N, (1 << 20) + 3] {
+            let x: Vec<F16> = book_input(n, super::super::input_seed(n));
+            let reference = ReduceReference::of(ReduceOp::Sum, &x, |v| v.to_f64() as f32);
+            let expected = Expected::of_sum(&reference, n as f64);
+            let exact: f64 = x.iter().map(|v| v.to_f64()).sum();
+            let judge = |bits: u64| {
+                let stdout = format!(
+                    "cub sum f16 n={n} median_us=7.25 min_us=7 max_us=8 result_bits=0x{bits:016x}\n"
+                );
+                outcomes(&ran(&stdout), &["cub".into()], RESULT_BITS, &expected.sum)
+                    .pop()
+                    .expect("one outcome")
+            };
+            assert!(!failed(&judge((exact as f32).to_result_bits())), "n = {n}");
+            let short = exact - x.iter().rev().find(|v| v.to_f64() != 0.0).unwrap().to_f64();
+            assert!(failed(&judge((short as f32).to_result_bits())), "n = {n}");
+            assert!(failed(&judge(F16::from_f64(exact).to_result_bits())), "n = {n}");
+        }
+    }
+
     #[test]
     fn a_stencil_output_hash_is_checked_against_the_cpu_stencil() {
         let x: Vec<f32> = book_input(1000, 1000);
@@ -685,6 +721,8 @@ int main(int argc, char** argv) {
   if (t == "u64") return run<unsigned long long>(n, seed, argc, argv);
   if (t == "f32") return run<float>(n, seed, argc, argv);
   if (t == "f64") return run<double>(n, seed, argc, argv);
+  if (t == "f16") return run<book::F16Bits>(n, seed, argc, argv);
+  if (t == "bf16") return run<book::Bf16Bits>(n, seed, argc, argv);
   return 2;
 }
 "#;
@@ -783,6 +821,11 @@ int main(int argc, char** argv) {
         input_h_matches::<u32>(&driver, &[1000], &[1 << 28]);
         input_h_matches::<i64>(&driver, &[1000], &[1 << 28]);
         input_h_matches::<u64>(&driver, &[100, (1 << 20) + 3], &big);
+        // The 16-bit floats: dense with values up to 1020 (f16) and 256 (bf16) at small n,
+        // sparse from a few thousand elements.
+        let small = [1, 3, 4, 5, 100, 1000, (1 << 20) + 3];
+        input_h_matches::<F16>(&driver, &small, &big);
+        input_h_matches::<Bf16>(&driver, &small, &big);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

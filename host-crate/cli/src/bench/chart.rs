@@ -298,7 +298,11 @@ pub fn per_call_chart(report: &Report) -> String {
             }
         }
     };
-    for r in report.rows.iter().filter(|r| r.family == "api") {
+    for r in report
+        .rows
+        .iter()
+        .filter(|r| r.family == "api" && r.ty == "f32")
+    {
         let x = log2(r.n);
         add(r.variant.clone(), Dash::Solid, x, r.median_us);
         for b in &r.baselines {

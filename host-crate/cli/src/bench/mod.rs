@@ -73,8 +73,11 @@ enum Job {
     CopyBulk,
     Reduce(ReduceVariant, u32),
     Stencil(StencilVariant, u32),
-    /// `reduce::sum_reproducible` (f32, f64): every level, event-timed as one operation.
+    /// `reduce::sum_reproducible` (f32, f64; `sum_reproducible_to_f32` for f16 and bf16): every
+    /// level, event-timed as one operation.
     Reproducible,
+    /// The fast sum of a 16-bit float type in `f32` (`reduce::sum_to_f32`'s kernel).
+    HalfSum(u32),
 }
 
 /// The rows of one (size, type) group, in the order they are measured and reported.
@@ -88,6 +91,13 @@ fn jobs(cfg: &BenchConfig, ty: ElemType) -> Vec<Job> {
             jobs.push(Job::Reduce(v, b));
         }
     }
+    // The 16-bit floats are summed in f32 by the fast path alone.
+    let fast = ReduceVariant::Fast;
+    if ty.is_half() && cfg.reduce_variants.contains(&fast) {
+        for b in blocks_for(cfg, fast.default_block(), |b| fast.block_error(b).is_none()) {
+            jobs.push(Job::HalfSum(b));
+        }
+    }
     if cfg.reproducible && ty.is_float() {
         jobs.push(Job::Reproducible);
     }
@@ -98,6 +108,17 @@ fn jobs(cfg: &BenchConfig, ty: ElemType) -> Vec<Job> {
         }
     }
     jobs
+}
+
+/// The types of `cfg` that none of its variants runs on (each group would hold only the
+/// driver's copy):
+/// a run that asks for one is refused before it starts.
+pub fn types_without_rows(cfg: &BenchConfig) -> Vec<ElemType> {
+    cfg.types
+        .iter()
+        .copied()
+        .filter(|&ty| jobs(cfg, ty).iter().all(|j| matches!(j, Job::Copy)))
+        .collect()
 }
 
 /// One round of one row: its repetition times and, in the first and the last round, the CPU
@@ -123,6 +144,16 @@ struct Group<'g, T: Element> {
     /// The reproducible sum of this type and the CPU order's result over `host`, for `f32`
     /// and `f64` (a function pointer: `Group` is generic over every element type).
     reproducible: Option<ReproducibleSum<T>>,
+    /// For `f16` and `bf16`: what their sums in `f32` must give.
+    half: Option<HalfSums>,
+}
+
+/// The references of a 16-bit float group's sums, which are `f32`.
+struct HalfSums {
+    /// The exact sum (the input is exactly summable in `f32`): the fast sum's reference.
+    reference: ReduceReference<f32>,
+    /// The CPU's `f32` reproducible order over the widened input: the reproducible row's bits.
+    reproducible: f32,
 }
 
 /// [`reproducible::measure`] for one type.
@@ -141,6 +172,10 @@ impl<'g, T: Element> Group<'g, T> {
     fn new(gpu: &'g Gpu, cfg: &BenchConfig, n: usize) -> Result<Self> {
         let host: Vec<T> = book_input(n, input_seed(n));
         let reference = ReduceReference::of(ReduceOp::Sum, &host, |v| v);
+        let half = T::TYPE.is_half().then(|| HalfSums {
+            reference: ReduceReference::of(ReduceOp::Sum, &host, |v| v.to_f64() as f32),
+            reproducible: cpu_reproducible::sum_reproducible_widened(&host),
+        });
         let (inputs, outputs) = buffer_counts(
             gpu.props().l2_bytes as usize,
             n as u128 * size_of::<T>() as u128,
@@ -161,6 +196,7 @@ impl<'g, T: Element> Group<'g, T> {
             reps: cfg.reps,
             radius: cfg.radius,
             reproducible: None,
+            half,
         })
     }
 
@@ -194,10 +230,39 @@ impl<'g, T: Element> Group<'g, T> {
         match job {
             Job::Copy => self.copy_round(first || last),
             Job::CopyBulk => self.copy_bulk_round(first || last),
-            Job::Reduce(v, block) => self.reduce_round(v, block, first, last, flush),
+            Job::Reduce(v, block) => {
+                let reference = self.reference.clone();
+                self.reduce_round::<T>(v, block, first, last, flush, &reference)
+            }
             Job::Stencil(v, block) => self.stencil_round(v, block, first, last),
+            Job::Reproducible if self.half.is_some() => self.half_reproducible_round(first || last),
             Job::Reproducible => self.reproducible_round(first || last),
+            Job::HalfSum(block) => {
+                let reference = match &self.half {
+                    Some(h) => h.reference.clone(),
+                    None => {
+                        return Err(Error::InvalidArgument {
+                            what: format!("the sum in f32 takes f16 and bf16, not {}", T::TYPE),
+                        });
+                    }
+                };
+                self.reduce_round::<f32>(ReduceVariant::Fast, block, first, last, flush, &reference)
+            }
         }
+    }
+
+    /// The reproducible sum of a 16-bit float type in `f32`, checked against the CPU's `f32`
+    /// order over the widened input.
+    fn half_reproducible_round(&mut self, check: bool) -> Result<Round> {
+        let want = self.half.as_ref().map_or(f32::NAN, |h| h.reproducible);
+        let m = reproducible::measure_half(self.gpu, &self.inputs, want, self.reps)?;
+        let n = self.host.len();
+        Ok(Round {
+            samples: m.samples,
+            checks: if check { vec![m.check] } else { Vec::new() },
+            grid: levels_label(&cpu_reproducible::chunks_per_level::<f32>(n)),
+            bytes: (n * size_of::<T>()) as u64,
+        })
     }
 
     fn reproducible_round(&mut self, check: bool) -> Result<Round> {
@@ -213,14 +278,7 @@ impl<'g, T: Element> Group<'g, T> {
             samples: m.samples,
             checks: if check { vec![m.check] } else { Vec::new() },
             // The chunks of each level (each level's grid is at most the resident block count).
-            grid: format!(
-                "chunks {}",
-                sum.levels
-                    .iter()
-                    .map(|c| c.to_string())
-                    .collect::<Vec<_>>()
-                    .join("+")
-            ),
+            grid: levels_label(&sum.levels),
             bytes: (n * size_of::<T>()) as u64,
         })
     }
@@ -308,25 +366,25 @@ impl<'g, T: Element> Group<'g, T> {
         })
     }
 
-    fn reduce_round(
+    /// A reduction row's round, its result in `A` (`T`, or `f32` for a 16-bit float type)
+    /// checked against `reference`.
+    fn reduce_round<A: Element>(
         &mut self,
         v: ReduceVariant,
         block: u32,
         first: bool,
         last: bool,
         flush: &mut L2Flush,
+        reference: &ReduceReference<A>,
     ) -> Result<Round> {
         let (gpu, k) = (self.gpu, self.inputs.len());
-        let mut runs: Vec<ReduceRun<T>> = self
+        let mut runs: Vec<ReduceRun<T, A>> = self
             .inputs
             .iter()
             .map(|b| ReduceRun::new(gpu, v, ReduceOp::Sum, b, block))
             .collect::<Result<_>>()?;
         let first_check = if first {
-            Some(
-                self.reference
-                    .check(runs[0].run()?, runs[0].rounding_depth()),
-            )
+            Some(reference.check(runs[0].run()?, runs[0].rounding_depth()))
         } else {
             None
         };
@@ -347,7 +405,7 @@ impl<'g, T: Element> Group<'g, T> {
         let runs = runs.into_inner();
         let lastrun = &runs[self.last_used(k)];
         let result = lastrun.finish()?;
-        let last_check = last.then(|| self.reference.check(result, lastrun.rounding_depth()));
+        let last_check = last.then(|| reference.check(result, lastrun.rounding_depth()));
         Ok(Round {
             samples,
             checks: first_check.into_iter().chain(last_check).collect(),
@@ -442,7 +500,11 @@ impl<T: ResultBits> Rounds for Group<'_, T> {
     }
 
     fn expected(&self, stencil: bool) -> Expected {
-        Expected::of(&self.host, &self.reference, stencil.then_some(self.radius))
+        match &self.half {
+            // The sums of a 16-bit float type are f32: CUB's into `float`, as ours.
+            Some(h) => Expected::of_sum(&h.reference, self.host.len() as f64),
+            None => Expected::of(&self.host, &self.reference, stencil.then_some(self.radius)),
+        }
     }
 }
 
@@ -533,7 +595,7 @@ impl<'g> Pending<'g> {
                 block: match job {
                     Job::Copy => 0,
                     Job::CopyBulk => ferrocuda::kernels::config::COPY_BULK_BLOCK,
-                    Job::Reduce(_, b) | Job::Stencil(_, b) => b,
+                    Job::Reduce(_, b) | Job::Stencil(_, b) | Job::HalfSum(b) => b,
                     Job::Reproducible => ferrocuda_lessons::kernels::config::REDUCE_REPRO_BLOCK,
                 },
                 grid,
@@ -555,7 +617,7 @@ impl<'g> Pending<'g> {
 fn job_family(job: Job) -> &'static str {
     match job {
         Job::Copy | Job::CopyBulk => "copy",
-        Job::Reduce(..) | Job::Reproducible => "reduce",
+        Job::Reduce(..) | Job::Reproducible | Job::HalfSum(_) => "reduce",
         Job::Stencil(..) => "stencil",
     }
 }
@@ -565,6 +627,7 @@ fn job_name(job: Job, radius: u32) -> String {
         Job::Copy => "cuMemcpyDtoD".into(),
         Job::CopyBulk => COPY_BULK.into(),
         Job::Reduce(v, _) => v.name().into(),
+        Job::HalfSum(_) => ReduceVariant::Fast.name().into(),
         Job::Stencil(v, _) => format!("{}_r{radius}", v.name()),
         Job::Reproducible => reproducible::REPRODUCIBLE.into(),
     }
@@ -594,6 +657,12 @@ impl Progress {
             self.0.finish();
         }
     }
+}
+
+/// The chunks of each level of a reproducible sum, as its row's grid.
+fn levels_label(levels: &[usize]) -> String {
+    let levels: Vec<String> = levels.iter().map(|c| c.to_string()).collect();
+    format!("chunks {}", levels.join("+"))
 }
 
 /// How many input and output buffers of `bytes` each a group keeps ([`rotation`]; the

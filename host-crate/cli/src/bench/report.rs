@@ -399,6 +399,7 @@ pub fn markdown(report: &Report, charts: &[String]) -> String {
         }
         let _ = writeln!(s);
     }
+    half_markdown(report, &mut s);
     baseline_failures_markdown(report, &mut s);
     let _ = writeln!(
         s,
@@ -480,7 +481,8 @@ fn api_markdown(report: &Report, s: &mut String) {
     let _ = writeln!(
         s,
         "\n## api: one library call, wall clock\n\nPer call, from a Rust program, f32 input already on the \
-         device: `reduce::sum` (result on the host) one call at a time; `ReducePlan::run_to_device` (result left \
+         device: `reduce::sum` (result on the host) and `reduce::sum_to_f32` (the same values as f16 and \
+         bf16, summed in f32) one call at a time; `ReducePlan::run_to_device` (result left \
          on the device) and `stencil::apply_into` (R = 3; returns without waiting) back to back with one wait, \
          divided by the calls. Median, min and max over the timed calls (over 5 batches for the back-to-back \
          ones). `kernel`: the same kernel alone, event-timed. CuPy (`float(x.sum())`) and PyTorch \
@@ -494,10 +496,10 @@ fn api_markdown(report: &Report, s: &mut String) {
     );
     let _ = writeln!(
         s,
-        "| call | n | median us | min..max us | kernel us | overhead us | CuPy us | xCuPy | Torch us | xTorch | check |"
+        "| call | type | n | median us | min..max us | kernel us | overhead us | CuPy us | xCuPy | Torch us | xTorch | check |"
     );
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-    for r in rows {
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    for &r in &rows {
         let base = |name: &str| r.baselines.iter().find(|b| b.name == name);
         let us = |name: &str| {
             base(name)
@@ -510,8 +512,9 @@ fn api_markdown(report: &Report, s: &mut String) {
             .map_or("-".into(), |us| format!("{:.1}", r.median_us - us));
         let _ = writeln!(
             s,
-            "| {} | {} | {:.1} | {:.1}..{:.1} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.1} | {:.1}..{:.1} | {} | {} | {} | {} | {} | {} | {} |",
             r.variant,
+            r.ty,
             r.size(),
             r.median_us,
             r.min_us,
@@ -525,6 +528,105 @@ fn api_markdown(report: &Report, s: &mut String) {
             if r.passed { "PASS" } else { "FAIL" }
         );
     }
+    api_native_markdown(&rows, s);
+}
+
+/// The 16-bit sums' other Python baselines: the libraries' plain `x.sum()`, whose result is in
+/// the 16-bit type (the rows' CuPy and Torch columns are their sums with `dtype=float32`).
+fn api_native_markdown(rows: &[&Row], s: &mut String) {
+    let native = super::api::NATIVE_SUFFIX;
+    let rows: Vec<&&Row> = rows
+        .iter()
+        .filter(|r| r.baselines.iter().any(|b| b.name.ends_with(native)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n`{}` of f16 and bf16: the CuPy and Torch columns above are `x.sum(dtype=float32)`, the same \
+         work as ours; below, the libraries' plain `x.sum()` of the 16-bit tensor (its result in the \
+         16-bit type, checked against the exact total rounded once to it). CuPy has no bf16.\n",
+        super::api::API_HALF_SUM
+    );
+    let _ = writeln!(
+        s,
+        "| type | n | ours us | CuPy x.sum() us | xCuPy | Torch x.sum() us | xTorch |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
+    for r in rows {
+        let cell = |lib: &str| {
+            let name = format!("{lib}{native}");
+            let us = r
+                .baselines
+                .iter()
+                .find(|b| b.name == name)
+                .and_then(|b| b.median_us)
+                .map_or("-".into(), |us| format!("{us:.1}"));
+            (us, r.baseline_cell(&name, "x"))
+        };
+        let (cupy, xcupy) = cell("cupy");
+        let (torch, xtorch) = cell("torch");
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.1} | {cupy} | {xcupy} | {torch} | {xtorch} |",
+            r.ty,
+            r.size(),
+            r.median_us
+        );
+    }
+}
+
+/// The 16-bit float rows beside the `f32` row of the same family, variant, size and block: the
+/// bytes per second of each, and their ratio (the 16-bit types move half the bytes per element).
+fn half_markdown(report: &Report, s: &mut String) {
+    let pairs: Vec<(&Row, &Row)> = report
+        .rows
+        .iter()
+        .filter(|r| (r.ty == "f16" || r.ty == "bf16") && r.family != "api")
+        .filter_map(|h| {
+            report
+                .rows
+                .iter()
+                .find(|f| {
+                    f.ty == "f32"
+                        && f.family == h.family
+                        && f.variant == h.variant
+                        && f.n == h.n
+                        && f.block == h.block
+                })
+                .map(|f| (h, f))
+        })
+        .collect();
+    if pairs.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## 16-bit floats against f32\n\nThe same row for a 16-bit type and for `f32` in this run: \
+         bytes per second of each (the 16-bit rows move half the bytes per element) and the ratio.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| family | variant | type | n | GB/s | f32 GB/s | of f32 | %copy | f32 %copy |"
+    );
+    let _ = writeln!(s, "|---|---|---|---:|---:|---:|---:|---:|---:|");
+    for (h, f) in pairs {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.1}% | {:.0}% | {:.0}% |",
+            h.family,
+            h.variant,
+            h.ty,
+            h.size(),
+            h.gbs,
+            f.gbs,
+            100.0 * h.gbs / f.gbs,
+            h.pct_copy,
+            f.pct_copy
+        );
+    }
+    let _ = writeln!(s);
 }
 
 /// The same row in two runs: whether each run's median lies inside the other's min..max.

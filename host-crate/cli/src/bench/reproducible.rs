@@ -2,9 +2,9 @@
 //! `ferrocuda reduce --variant reproducible` time and check it: every level's kernel
 //! event-timed as one operation (`sum_reproducible_to_device`, no host wait inside), the
 //! result checked bit for bit against the CPU order.
-use ferrocuda::DeviceBuffer;
-use ferrocuda::reduce::sum_reproducible_to_device;
-use ferrocuda::{Gpu, Result};
+use ferrocuda::reduce::{sum_reproducible_to_device, sum_reproducible_to_f32_device};
+use ferrocuda::runtime::element::Element;
+use ferrocuda::{DeviceBuffer, DeviceSlice, Gpu, Result};
 use ferrocuda_lessons::cpu::Check;
 use ferrocuda_lessons::cpu::reproducible::{Reproducible, same_sum};
 use ferrocuda_lessons::timing::time_samples;
@@ -30,9 +30,30 @@ pub fn measure<T: Reproducible>(
     want: T,
     reps: usize,
 ) -> Result<Measured<T>> {
+    measure_with(gpu, inputs, want, reps, sum_reproducible_to_device::<T>)
+}
+
+/// [`measure`] for the reproducible sum of 16-bit floats in `f32`
+/// (`sum_reproducible_to_f32_device`); `want` is the CPU's `f32` order over the widened input.
+pub fn measure_half<H: Element>(
+    gpu: &Gpu,
+    inputs: &[DeviceBuffer<H>],
+    want: f32,
+    reps: usize,
+) -> Result<Measured<f32>> {
+    measure_with(gpu, inputs, want, reps, sum_reproducible_to_f32_device::<H>)
+}
+
+fn measure_with<S: Element, R: Element + std::fmt::Debug>(
+    gpu: &Gpu,
+    inputs: &[DeviceBuffer<S>],
+    want: R,
+    reps: usize,
+    enqueue: impl Fn(&Gpu, &DeviceSlice<S>, &mut DeviceSlice<R>) -> Result<()>,
+) -> Result<Measured<R>> {
     let k = inputs.len();
     let mut results = (0..k)
-        .map(|_| gpu.alloc::<T>(1, "reproducible sum result"))
+        .map(|_| gpu.alloc::<R>(1, "reproducible sum result"))
         .collect::<Result<Vec<_>>>()?;
     for r in results.iter_mut() {
         gpu.poison_async(r)?;
@@ -42,7 +63,7 @@ pub fn measure<T: Reproducible>(
         3,
         reps,
         |_| Ok(()),
-        |i| sum_reproducible_to_device(gpu, &inputs[i % k], &mut results[i % k]),
+        |i| enqueue(gpu, &inputs[i % k], &mut results[i % k]),
     )?;
     let got = gpu.download(&results[(reps.max(1) - 1) % k])?[0];
     // `{:?}` prints the shortest text that reads back to the same bits.
