@@ -251,3 +251,29 @@ fn generic_access_detector_bites() {
         ["ld.b32 %r1, [%rd1];", "st.v4.f32 [%rd1], {%r1};"]
     );
 }
+
+/// The `bf16` stencils round their `f32` results with `cvt.rn.bf16.f32` where the architecture
+/// has it (sm_80 and newer), and with integer instructions on sm_70, which has no bf16
+/// conversion (that PTX would not assemble for it); the `f16` ones always with `cvt.rn.f16.f32`.
+#[test]
+fn bf16_rounds_with_the_conversion_instruction_from_sm_80() {
+    let mut checked = 0;
+    for ptx in EMBEDDED_PTX {
+        for r in 1..=3 {
+            let bf16 = entry_body(ptx.source, &format!("stencil_1d_fast_half_r{r}_bf16"))
+                .unwrap_or_else(|| panic!("{}: no bf16 stencil of R = {r}", ptx.arch));
+            let f16 = entry_body(ptx.source, &format!("stencil_1d_fast_half_r{r}_f16"))
+                .unwrap_or_else(|| panic!("{}: no f16 stencil of R = {r}", ptx.arch));
+            let has_cvt = ptx.compute_capability >= (8, 0);
+            assert_eq!(
+                bf16.contains("cvt.rn.bf16.f32"),
+                has_cvt,
+                "{}: stencil_1d_fast_half_r{r}_bf16",
+                ptx.arch
+            );
+            assert!(f16.contains("cvt.rn.f16.f32"), "{}: R = {r}", ptx.arch);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 9, "{checked} kernels checked");
+}
