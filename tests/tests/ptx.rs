@@ -252,28 +252,29 @@ fn generic_access_detector_bites() {
     );
 }
 
-/// The `bf16` stencils round their `f32` results with `cvt.rn.bf16.f32` where the architecture
-/// has it (sm_80 and newer), and with integer instructions on sm_70, which has no bf16
-/// conversion (that PTX would not assemble for it); the `f16` ones always with `cvt.rn.f16.f32`.
+/// The 16-bit stencils round their `f32` outputs two at a time with `cvt.rn.f16x2.f32` /
+/// `cvt.rn.bf16x2.f32` where the architecture has them (sm_80 and newer); on sm_70 `f16` rounds
+/// one lane at a time with `cvt.rn.f16.f32` and `bf16` with integer instructions (sm_70 has no
+/// bf16 conversion: that PTX would not assemble for it).
 #[test]
-fn bf16_rounds_with_the_conversion_instruction_from_sm_80() {
+fn the_16_bit_stencils_round_two_lanes_per_instruction_from_sm_80() {
     let mut checked = 0;
     for ptx in EMBEDDED_PTX {
+        let packed = ptx.compute_capability >= (8, 0);
         for r in 1..=3 {
-            let bf16 = entry_body(ptx.source, &format!("stencil_1d_fast_half_r{r}_bf16"))
-                .unwrap_or_else(|| panic!("{}: no bf16 stencil of R = {r}", ptx.arch));
-            let f16 = entry_body(ptx.source, &format!("stencil_1d_fast_half_r{r}_f16"))
-                .unwrap_or_else(|| panic!("{}: no f16 stencil of R = {r}", ptx.arch));
-            let has_cvt = ptx.compute_capability >= (8, 0);
-            assert_eq!(
-                bf16.contains("cvt.rn.bf16.f32"),
-                has_cvt,
-                "{}: stencil_1d_fast_half_r{r}_bf16",
-                ptx.arch
-            );
-            assert!(f16.contains("cvt.rn.f16.f32"), "{}: R = {r}", ptx.arch);
-            checked += 1;
+            for ty in ["f16", "bf16"] {
+                let name = format!("stencil_1d_fast_half_r{r}_{ty}");
+                let body = entry_body(ptx.source, &name)
+                    .unwrap_or_else(|| panic!("{}: no {name}", ptx.arch));
+                let what = format!("{}: {name}", ptx.arch);
+                assert_eq!(body.contains(&format!("cvt.rn.{ty}x2.f32")), packed, "{what}");
+                if !packed {
+                    assert_eq!(body.contains("cvt.rn.f16.f32"), ty == "f16", "{what}");
+                    assert!(!body.contains("cvt.rn.bf16"), "{what}");
+                }
+                checked += 1;
+            }
         }
     }
-    assert!(checked >= 9, "{checked} kernels checked");
+    assert!(checked >= 18, "{checked} kernels checked");
 }

@@ -33,6 +33,12 @@ pub unsafe trait Element: Shuffle + Copy + PartialOrd {
     fn to_acc(self) -> Self::Acc;
     /// An [`Acc`](Self::Acc) value rounded to this type (to nearest, ties to even).
     fn from_acc(a: Self::Acc) -> Self;
+    /// The vector whose lane `i` is `f(i)` rounded to this type ([`from_acc`](Self::from_acc)
+    /// of each lane; the 16-bit floats round two lanes per instruction from sm_80).
+    #[inline(always)]
+    fn vector_from_acc(mut f: impl FnMut(usize) -> Self::Acc) -> Self::V {
+        Self::vector(|i| Self::from_acc(f(i)))
+    }
     /// `self + other`, wrapping for integers (exact modulo 2^bits).
     fn add(self, other: Self) -> Self;
     /// The smaller value (for floats, a NaN operand is ignored, as PTX `min` does).
@@ -167,6 +173,13 @@ macro_rules! element_half {
             fn to_acc(self) -> f32 { self.to_f32() }
             #[inline(always)]
             fn from_acc(a: f32) -> Self { Self::from_f32(a) }
+            #[inline(always)]
+            fn vector_from_acc(mut f: impl FnMut(usize) -> f32) -> Self::V {
+                let a: [f32; 8] = core::array::from_fn(|i| f(i));
+                Vector16::<$t, 8>::from_words(Vector16(core::array::from_fn(|k| {
+                    <$t as Half>::pack2(a[2 * k], a[2 * k + 1])
+                })))
+            }
             #[inline(always)]
             fn add(self, other: Self) -> Self {
                 Self::from_f32(self.to_f32() + other.to_f32())

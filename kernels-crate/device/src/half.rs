@@ -5,11 +5,11 @@
 //!   On the GPU `cvt.f32.f16` widens it exactly and `cvt.rn.f16.f32` rounds back to nearest,
 //!   ties to even.
 //! - `Bf16`: the high half of an `f32` (1 sign, 8 exponent, 7 significand bits): the range of
-//!   `f32` with epsilon 2^-7. Widening is a shift; rounding back is to nearest, ties to even:
-//!   `cvt.rn.bf16.f32` from sm_80, integer instructions on older GPUs (which have no bf16
-//!   conversion); a NaN stays a NaN (its payload is the instruction's on sm_80 and newer). The
-//!   conversion instruction is one of the integer path's seven or so: it took the 16-bit stencil
-//!   from 148 to 118 us at 2^26 on an H100 (the tuning notes).
+//!   `f32` with epsilon 2^-7. Widening is a shift; rounding back is to nearest, ties to even,
+//!   with integer instructions (sm_70 has no bf16 conversion), a NaN kept a quiet NaN.
+//! - [`Half::pack2`] rounds two `f32` values into one word of two lanes: from sm_80 one
+//!   `cvt.rn.f16x2.f32` / `cvt.rn.bf16x2.f32` (a NaN becomes the instruction's NaN), else two
+//!   `from_f32`. The stencils store their outputs through it.
 //!
 //! Sums of half-precision data accumulate in `f32`, as PyTorch does for `Half` and `BFloat16`:
 //! summing in 16 bits loses every addend below half an ulp of the running sum, which for `F16`
@@ -44,6 +44,36 @@ pub trait Half: Copy + 'static {
     /// `v` rounded to the nearest value of this type, ties to even; out of range rounds to an
     /// infinity, a NaN stays a NaN.
     fn from_f32(v: f32) -> Self;
+    /// `lo` and `hi` rounded as [`from_f32`](Self::from_f32), as one little-endian word (`lo`
+    /// in the low half): one `cvt.rn.{f16,bf16}x2.f32` from sm_80.
+    #[inline(always)]
+    fn pack2(lo: f32, hi: f32) -> u32 {
+        pack2_each::<Self>(lo, hi)
+    }
+    /// The bits.
+    fn bits(self) -> u16;
+}
+
+/// [`Half::pack2`] one lane at a time.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn pack2_each<H: Half>(lo: f32, hi: f32) -> u32 {
+    H::from_f32(lo).bits() as u32 | (H::from_f32(hi).bits() as u32) << 16
+}
+
+/// `cvt.rn.{ty}x2.f32 d, hi, lo` (the first source goes to the upper half).
+#[cfg(all(target_arch = "nvptx64", target_feature = "sm_80"))]
+macro_rules! cvt_x2 {
+    ($ty:literal, $lo:expr, $hi:expr) => {{
+        let d: u32;
+        // SAFETY: a register conversion, no memory.
+        unsafe {
+            core::arch::asm!(concat!("cvt.rn.", $ty, "x2.f32 {d}, {hi}, {lo};"),
+                d = out(reg32) d, hi = in(reg32) $hi, lo = in(reg32) $lo,
+                options(pure, nomem, nostack))
+        };
+        d
+    }};
 }
 
 #[cfg(target_arch = "nvptx64")]
@@ -73,6 +103,17 @@ impl Half for F16 {
         };
         F16(h)
     }
+
+    #[inline(always)]
+    fn bits(self) -> u16 {
+        self.0
+    }
+
+    #[cfg(target_feature = "sm_80")]
+    #[inline(always)]
+    fn pack2(lo: f32, hi: f32) -> u32 {
+        cvt_x2!("f16", lo, hi)
+    }
 }
 
 #[cfg(target_arch = "nvptx64")]
@@ -86,19 +127,6 @@ impl Half for Bf16 {
         f32::from_bits((self.0 as u32) << 16)
     }
 
-    #[cfg(target_feature = "sm_80")]
-    #[inline(always)]
-    fn from_f32(v: f32) -> Self {
-        let h: u16;
-        // SAFETY: a register conversion, no memory.
-        unsafe {
-            core::arch::asm!("cvt.rn.bf16.f32 {h}, {f};", h = out(reg16) h, f = in(reg32) v,
-                options(pure, nomem, nostack))
-        };
-        Bf16(h)
-    }
-
-    #[cfg(not(target_feature = "sm_80"))]
     #[inline(always)]
     fn from_f32(v: f32) -> Self {
         let b = v.to_bits();
@@ -108,6 +136,17 @@ impl Half for Bf16 {
         }
         // Round to nearest, ties to even: add 0x7FFF plus the lowest kept bit, then truncate.
         Bf16(((b + 0x7FFF + ((b >> 16) & 1)) >> 16) as u16)
+    }
+
+    #[inline(always)]
+    fn bits(self) -> u16 {
+        self.0
+    }
+
+    #[cfg(target_feature = "sm_80")]
+    #[inline(always)]
+    fn pack2(lo: f32, hi: f32) -> u32 {
+        cvt_x2!("bf16", lo, hi)
     }
 }
 

@@ -183,12 +183,12 @@ pub(super) unsafe fn output_vector<
         }
     }
     // In `T::Acc`: `T` itself, or `f32` for the 16-bit floats, rounded once at the end.
-    T::vector(|c| {
+    T::vector_from_acc(|c| {
         let mut acc = <T::Acc as Element>::ADD_IDENTITY;
         for k in 0..2 * R + 1 {
             acc = taps.accumulate(acc, k, win[SHIFT + c + k].to_acc());
         }
-        T::from_acc(acc)
+        acc
     })
 }
 
