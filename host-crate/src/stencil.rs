@@ -332,10 +332,16 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             StencilGrid::Tiles | StencilGrid::ResidentTiles | StencilGrid::Blocks(_) => {
                 let lanes = 16 / size_of::<T>();
                 let tile = block as usize * STENCIL_FAST_VECTORS_PER_THREAD * lanes;
-                // The kernel's tiles (`Tiling::tiles`): the output's vectors, from the 16-byte
-                // boundary at or before `output[0]`, cut into tiles.
+                // The kernel's tiles (`Tiling::tiles` in the kernels' `stencil::fast`, which the
+                // fast, weighted, 16-bit and bulk stencils share; keep the two in step): the
+                // output's vectors, from the 16-byte boundary at or before `output[0]`, cut
+                // into tiles. A grid one short would leave outputs unwritten.
                 let out_offset = (b as usize / size_of::<T>()) % lanes;
-                let tiles = (out_offset + n).next_multiple_of(lanes).div_ceil(tile);
+                let tiles = if n == 0 {
+                    0
+                } else {
+                    (out_offset + n).next_multiple_of(lanes).div_ceil(tile)
+                };
                 let blocks = match grid {
                     StencilGrid::Blocks(b) => b as usize,
                     StencilGrid::ResidentTiles => {

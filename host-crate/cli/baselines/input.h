@@ -41,10 +41,11 @@ struct ExactLayout {
   uint64_t group_sum;
   uint64_t group;
 
-  static ExactLayout of(uint64_t n, unsigned digits) {
+  // Groups summing to at most `max_group_sum`, so that every element is exact in the type.
+  static ExactLayout of(uint64_t n, unsigned digits, uint64_t max_group_sum = MAX_GROUP_SUM) {
     uint64_t budget = 1ULL << digits;
     uint64_t groups = std::max<uint64_t>(div_ceil(n, 4), 1);
-    uint64_t group_sum = std::min(budget / groups, MAX_GROUP_SUM);
+    uint64_t group_sum = std::min(budget / groups, max_group_sum);
     if (group_sum >= 1) return {true, group_sum, 0};
     uint64_t group = 8;
     while (div_ceil(n, group) > budget) group *= 2;
@@ -83,16 +84,18 @@ struct Bf16Bits {
 };
 
 // The bits of the integer `v` as an IEEE half (1 sign, 5 exponent, 10 fraction bits), for an
-// integer it holds exactly (at most 11 significant bits, as the exact layout's values are).
+// integer it holds exactly (at most 11 significant bits: the exact layout's values are at most
+// 1020).
 inline uint16_t f16_bits_of_int(uint64_t v) {
   if (v == 0) return 0;
-  int e = 63 - __builtin_clzll(v);
+  int e = 0;
+  while ((v >> (e + 1)) != 0) e++;
   uint64_t fraction = e <= 10 ? (v << (10 - e)) & 0x3FF : (v >> (e - 10)) & 0x3FF;
   return (uint16_t)(((e + 15) << 10) | fraction);
 }
 
 // The bits of the integer `v` as a bfloat16 (the high half of the float), for an integer it
-// holds exactly (at most 8 significant bits).
+// holds exactly (at most 256, as the exact layout's bf16 values are).
 inline uint16_t bf16_bits_of_int(uint64_t v) {
   float f = (float)v;
   uint32_t u;
@@ -100,13 +103,19 @@ inline uint16_t bf16_bits_of_int(uint64_t v) {
   return (uint16_t)(u >> 16);
 }
 
-// The significand bits of a float type: integers up to 2^digits are exact in it.
+// The significand bits of the type a float type is summed in (the 16-bit floats in float):
+// totals up to 2^digits are exact there.
 template <typename T>
 constexpr unsigned digits() {
-  if constexpr (std::is_same_v<T, float>) return 24;
-  else if constexpr (std::is_same_v<T, F16Bits>) return 11;
-  else if constexpr (std::is_same_v<T, Bf16Bits>) return 8;
-  else return 53;
+  if constexpr (std::is_same_v<T, double>) return 53;
+  else return 24;
+}
+
+// The largest group sum: every element (at most that) exact in the type itself; bf16 holds
+// integers exactly up to 256.
+template <typename T>
+constexpr uint64_t max_group_sum() {
+  return std::is_same_v<T, Bf16Bits> ? 256 : MAX_GROUP_SUM;
 }
 
 // Element `i` of the input of `n` elements of `T` from `seed`.
@@ -115,7 +124,8 @@ struct BookInput {
   ExactLayout layout;
   uint64_t seed;
 
-  BookInput(size_t n, uint64_t seed) : layout(ExactLayout::of(n, digits<T>())), seed(seed) {}
+  BookInput(size_t n, uint64_t seed)
+      : layout(ExactLayout::of(n, digits<T>(), max_group_sum<T>())), seed(seed) {}
 
   T at(uint64_t i) const {
     if constexpr (std::is_same_v<T, F16Bits>) return F16Bits{f16_bits_of_int(layout.value(seed, i))};

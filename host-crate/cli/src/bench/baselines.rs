@@ -410,7 +410,8 @@ pub(super) fn outcomes(
 mod tests {
     use super::*;
     use ferrocuda::runtime::element::{Bf16, F16};
-    use ferrocuda_lessons::cpu::{ReduceOp, book_input, exact::exact_value, exact::splitmix_at};
+    use ferrocuda_lessons::cpu::exact::{exact_value, layout_of, splitmix_at};
+    use ferrocuda_lessons::cpu::{ReduceOp, book_input};
 
     const N: usize = 1 << 12;
     const BLOCK: usize = 512;
@@ -610,6 +611,25 @@ mod tests {
         }
     }
 
+    /// The 16-bit input is exact in its type and summable in `f32`, and dense: its total grows
+    /// with `n` up to 2^24 (a block's range skipped changes it), not up to 2^11 or 2^8.
+    #[test]
+    fn the_16_bit_input_is_exact_in_its_type_and_dense() {
+        fn check<T: ResultBits>(cap: f64) {
+            for n in [1usize, 5, 1000, (1 << 20) + 3, 1 << 22] {
+                let x: Vec<T> = book_input(n, super::super::input_seed(n));
+                let v: Vec<f64> = x.iter().map(|e| e.to_f64()).collect();
+                assert!(v.iter().all(|&e| e >= 0.0 && e <= cap && e.fract() == 0.0), "{n}");
+                let total: f64 = v.iter().sum();
+                assert!(total <= (1u64 << 24) as f64, "{} n = {n}: {total}", T::TYPE);
+                let zeros = v.iter().filter(|&&e| e == 0.0).count();
+                assert!(zeros <= n / 2, "{} n = {n}: {zeros} zeros", T::TYPE);
+            }
+        }
+        check::<F16>(1020.0);
+        check::<Bf16>(256.0);
+    }
+
     #[test]
     fn a_stencil_output_hash_is_checked_against_the_cpu_stencil() {
         let x: Vec<f32> = book_input(1000, 1000);
@@ -730,7 +750,7 @@ int main(int argc, char** argv) {
     /// Element `i` of `book_input::<T>(n, seed)`, alone (its documented definition).
     fn book_value<T: ResultBits>(n: usize, seed: u64, i: usize) -> T {
         if T::TYPE.is_float() {
-            T::from_f64(exact_value(n, seed, T::EXACT_INT_BITS, i) as f64)
+            T::from_f64(layout_of::<T>(n).value(seed, i as u64) as f64)
         } else {
             ferrocuda_lessons::cpu::from_random_bits::<T>(splitmix_at(seed, i as u64) & 0xFF)
         }

@@ -56,12 +56,15 @@ pub fn rotation(l2_bytes: usize, bytes: usize) -> usize {
     (4 * l2_bytes).div_ceil(bytes.max(1)).clamp(1, 64)
 }
 
+/// The blocks a variant's rows run with: `--blocks` (default: the variant's own), those `ok`
+/// accepts.
 fn blocks_for(cfg: &BenchConfig, default: u32, ok: impl Fn(u32) -> bool) -> Vec<u32> {
-    if cfg.blocks.is_empty() {
+    let asked = if cfg.blocks.is_empty() {
         vec![default]
     } else {
-        cfg.blocks.iter().copied().filter(|&b| ok(b)).collect()
-    }
+        cfg.blocks.clone()
+    };
+    asked.into_iter().filter(|&b| ok(b)).collect()
 }
 
 /// What one row measures.
@@ -101,9 +104,14 @@ fn jobs(cfg: &BenchConfig, ty: ElemType) -> Vec<Job> {
     if cfg.reproducible && ty.is_float() {
         jobs.push(Job::Reproducible);
     }
-    let taps = Taps::<f32>::Sum { radius: cfg.radius };
+    // Each stencil row needs a kernel of this type for this radius and block (the 16-bit
+    // floats have R = 1 to 3 only).
+    let radius = cfg.radius;
+    let runs = |v: StencilVariant, b: u32| {
+        ferrocuda::with_elem_type!(ty, T => v.error(&Taps::<T>::Sum { radius }, b).is_none())
+    };
     for &v in cfg.stencil_variants.iter().filter(|v| v.supports_type(ty)) {
-        for b in blocks_for(cfg, v.default_block(), |b| v.error(&taps, b).is_none()) {
+        for b in blocks_for(cfg, v.default_block(), |b| runs(v, b)) {
             jobs.push(Job::Stencil(v, b));
         }
     }
@@ -808,7 +816,8 @@ pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
             "bench: api: per-call cost of library calls at {} sizes",
             cfg.api_sizes.len()
         );
-        let mut api = api::measure(gpu, &cfg.api_sizes, cfg.api_calls)?;
+        let halves: Vec<ElemType> = cfg.types.iter().copied().filter(|t| t.is_half()).collect();
+        let mut api = api::measure(gpu, &cfg.api_sizes, cfg.api_calls, &halves)?;
         api_baselines = if cfg.baselines {
             match api::attach_python(&mut api, &cfg.api_sizes, cfg.api_calls) {
                 Ok(ran) => ran,
@@ -872,4 +881,64 @@ pub fn write_report(report: &Report, dir: &Path) -> Result<Vec<PathBuf>> {
     }
     write("report.md", markdown(report, &charts))?;
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(types: &[ElemType], radius: u32) -> BenchConfig {
+        BenchConfig {
+            sizes: vec![1 << 20],
+            types: types.to_vec(),
+            reduce_variants: vec![ReduceVariant::Fast],
+            stencil_variants: vec![StencilVariant::Fast],
+            reproducible: true,
+            copy_bulk: false,
+            blocks: Vec::new(),
+            radius,
+            reps: 1,
+            rounds: 1,
+            out: PathBuf::new(),
+            baselines: false,
+            api_sizes: Vec::new(),
+            api_calls: 1,
+        }
+    }
+
+    /// A row is planned only where its kernel exists: the 16-bit fast stencil has R = 1 to 3,
+    /// so at R = 4 an f16 group has its sums and no stencil (a row planned without a kernel
+    /// would end the run at its first round).
+    #[test]
+    fn rows_are_planned_for_the_kernels_that_exist() {
+        let stencils = |ty, radius| {
+            jobs(&config(&[ty], radius), ty)
+                .iter()
+                .filter(|j| matches!(j, Job::Stencil(..)))
+                .count()
+        };
+        assert_eq!(stencils(ElemType::F16, 3), 1);
+        assert_eq!(stencils(ElemType::F16, 4), 0);
+        assert_eq!(stencils(ElemType::Bf16, 4), 0);
+        assert_eq!(stencils(ElemType::F32, 4), 1);
+        let half = jobs(&config(&[ElemType::Bf16], 4), ElemType::Bf16);
+        assert!(half.iter().any(|j| matches!(j, Job::HalfSum(_))));
+        assert!(half.iter().any(|j| matches!(j, Job::Reproducible)));
+        assert!(types_without_rows(&config(&[ElemType::F16], 4)).is_empty());
+        // Every variant of the default run keeps its row at its own block.
+        let mut all = config(&[ElemType::F32], 3);
+        all.reduce_variants = ReduceVariant::ALL.to_vec();
+        all.stencil_variants = StencilVariant::ALL.to_vec();
+        let planned = jobs(&all, ElemType::F32);
+        let reduce = ReduceVariant::ALL.iter().filter(|v| v.supports_type(ElemType::F32));
+        let stencil = StencilVariant::ALL.iter().filter(|v| v.supports_type(ElemType::F32));
+        assert_eq!(
+            planned.iter().filter(|j| matches!(j, Job::Reduce(..))).count(),
+            reduce.count()
+        );
+        assert_eq!(
+            planned.iter().filter(|j| matches!(j, Job::Stencil(..))).count(),
+            stencil.count()
+        );
+    }
 }

@@ -485,7 +485,8 @@ fn api_markdown(report: &Report, s: &mut String) {
          bf16, summed in f32) one call at a time; `ReducePlan::run_to_device` (result left \
          on the device) and `stencil::apply_into` (R = 3; returns without waiting) back to back with one wait, \
          divided by the calls. Median, min and max over the timed calls (over 5 batches for the back-to-back \
-         ones). `kernel`: the same kernel alone, event-timed. CuPy (`float(x.sum())`) and PyTorch \
+         ones). `kernel`: the same kernel alone, event-timed. One input per size, not rotated: an input that fits \
+         in L2 is read from L2 by every call after the first, ours and Python's alike. CuPy (`float(x.sum())`) and PyTorch \
          (`t.sum().item()`; `conv1d` back to back with one synchronize for the stencil) per call from Python in \
          the same run: {}. `xCuPy` / `xTorch` = their time / ours (above 1: ferrocuda is faster).\n",
         if report.api_baselines.is_empty() {

@@ -57,9 +57,15 @@ pub enum ExactLayout {
 impl ExactLayout {
     /// The layout of `n` elements with `digits` significand bits.
     pub fn of(n: usize, digits: u32) -> Self {
+        Self::capped(n, digits, MAX_GROUP_SUM)
+    }
+
+    /// [`of`](Self::of) with groups summing to at most `max_group_sum` (so that every element,
+    /// at most that, is exact in a narrower type than the one summed in).
+    pub fn capped(n: usize, digits: u32, max_group_sum: u64) -> Self {
         let budget = 1u64 << digits;
         let groups = (n as u64).div_ceil(4).max(1);
-        let group_sum = (budget / groups).min(MAX_GROUP_SUM);
+        let group_sum = (budget / groups).min(max_group_sum);
         if group_sum >= 1 {
             return Self::Dense { group_sum };
         }
@@ -106,6 +112,19 @@ impl ExactLayout {
                 u64::from(i % group == place)
             }
         }
+    }
+}
+
+/// The layout of the exactly summable input of `n` elements of `T`: its total within
+/// `2^digits` of the type it is summed in (`T`, or `f32` for the 16-bit floats, which
+/// accumulate in `f32`), each element an integer `T` holds exactly (at most 1020, and at most
+/// 256 for `bf16`).
+pub fn layout_of<T: ferrocuda::runtime::element::Element>(n: usize) -> ExactLayout {
+    if T::TYPE.is_half() {
+        let cap = MAX_GROUP_SUM.min(1 << T::EXACT_INT_BITS);
+        ExactLayout::capped(n, f32::MANTISSA_DIGITS, cap)
+    } else {
+        ExactLayout::of(n, T::EXACT_INT_BITS)
     }
 }
 

@@ -26,7 +26,7 @@ pub use stencil::{
     stencil_tolerance,
 };
 
-use exact::{ExactLayout, GAMMA, mix};
+use exact::{GAMMA, mix};
 
 /// A small deterministic generator (SplitMix64) for inputs: the same seed gives the same data
 /// on every machine, so a failing case can be replayed from its printed seed.
@@ -77,7 +77,7 @@ pub fn exact_sum_input<T: Element>(n: usize, seed: u64) -> Vec<T> {
 
 /// The [exactly summable](exact) float input of `n` elements of `T` from `seed`.
 fn exact_floats<T: Element>(n: usize, seed: u64) -> Vec<T> {
-    let layout = ExactLayout::of(n, T::EXACT_INT_BITS);
+    let layout = exact::layout_of::<T>(n);
     let mut out = vec![T::default(); n];
     Split::host().for_each_mut(&mut out, |start, part| {
         for (i, v) in part.iter_mut().enumerate() {

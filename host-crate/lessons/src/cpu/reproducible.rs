@@ -23,8 +23,12 @@ pub fn sum_reproducible<T: Reproducible>(x: &[T]) -> T {
 
 /// The reproducible sum in `f32` of 16-bit floats (`reduce::sum_reproducible_to_f32`): the
 /// `f32` order over the input widened to `f32`, each chunk widened as it is summed, so that no
-/// `f32` copy of the whole input is made (2^30 elements would be 4 GiB).
+/// `f32` copy of the whole input is made (2^30 elements would be 4 GiB). `NaN` for other
+/// element types (which do not widen to `f32` exactly).
 pub fn sum_reproducible_widened<H: Element>(x: &[H]) -> f32 {
+    if !H::TYPE.is_half() {
+        return f32::NAN;
+    }
     if x.is_empty() {
         return 0.0;
     }
