@@ -340,6 +340,18 @@ pub fn sum_reproducible_to_device<T: Reproducible>(
     input: &DeviceSlice<T>,
     result: &mut DeviceSlice<T>,
 ) -> Result<()> {
+    let kernel = gpu.kernel(entry::<T>()?)?;
+    to_device(gpu, &kernel, input, result)
+}
+
+/// Enqueues the reproducible sum of `input` (read by the first-level kernel `first`) into
+/// `result[0]`, without waiting: zero bits for an empty input.
+fn to_device<S: Element, T: Reproducible>(
+    gpu: &Gpu,
+    first: &Kernel<'_, (*const S, usize, *mut T)>,
+    input: &DeviceSlice<S>,
+    result: &mut DeviceSlice<T>,
+) -> Result<()> {
     if result.is_empty() {
         return Err(Error::InvalidArgument {
             what: "reproducible sum: the device result buffer is empty; it needs one element"
@@ -351,10 +363,9 @@ pub fn sum_reproducible_to_device<T: Reproducible>(
         let mut first = result.index_mut(..1);
         return gpu.memset_d8_async_on(gpu.stream(), &mut first, 0);
     }
-    let kernel = gpu.kernel(entry::<T>()?)?;
-    with_state(gpu, |state| {
+    with_state(gpu, |state: &mut ReproState<T>| {
         state
-            .enqueue(gpu, &kernel, input, result.as_device_ptr())
+            .enqueue(gpu, first, input, result.as_device_ptr())
             .map(|_| ())
     })
 }
@@ -380,22 +391,7 @@ pub fn sum_reproducible_to_f32_device<T: Element>(
     result: &mut DeviceSlice<f32>,
 ) -> Result<()> {
     let kernel = gpu.kernel(half_entry::<T>("sum_reproducible_to_f32_device")?)?;
-    if result.is_empty() {
-        return Err(Error::InvalidArgument {
-            what: "reproducible sum: the device result buffer is empty; it needs one element"
-                .into(),
-        });
-    }
-    gpu.check_owned(result)?;
-    if input.is_empty() {
-        let mut first = result.index_mut(..1);
-        return gpu.memset_d8_async_on(gpu.stream(), &mut first, 0);
-    }
-    with_state(gpu, |state: &mut ReproState<f32>| {
-        state
-            .enqueue(gpu, &kernel, input, result.as_device_ptr())
-            .map(|_| ())
-    })
+    to_device(gpu, &kernel, input, result)
 }
 
 /// The first-level kernel of the 16-bit reproducible sum, or an error naming `call` for any

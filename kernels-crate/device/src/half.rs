@@ -7,7 +7,7 @@
 //! - `Bf16`: the high half of an `f32` (1 sign, 8 exponent, 7 significand bits): the range of
 //!   `f32` with epsilon 2^-7. Widening is a shift; rounding back is to nearest, ties to even,
 //!   with integer instructions (sm_70 has no bf16 conversion), a NaN kept a quiet NaN.
-//! - [`Half::pack2`] rounds two `f32` values into one word of two lanes: from sm_80 one
+//! - `Half::pack2` (on the GPU) rounds two `f32` values into one word of two lanes: from sm_80 one
 //!   `cvt.rn.f16x2.f32` / `cvt.rn.bf16x2.f32` (a NaN becomes the instruction's NaN), else two
 //!   `from_f32`. The stencils store their outputs through it.
 //!

@@ -179,22 +179,7 @@ pub fn measure(gpu: &Gpu, sizes: &[usize], calls: usize, halves: &[ElemType]) ->
         let reference = ReduceReference::of(ReduceOp::Sum, &host, |v| v);
         let bytes = (n * size_of::<f32>()) as u64;
 
-        // The kernel alone, as the benchmark's other families time it.
-        let run = std::cell::RefCell::new(ReduceRun::<f32>::new(
-            gpu,
-            ReduceVariant::Fast,
-            ReduceOp::Sum,
-            &input,
-            ReduceVariant::Fast.default_block(),
-        )?);
-        let kernel = median_us(&time_samples(
-            gpu,
-            3,
-            20,
-            |_| run.borrow_mut().setup(),
-            |_| run.borrow_mut().launch(),
-        )?);
-        drop(run);
+        let kernel = fast_sum_kernel_us::<f32, f32>(gpu, &input)?;
 
         let mut last = 0.0f32;
         let samples = per_call(30, calls, || {
@@ -240,6 +225,28 @@ pub fn measure(gpu: &Gpu, sizes: &[usize], calls: usize, halves: &[ElemType]) ->
     Ok(rows)
 }
 
+/// The fast sum's kernel alone over `input` into `A`, event-timed as the benchmark's other
+/// families time it: the median of 20 runs, in microseconds.
+fn fast_sum_kernel_us<T: Element, A: Element>(
+    gpu: &Gpu,
+    input: &ferrocuda::DeviceSlice<T>,
+) -> Result<f64> {
+    let run = std::cell::RefCell::new(ReduceRun::<T, A>::new(
+        gpu,
+        ReduceVariant::Fast,
+        ReduceOp::Sum,
+        input,
+        ReduceVariant::Fast.default_block(),
+    )?);
+    Ok(median_us(&time_samples(
+        gpu,
+        3,
+        20,
+        |_| run.borrow_mut().setup(),
+        |_| run.borrow_mut().launch(),
+    )?))
+}
+
 /// The [`API_HALF_SUM`] row of `T` on `host` (the `f32` input, whose values the 16-bit types
 /// hold exactly): per call, the value on the host; `kernel` the fast sum's kernel alone.
 fn half_sum_row<T: Element>(gpu: &Gpu, host: &[f32], calls: usize) -> Result<Row> {
@@ -247,21 +254,7 @@ fn half_sum_row<T: Element>(gpu: &Gpu, host: &[f32], calls: usize) -> Result<Row
     let narrow: Vec<T> = host.iter().map(|&v| T::from_f64(f64::from(v))).collect();
     let input = gpu.upload(&narrow, "api 16-bit input")?;
     let reference = ReduceReference::of(ReduceOp::Sum, host, |v| v);
-    let run = std::cell::RefCell::new(ReduceRun::<T, f32>::new(
-        gpu,
-        ReduceVariant::Fast,
-        ReduceOp::Sum,
-        &input,
-        ReduceVariant::Fast.default_block(),
-    )?);
-    let kernel = median_us(&time_samples(
-        gpu,
-        3,
-        20,
-        |_| run.borrow_mut().setup(),
-        |_| run.borrow_mut().launch(),
-    )?);
-    drop(run);
+    let kernel = fast_sum_kernel_us::<T, f32>(gpu, &input)?;
     let mut last = 0.0f32;
     let samples = per_call(30, calls, || {
         last = reduce::sum_to_f32(gpu, &input)?;
