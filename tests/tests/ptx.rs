@@ -276,5 +276,11 @@ fn the_16_bit_stencils_round_two_lanes_per_instruction_from_sm_80() {
             }
         }
     }
+    // Both sides of the line: a PTX without the conversions and one with them.
+    let caps: Vec<(u32, u32)> = EMBEDDED_PTX.iter().map(|p| p.compute_capability).collect();
+    assert!(
+        caps.iter().any(|&c| c < (8, 0)) && caps.iter().any(|&c| c >= (8, 0)),
+        "the PTX is built for {caps:?}: both an architecture before sm_80 and one from it are needed"
+    );
     assert!(checked >= 18, "{checked} kernels checked");
 }

@@ -340,15 +340,14 @@ pub fn sum_reproducible_to_device<T: Reproducible>(
     input: &DeviceSlice<T>,
     result: &mut DeviceSlice<T>,
 ) -> Result<()> {
-    let kernel = gpu.kernel(entry::<T>()?)?;
-    to_device(gpu, &kernel, input, result)
+    to_device(gpu, entry::<T>()?, input, result)
 }
 
 /// Enqueues the reproducible sum of `input` (read by the first-level kernel `first`) into
-/// `result[0]`, without waiting: zero bits for an empty input.
+/// `result[0]`, without waiting: zero bits for an empty input (the module is not loaded for it).
 fn to_device<S: Element, T: Reproducible>(
     gpu: &Gpu,
-    first: &Kernel<'_, (*const S, usize, *mut T)>,
+    first: Entry<(*const S, usize, *mut T)>,
     input: &DeviceSlice<S>,
     result: &mut DeviceSlice<T>,
 ) -> Result<()> {
@@ -363,9 +362,10 @@ fn to_device<S: Element, T: Reproducible>(
         let mut first = result.index_mut(..1);
         return gpu.memset_d8_async_on(gpu.stream(), &mut first, 0);
     }
+    let first = gpu.kernel(first)?;
     with_state(gpu, |state: &mut ReproState<T>| {
         state
-            .enqueue(gpu, first, input, result.as_device_ptr())
+            .enqueue(gpu, &first, input, result.as_device_ptr())
             .map(|_| ())
     })
 }
@@ -390,8 +390,7 @@ pub fn sum_reproducible_to_f32_device<T: Element>(
     input: &DeviceSlice<T>,
     result: &mut DeviceSlice<f32>,
 ) -> Result<()> {
-    let kernel = gpu.kernel(half_entry::<T>("sum_reproducible_to_f32_device")?)?;
-    to_device(gpu, &kernel, input, result)
+    to_device(gpu, half_entry::<T>("sum_reproducible_to_f32_device")?, input, result)
 }
 
 /// The first-level kernel of the 16-bit reproducible sum, or an error naming `call` for any

@@ -611,6 +611,23 @@ mod tests {
         }
     }
 
+    /// A few values of the 16-bit input, pinned where the caps bind (input.h must give them
+    /// too: `input_h_generates_book_input` compares the two at these sizes).
+    #[test]
+    fn the_16_bit_layouts_keep_their_values() {
+        use ferrocuda_lessons::cpu::exact::ExactLayout;
+        assert_eq!(layout_of::<F16>(8), ExactLayout::Dense { group_sum: 1020 });
+        assert_eq!(layout_of::<Bf16>(8), ExactLayout::Dense { group_sum: 256 });
+        assert_eq!(layout_of::<f32>(8), ExactLayout::Dense { group_sum: 1020 });
+        // f16 dense up to 2^24 / 4 groups of 4; bf16 the same total with smaller groups.
+        assert_eq!(layout_of::<F16>(1 << 16), ExactLayout::Dense { group_sum: 1020 });
+        assert_eq!(layout_of::<Bf16>(1 << 16), ExactLayout::Dense { group_sum: 256 });
+        assert_eq!(layout_of::<F16>(1 << 20), ExactLayout::Dense { group_sum: 64 });
+        assert!(matches!(layout_of::<Bf16>((1 << 26) + 5), ExactLayout::Sparse { .. }));
+        let b: Vec<Bf16> = book_input(8, 8);
+        assert!(b.iter().all(|v| v.to_f64() <= 256.0) && b.iter().any(|v| v.to_f64() > 20.0));
+    }
+
     /// The 16-bit input is exact in its type and summable in `f32`, and dense: its total grows
     /// with `n` up to 2^24 (a block's range skipped changes it), not up to 2^11 or 2^8.
     #[test]
@@ -843,7 +860,7 @@ int main(int argc, char** argv) {
         input_h_matches::<u64>(&driver, &[100, (1 << 20) + 3], &big);
         // The 16-bit floats: dense with values up to 1020 (f16) and 256 (bf16) at small n,
         // sparse from a few thousand elements.
-        let small = [1, 3, 4, 5, 100, 1000, (1 << 20) + 3];
+        let small = [1, 3, 4, 5, 8, 100, 1000, 1 << 16, (1 << 20) + 3];
         input_h_matches::<F16>(&driver, &small, &big);
         input_h_matches::<Bf16>(&driver, &small, &big);
         let _ = std::fs::remove_dir_all(&dir);

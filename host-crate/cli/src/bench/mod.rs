@@ -917,6 +917,10 @@ mod tests {
                 .filter(|j| matches!(j, Job::Stencil(..)))
                 .count()
         };
+        let default = ferrocuda_lessons::stencil::STENCIL_DEFAULT_RADIUS;
+        for ty in [ElemType::I32, ElemType::F32, ElemType::F64, ElemType::F16, ElemType::Bf16] {
+            assert_eq!(stencils(ty, default), 1, "{ty} at the default radius");
+        }
         assert_eq!(stencils(ElemType::F16, 3), 1);
         assert_eq!(stencils(ElemType::F16, 4), 0);
         assert_eq!(stencils(ElemType::Bf16, 4), 0);
