@@ -244,17 +244,35 @@ fn markdown_sets_the_16_bit_rows_beside_f32() {
 #[test]
 fn markdown_lists_the_16_bit_api_rows_and_their_native_sums() {
     let mut r = report();
-    let mut api = row("api", ferrocuda_cli::bench::api::API_HALF_SUM, 1 << 20, 100.0);
+    let mut api = row(
+        "api",
+        ferrocuda_cli::bench::api::API_HALF_SUM,
+        1 << 20,
+        100.0,
+    );
     api.ty = "f16".into();
     api.median_us = 10.0;
     api.baselines = vec![
-        Baseline::measured("torch x.sum()", 30.0, 10.0, BaselineCheck::Passed("exact".into())),
-        Baseline::measured("cupy x.sum()", 40.0, 10.0, BaselineCheck::Failed("got inf".into())),
+        Baseline::measured(
+            "torch x.sum()",
+            30.0,
+            10.0,
+            BaselineCheck::Passed("exact".into()),
+        ),
+        Baseline::measured(
+            "cupy x.sum()",
+            40.0,
+            10.0,
+            BaselineCheck::Failed("got inf".into()),
+        ),
     ];
     r.rows.push(api);
     let md = markdown(&r, &[]);
     assert!(md.contains("| reduce::sum_to_f32 | f16 | 2^20 |"), "{md}");
-    assert!(md.contains("| f16 | 2^20 | 10.0 | 40.0 | FAIL | 30.0 | 3.00x |"), "{md}");
+    assert!(
+        md.contains("| f16 | 2^20 | 10.0 | 40.0 | FAIL | 30.0 | 3.00x |"),
+        "{md}"
+    );
 }
 
 #[test]

@@ -267,7 +267,11 @@ fn the_16_bit_stencils_round_two_lanes_per_instruction_from_sm_80() {
                 let body = entry_body(ptx.source, &name)
                     .unwrap_or_else(|| panic!("{}: no {name}", ptx.arch));
                 let what = format!("{}: {name}", ptx.arch);
-                assert_eq!(body.contains(&format!("cvt.rn.{ty}x2.f32")), packed, "{what}");
+                assert_eq!(
+                    body.contains(&format!("cvt.rn.{ty}x2.f32")),
+                    packed,
+                    "{what}"
+                );
                 if !packed {
                     assert_eq!(body.contains("cvt.rn.f16.f32"), ty == "f16", "{what}");
                     assert!(!body.contains("cvt.rn.bf16"), "{what}");

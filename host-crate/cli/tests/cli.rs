@@ -298,7 +298,10 @@ fn half_precision_arguments_are_checked_before_touching_the_gpu() {
     );
     assert_clean_failure(
         &ferrocuda(&["bench", "--types", "f32,bf16", "--variants", "shfl"]),
-        &["no variant of --variants `shfl` runs on bf16", "fast, reproducible"],
+        &[
+            "no variant of --variants `shfl` runs on bf16",
+            "fast, reproducible",
+        ],
     );
 }
 

@@ -166,7 +166,10 @@ impl<T: Reproducible> ReproState<T> {
     }
 
     /// The grid limit of a first-level kernel: its resident blocks, read once per kernel.
-    fn grid_of<S: Element>(&mut self, kernel: &Kernel<'_, (*const S, usize, *mut T)>) -> Result<u32> {
+    fn grid_of<S: Element>(
+        &mut self,
+        kernel: &Kernel<'_, (*const S, usize, *mut T)>,
+    ) -> Result<u32> {
         let symbol = kernel.symbol();
         if let Some(&(_, g)) = self.first_grids.iter().find(|(s, _)| *s == symbol) {
             return Ok(g);
@@ -380,7 +383,9 @@ fn to_device<S: Element, T: Reproducible>(
 /// [`Bf16`]: crate::runtime::element::Bf16
 pub fn sum_reproducible_to_f32<T: Element>(gpu: &Gpu, input: &DeviceSlice<T>) -> Result<f32> {
     let kernel = gpu.kernel(half_entry::<T>("sum_reproducible_to_f32")?)?;
-    with_state(gpu, |state: &mut ReproState<f32>| state.run(gpu, &kernel, input))
+    with_state(gpu, |state: &mut ReproState<f32>| {
+        state.run(gpu, &kernel, input)
+    })
 }
 
 /// [`sum_reproducible_to_f32`] into `result[0]` on the device, enqueued on the GPU's stream
@@ -390,7 +395,12 @@ pub fn sum_reproducible_to_f32_device<T: Element>(
     input: &DeviceSlice<T>,
     result: &mut DeviceSlice<f32>,
 ) -> Result<()> {
-    to_device(gpu, half_entry::<T>("sum_reproducible_to_f32_device")?, input, result)
+    to_device(
+        gpu,
+        half_entry::<T>("sum_reproducible_to_f32_device")?,
+        input,
+        result,
+    )
 }
 
 /// The first-level kernel of the 16-bit reproducible sum, or an error naming `call` for any

@@ -262,7 +262,10 @@ pub fn reproducible_matches_cpu<T: HalfFloat>(gpu: &Gpu) -> TestResult {
     gpu.poison_async(&mut result)?;
     ferrocuda::reduce::sum_reproducible_to_f32_device(gpu, &empty, &mut result)?;
     let zero = gpu.download(&result)?[0];
-    ensure!(zero.to_bits() == 0, "empty reproducible sum on the device: {zero:e}");
+    ensure!(
+        zero.to_bits() == 0,
+        "empty reproducible sum on the device: {zero:e}"
+    );
     let wrong = ferrocuda::reduce::sum_reproducible_to_f32_device(
         gpu,
         &gpu.alloc::<f32>(4, "f32")?,

@@ -187,13 +187,29 @@ pub fn measure(gpu: &Gpu, sizes: &[usize], calls: usize, halves: &[ElemType]) ->
             Ok(())
         })?;
         let check = reference.check(last, 1.0);
-        rows.push(row(API_SUM, ElemType::F32, n, bytes, &samples, check, kernel));
+        rows.push(row(
+            API_SUM,
+            ElemType::F32,
+            n,
+            bytes,
+            &samples,
+            check,
+            kernel,
+        ));
 
         let mut plan = ReducePlan::<f32>::new(gpu, ReduceOp::Sum)?;
         let mut result = gpu.alloc::<f32>(1, "api device result")?;
         let totals = back_to_back(gpu, calls, || plan.run_to_device(&input, &mut result))?;
         let check = reference.check(gpu.download(&result)?[0], 1.0);
-        rows.push(row(API_SUM_DEVICE, ElemType::F32, n, bytes, &totals, check, kernel));
+        rows.push(row(
+            API_SUM_DEVICE,
+            ElemType::F32,
+            n,
+            bytes,
+            &totals,
+            check,
+            kernel,
+        ));
 
         let mut output = gpu.alloc::<f32>(n, "api stencil output")?;
         let kernel = {
@@ -213,7 +229,15 @@ pub fn measure(gpu: &Gpu, sizes: &[usize], calls: usize, halves: &[ElemType]) ->
             stencil::apply_into(gpu, &input, &mut output, &taps, Boundary::Zero)
         })?;
         let check = check_stencil(&host, &taps, Boundary::Zero, &gpu.download(&output)?);
-        rows.push(row(API_STENCIL, ElemType::F32, n, 2 * bytes, &samples, check, kernel));
+        rows.push(row(
+            API_STENCIL,
+            ElemType::F32,
+            n,
+            2 * bytes,
+            &samples,
+            check,
+            kernel,
+        ));
         drop((input, output));
         if halves.contains(&ElemType::F16) {
             rows.push(half_sum_row::<F16>(gpu, &host, calls)?);
@@ -262,7 +286,15 @@ fn half_sum_row<T: Element>(gpu: &Gpu, host: &[f32], calls: usize) -> Result<Row
     })?;
     let check = reference.check(last, 1.0);
     let bytes = (n * size_of::<T>()) as u64;
-    Ok(row(API_HALF_SUM, T::TYPE, n, bytes, &samples, check, kernel))
+    Ok(row(
+        API_HALF_SUM,
+        T::TYPE,
+        n,
+        bytes,
+        &samples,
+        check,
+        kernel,
+    ))
 }
 
 /// Runs `api_baselines.py` for `sizes` and attaches its per-call medians to `rows` as `cupy` and
@@ -316,14 +348,27 @@ pub fn attach_python(
                 // `sum_f16` / `sum_bf16`: the sum of the 16-bit tensor with dtype=float32;
                 // `native_f16` / `native_bf16`: its plain `x.sum()`, in the tensor's type, whose
                 // right answer is the exact total rounded once to that type.
-                let half = |name: &str| {
-                    ElemType::from_name(name).filter(|t| t.is_half())
-                };
+                let half = |name: &str| ElemType::from_name(name).filter(|t| t.is_half());
                 let (variants, ty, name, check): (&[&str], _, String, _) = match *call {
-                    "sum" => (&[API_SUM, API_SUM_DEVICE], ElemType::F32, lib.to_string(), python_check(got, sum)),
-                    "stencil" => (&[API_STENCIL], ElemType::F32, lib.to_string(), python_check(got, stencil)),
-                    c => match (c.strip_prefix("sum_").and_then(half), c.strip_prefix("native_").and_then(half)) {
-                        (Some(t), _) => (&[API_HALF_SUM], t, lib.to_string(), python_check(got, sum)),
+                    "sum" => (
+                        &[API_SUM, API_SUM_DEVICE],
+                        ElemType::F32,
+                        lib.to_string(),
+                        python_check(got, sum),
+                    ),
+                    "stencil" => (
+                        &[API_STENCIL],
+                        ElemType::F32,
+                        lib.to_string(),
+                        python_check(got, stencil),
+                    ),
+                    c => match (
+                        c.strip_prefix("sum_").and_then(half),
+                        c.strip_prefix("native_").and_then(half),
+                    ) {
+                        (Some(t), _) => {
+                            (&[API_HALF_SUM], t, lib.to_string(), python_check(got, sum))
+                        }
                         (_, Some(t)) => (
                             &[API_HALF_SUM],
                             t,
@@ -375,7 +420,10 @@ mod tests {
         assert!(want.is_infinite());
         assert!(python_check(Some(f64::INFINITY), want).is_failure());
         assert!(python_check(Some(2.0 * total), want).is_failure());
-        assert!(matches!(python_check(Some(48.0), 48.0), BaselineCheck::Passed(_)));
+        assert!(matches!(
+            python_check(Some(48.0), 48.0),
+            BaselineCheck::Passed(_)
+        ));
         assert!(python_check(Some(47.0), 48.0).is_failure());
         assert!(python_check(None, 48.0).is_failure());
     }

@@ -607,7 +607,10 @@ mod tests {
             assert!(!failed(&judge((exact as f32).to_result_bits())), "n = {n}");
             let short = exact - x.iter().rev().find(|v| v.to_f64() != 0.0).unwrap().to_f64();
             assert!(failed(&judge((short as f32).to_result_bits())), "n = {n}");
-            assert!(failed(&judge(F16::from_f64(exact).to_result_bits())), "n = {n}");
+            assert!(
+                failed(&judge(F16::from_f64(exact).to_result_bits())),
+                "n = {n}"
+            );
         }
     }
 
@@ -620,10 +623,22 @@ mod tests {
         assert_eq!(layout_of::<Bf16>(8), ExactLayout::Dense { group_sum: 256 });
         assert_eq!(layout_of::<f32>(8), ExactLayout::Dense { group_sum: 1020 });
         // f16 dense up to 2^24 / 4 groups of 4; bf16 the same total with smaller groups.
-        assert_eq!(layout_of::<F16>(1 << 16), ExactLayout::Dense { group_sum: 1020 });
-        assert_eq!(layout_of::<Bf16>(1 << 16), ExactLayout::Dense { group_sum: 256 });
-        assert_eq!(layout_of::<F16>(1 << 20), ExactLayout::Dense { group_sum: 64 });
-        assert!(matches!(layout_of::<Bf16>((1 << 26) + 5), ExactLayout::Sparse { .. }));
+        assert_eq!(
+            layout_of::<F16>(1 << 16),
+            ExactLayout::Dense { group_sum: 1020 }
+        );
+        assert_eq!(
+            layout_of::<Bf16>(1 << 16),
+            ExactLayout::Dense { group_sum: 256 }
+        );
+        assert_eq!(
+            layout_of::<F16>(1 << 20),
+            ExactLayout::Dense { group_sum: 64 }
+        );
+        assert!(matches!(
+            layout_of::<Bf16>((1 << 26) + 5),
+            ExactLayout::Sparse { .. }
+        ));
         let b: Vec<Bf16> = book_input(8, 8);
         assert!(b.iter().all(|v| v.to_f64() <= 256.0) && b.iter().any(|v| v.to_f64() > 20.0));
     }
@@ -636,7 +651,10 @@ mod tests {
             for n in [1usize, 5, 1000, (1 << 20) + 3, 1 << 22] {
                 let x: Vec<T> = book_input(n, super::super::input_seed(n));
                 let v: Vec<f64> = x.iter().map(|e| e.to_f64()).collect();
-                assert!(v.iter().all(|&e| e >= 0.0 && e <= cap && e.fract() == 0.0), "{n}");
+                assert!(
+                    v.iter().all(|&e| e >= 0.0 && e <= cap && e.fract() == 0.0),
+                    "{n}"
+                );
                 let total: f64 = v.iter().sum();
                 assert!(total <= (1u64 << 24) as f64, "{} n = {n}: {total}", T::TYPE);
                 let zeros = v.iter().filter(|&&e| e == 0.0).count();

@@ -107,9 +107,7 @@ fn jobs(cfg: &BenchConfig, ty: ElemType) -> Vec<Job> {
     // Each stencil row needs a kernel of this type for this radius and block (the 16-bit
     // floats have R = 1 to 3 only).
     let radius = cfg.radius;
-    let runs = |v: StencilVariant, b: u32| {
-        ferrocuda::with_elem_type!(ty, T => v.error(&Taps::<T>::Sum { radius }, b).is_none())
-    };
+    let runs = |v: StencilVariant, b: u32| ferrocuda::with_elem_type!(ty, T => v.error(&Taps::<T>::Sum { radius }, b).is_none());
     for &v in cfg.stencil_variants.iter().filter(|v| v.supports_type(ty)) {
         for b in blocks_for(cfg, v.default_block(), |b| runs(v, b)) {
             jobs.push(Job::Stencil(v, b));
@@ -918,7 +916,13 @@ mod tests {
                 .count()
         };
         let default = ferrocuda_lessons::stencil::STENCIL_DEFAULT_RADIUS;
-        for ty in [ElemType::I32, ElemType::F32, ElemType::F64, ElemType::F16, ElemType::Bf16] {
+        for ty in [
+            ElemType::I32,
+            ElemType::F32,
+            ElemType::F64,
+            ElemType::F16,
+            ElemType::Bf16,
+        ] {
             assert_eq!(stencils(ty, default), 1, "{ty} at the default radius");
         }
         assert_eq!(stencils(ElemType::F16, 3), 1);
@@ -934,14 +938,24 @@ mod tests {
         all.reduce_variants = ReduceVariant::ALL.to_vec();
         all.stencil_variants = StencilVariant::ALL.to_vec();
         let planned = jobs(&all, ElemType::F32);
-        let reduce = ReduceVariant::ALL.iter().filter(|v| v.supports_type(ElemType::F32));
-        let stencil = StencilVariant::ALL.iter().filter(|v| v.supports_type(ElemType::F32));
+        let reduce = ReduceVariant::ALL
+            .iter()
+            .filter(|v| v.supports_type(ElemType::F32));
+        let stencil = StencilVariant::ALL
+            .iter()
+            .filter(|v| v.supports_type(ElemType::F32));
         assert_eq!(
-            planned.iter().filter(|j| matches!(j, Job::Reduce(..))).count(),
+            planned
+                .iter()
+                .filter(|j| matches!(j, Job::Reduce(..)))
+                .count(),
             reduce.count()
         );
         assert_eq!(
-            planned.iter().filter(|j| matches!(j, Job::Stencil(..))).count(),
+            planned
+                .iter()
+                .filter(|j| matches!(j, Job::Stencil(..)))
+                .count(),
             stencil.count()
         );
     }

@@ -499,7 +499,10 @@ fn api_markdown(report: &Report, s: &mut String) {
         s,
         "| call | type | n | median us | min..max us | kernel us | overhead us | CuPy us | xCuPy | Torch us | xTorch | check |"
     );
-    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(
+        s,
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    );
     for &r in &rows {
         let base = |name: &str| r.baselines.iter().find(|b| b.name == name);
         let us = |name: &str| {

@@ -133,10 +133,21 @@ mod tests {
         let chunk = reduce_repro_chunk(size_of::<f32>());
         let mut state = 0x5eed_u64;
         let mut next = || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((state >> 40) as f64 / (1u64 << 24) as f64 - 0.5) * 1000.0
         };
-        for n in [0, 1, 31, chunk - 1, chunk, chunk + 1, 3 * chunk + 17, chunk * 70 + 5] {
+        for n in [
+            0,
+            1,
+            31,
+            chunk - 1,
+            chunk,
+            chunk + 1,
+            3 * chunk + 17,
+            chunk * 70 + 5,
+        ] {
             let h: Vec<F16> = (0..n).map(|_| F16::from_f64(next())).collect();
             let b: Vec<Bf16> = (0..n).map(|_| Bf16::from_f64(next())).collect();
             let wide = |x: &[f64]| x.iter().map(|&v| v as f32).collect::<Vec<f32>>();
