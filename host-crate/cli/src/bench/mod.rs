@@ -158,8 +158,9 @@ struct Group<'g, T: Element> {
 struct HalfSums {
     /// The exact sum (the input is exactly summable in `f32`): the fast sum's reference.
     reference: ReduceReference<f32>,
-    /// The CPU's `f32` reproducible order over the widened input: the reproducible row's bits.
-    reproducible: f32,
+    /// The CPU's `f32` reproducible order over the widened input: the reproducible row's bits,
+    /// computed the first time that row runs (a group without it never needs them).
+    reproducible: std::cell::OnceCell<f32>,
 }
 
 /// [`reproducible::measure`] for one type.
@@ -180,7 +181,7 @@ impl<'g, T: Element> Group<'g, T> {
         let reference = ReduceReference::of(ReduceOp::Sum, &host, |v| v);
         let half = T::TYPE.is_half().then(|| HalfSums {
             reference: ReduceReference::of(ReduceOp::Sum, &host, |v| v.to_f64() as f32),
-            reproducible: cpu_reproducible::sum_reproducible_widened(&host),
+            reproducible: std::cell::OnceCell::new(),
         });
         let (inputs, outputs) = buffer_counts(
             gpu.props().l2_bytes as usize,
@@ -260,7 +261,10 @@ impl<'g, T: Element> Group<'g, T> {
     /// The reproducible sum of a 16-bit float type in `f32`, checked against the CPU's `f32`
     /// order over the widened input.
     fn half_reproducible_round(&mut self, check: bool) -> Result<Round> {
-        let want = self.half.as_ref().map_or(f32::NAN, |h| h.reproducible);
+        let want = self.half.as_ref().map_or(f32::NAN, |h| {
+            *h.reproducible
+                .get_or_init(|| cpu_reproducible::sum_reproducible_widened(&self.host))
+        });
         let m = reproducible::measure_half(self.gpu, &self.inputs, want, self.reps)?;
         let n = self.host.len();
         Ok(Round {
