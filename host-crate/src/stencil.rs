@@ -4,7 +4,8 @@
 //! `out[i] = sum over k in 0..=2R of c_k * in[i + k - R]`, for every `i` in `0..n`, where an
 //! input index outside `0..n` follows the [`Boundary`] rule (zero, clamp or periodic), and the
 //! coefficients are [`Taps`]: all 1 (the notes' sum) or given. `R` is one of
-//! `STENCIL_RADII`. Element types: `i32` (sums only; they wrap), `f32` and `f64`.
+//! `STENCIL_RADII`. Element types: `i32` (sums only; they wrap), `f32` and `f64`, and the
+//! 16-bit floats `F16` and `Bf16` (sums only, computed in `f32`, each output rounded once).
 //!
 //! An empty input gives an empty output and launches nothing; an input shorter than the
 //! radius works (periodic then wraps several times).
@@ -20,7 +21,7 @@ use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
 use crate::runtime::stream::Stream;
 use ferrocuda_kernels::config::{
     STENCIL_BOUNDARY_CLAMP, STENCIL_BOUNDARY_PERIODIC, STENCIL_BOUNDARY_ZERO,
-    STENCIL_FAST_VECTORS_PER_THREAD, STENCIL_MAX_TAPS, STENCIL_RADII,
+    STENCIL_FAST_VECTORS_PER_THREAD, STENCIL_MAX_TAPS, STENCIL_RADII, stencil_fast_tiles,
 };
 pub use ferrocuda_kernels::stencil::Coefficients;
 
@@ -249,13 +250,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         let r = radius as usize;
         let none = || invalid(format!("the fast stencil has no {} kernel", T::TYPE));
         let kernel = match coefficients(taps)? {
-            None => StencilKernel::Sum(
-                gpu.kernel(
-                    k::stencil_1d_fast::<T>(r)
-                        .or_else(|| k::stencil_1d_fast_half::<T>(r))
-                        .ok_or_else(none)?,
-                )?,
-            ),
+            None => StencilKernel::Sum(gpu.kernel(k::stencil_1d_fast::<T>(r).ok_or_else(none)?)?),
             Some(c) => StencilKernel::Weighted(
                 gpu.kernel(k::stencil_1d_fast_weighted::<T>(r).ok_or_else(none)?)?,
                 c,
@@ -332,16 +327,9 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             StencilGrid::Tiles | StencilGrid::ResidentTiles | StencilGrid::Blocks(_) => {
                 let lanes = 16 / size_of::<T>();
                 let tile = block as usize * STENCIL_FAST_VECTORS_PER_THREAD * lanes;
-                // The kernel's tiles (`Tiling::tiles` in the kernels' `stencil::fast`, which the
-                // fast, weighted, 16-bit and bulk stencils share; keep the two in step): the
-                // output's vectors, from the 16-byte boundary at or before `output[0]`, cut
-                // into tiles. A grid one short would leave outputs unwritten.
+                // The kernel's own count (a grid one short would leave outputs unwritten).
                 let out_offset = (b as usize / size_of::<T>()) % lanes;
-                let tiles = if n == 0 {
-                    0
-                } else {
-                    (out_offset + n).next_multiple_of(lanes).div_ceil(tile)
-                };
+                let tiles = stencil_fast_tiles(n, out_offset, lanes, tile);
                 let blocks = match grid {
                     StencilGrid::Blocks(b) => b as usize,
                     StencilGrid::ResidentTiles => {

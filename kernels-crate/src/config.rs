@@ -18,9 +18,6 @@ pub const fn reduce_repro_chunk(size: usize) -> usize {
     REDUCE_REPRO_BLOCK as usize * REDUCE_REPRO_LOADS * (16 / size)
 }
 
-/// The radii of the fast 1D stencil of the 16-bit floats (`stencil_1d_fast_half`).
-pub const STENCIL_HALF_RADII: [u32; 3] = [1, 2, 3];
-
 /// The radii of the 1D stencil (一维模板) with an entry point: `R` inputs on each side of the
 /// centre, `2R + 1` in all. The 《CUDA C/C++ Basics》学习笔记
 /// use `R = 3` (width 7).
@@ -49,6 +46,19 @@ pub const STENCIL_FAST_VECTORS_PER_THREAD: usize = 2;
 /// elements that align the left halo to a vector boundary.
 pub const fn stencil_fast_tile_vectors(block: u32, radius: u32, lanes: u32) -> u32 {
     block * STENCIL_FAST_VECTORS_PER_THREAD as u32 + (2 * radius + lanes - 1).div_ceil(lanes)
+}
+
+/// Tiles of the fast stencil (`stencil_1d_fast_*`, `stencil_1d_bulk_*`) over `n` outputs whose
+/// first lies `out_offset` elements past a 16-byte boundary (`out_offset < lanes`): the
+/// output's vectors of `lanes` elements, from that boundary, cut into tiles of `tile`
+/// elements. The kernels loop over exactly these; the host launches one block each. None for
+/// an empty output.
+pub const fn stencil_fast_tiles(n: usize, out_offset: usize, lanes: usize, tile: usize) -> usize {
+    if n == 0 {
+        0
+    } else {
+        (out_offset + n).next_multiple_of(lanes).div_ceil(tile)
+    }
 }
 
 /// Bytes of one stage of the bulk-copy kernel (`copy_bulk`): one `cp.async.bulk` each way.

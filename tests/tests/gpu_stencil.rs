@@ -44,7 +44,7 @@ use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::{DeviceBuffer, DeviceSlice, ViewMut};
 use ferrocuda::{Error, Gpu, with_elem_type};
 use ferrocuda_lessons::cpu::{self, SplitMix64, StencilPoint};
-use ferrocuda_lessons::kernels::config::{STENCIL_HALF_RADII, STENCIL_RADII};
+use ferrocuda_lessons::kernels::config::STENCIL_RADII;
 use ferrocuda_lessons::stencil::{self, Boundary, StencilRun, StencilVariant, Taps};
 use ferrocuda_tests::{TestResult, arch_allows, gpu_test, random_vec, run_gpu_suite};
 
@@ -63,9 +63,6 @@ fn main() -> ExitCode {
             .filter(|&w| !w || (ty.is_float() && !ty.is_half()))
         {
             for (r, &radius) in STENCIL_RADII.iter().enumerate() {
-                if ty.is_half() && !STENCIL_HALF_RADII.contains(&radius) {
-                    continue;
-                }
                 for (b, boundary) in Boundary::ALL.into_iter().enumerate() {
                     let taps = if weighted { "weighted" } else { "sum" };
                     let rotation = 3 * r + b;
@@ -630,9 +627,6 @@ fn fast_on_a_fixed_grid<T: Element>(gpu: &Gpu) -> TestResult {
     let lanes = 16 / size_of::<T>();
     let mut launches = 0;
     for &radius in &STENCIL_RADII {
-        if T::TYPE.is_half() && !STENCIL_HALF_RADII.contains(&radius) {
-            continue;
-        }
         let mut tapses = vec![Taps::Sum { radius }];
         if T::TYPE.is_float() && !T::TYPE.is_half() {
             tapses.push(Taps::Weighted(random_vec(

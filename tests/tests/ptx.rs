@@ -261,9 +261,9 @@ fn the_16_bit_stencils_round_two_lanes_per_instruction_from_sm_80() {
     let mut checked = 0;
     for ptx in EMBEDDED_PTX {
         let packed = ptx.compute_capability >= (8, 0);
-        for r in 1..=3 {
+        for r in k::config::STENCIL_RADII {
             for ty in ["f16", "bf16"] {
-                let name = format!("stencil_1d_fast_half_r{r}_{ty}");
+                let name = format!("stencil_1d_fast_r{r}_{ty}");
                 let body = entry_body(ptx.source, &name)
                     .unwrap_or_else(|| panic!("{}: no {name}", ptx.arch));
                 let what = format!("{}: {name}", ptx.arch);

@@ -174,9 +174,7 @@ impl<T: Element> Entries<T> {
             (V::Shared, false) => Some(Self::Sum(k::stencil_1d_shared::<T>(r)?)),
             (V::Naive | V::Shared, true) => None,
             (V::Weighted, _) => Some(Self::Weighted(k::stencil_1d_weighted::<T>(r)?)),
-            (V::Fast, false) => Some(Self::Sum(
-                fast::stencil_1d_fast::<T>(r).or_else(|| fast::stencil_1d_fast_half::<T>(r))?,
-            )),
+            (V::Fast, false) => Some(Self::Sum(fast::stencil_1d_fast::<T>(r)?)),
             (V::Fast, true) => Some(Self::Weighted(fast::stencil_1d_fast_weighted::<T>(r)?)),
             (V::Bulk, false) => Some(Self::Sum(fast::stencil_1d_bulk::<T>(r)?)),
             (V::Cluster, false) => Some(Self::Sum(fast::stencil_1d_cluster::<T>(r)?)),

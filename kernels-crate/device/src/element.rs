@@ -175,7 +175,10 @@ macro_rules! element_half {
             fn from_acc(a: f32) -> Self { Self::from_f32(a) }
             #[inline(always)]
             fn vector_from_acc(mut f: impl FnMut(usize) -> f32) -> Self::V {
-                let a: [f32; 8] = core::array::from_fn(|i| f(i));
+                // Eight calls written out, not a loop: a loop over lanes whose body is a long
+                // window (R >= 4) is left rolled by LLVM, and the window it indexes then lives
+                // on the stack.
+                let a: [f32; 8] = [f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7)];
                 Vector16::<$t, 8>::from_words(Vector16(core::array::from_fn(|k| {
                     <$t as Half>::pack2(a[2 * k], a[2 * k + 1])
                 })))

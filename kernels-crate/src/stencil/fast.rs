@@ -30,7 +30,7 @@
 //! straight into shared memory. Every thread of a block runs the same loop iterations, so all
 //! reach every barrier.
 use super::{Element, Taps, fetch};
-use crate::config::STENCIL_FAST_VECTORS_PER_THREAD as V;
+use crate::config::{STENCIL_FAST_VECTORS_PER_THREAD as V, stencil_fast_tiles};
 use crate::device::shared::dynamic_shared;
 use crate::device::sync::syncthreads;
 use crate::device::thread::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
@@ -66,6 +66,7 @@ pub(super) struct Tiling {
     out_offset: usize,
     pub(super) body: usize,
     tile_len: usize,
+    lanes: usize,
 }
 
 impl Tiling {
@@ -86,6 +87,7 @@ impl Tiling {
             out_offset,
             body: (out_offset + n).next_multiple_of(lanes),
             tile_len: block_dim_x() as usize * V * lanes,
+            lanes,
         };
         (
             tiling,
@@ -93,10 +95,10 @@ impl Tiling {
         )
     }
 
-    /// Tiles of the launch.
+    /// Tiles of the launch (the host's grid has one block each).
     #[inline(always)]
     pub(super) fn tiles(&self) -> usize {
-        self.body.div_ceil(self.tile_len)
+        stencil_fast_tiles(self.n, self.out_offset, self.lanes, self.tile_len)
     }
 
     #[inline(always)]

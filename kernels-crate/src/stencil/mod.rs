@@ -26,8 +26,8 @@
 //! several outputs per thread from registers, and runs one block per tile (any grid works: a
 //! block with several tiles loops over them).
 //!
-//! Element types: `i32` (the notes' type; sums wrap), `f32` and `f64`. Float outputs are
-//! computed as a chain of `2R + 1` fused multiply-adds (plain adds when every coefficient is
+//! Element types: `i32` (the notes' type; sums wrap), `f32` and `f64`, and in the fast stencil
+//! the 16-bit floats `F16` and `Bf16`, computed in `f32`. Float outputs are computed as a chain of `2R + 1` fused multiply-adds (plain adds when every coefficient is
 //! 1), leftmost tap first: the error is at most `(2R + 1) * eps / 2 * sum |c_k * x|`.
 //!
 //! This file is the family's table of entry points, one `#[kernel]` declaration each; the
@@ -67,7 +67,9 @@ unsafe impl<T: crate::entry::ByValue> crate::entry::ByValue for Coefficients<T> 
 
 entry_points! {
 /// The library's 1D stencil: the notes' shared tile with 16-byte loads and stores, several
-/// outputs per thread, a block per tile (grid-stride over any rest).
+/// outputs per thread, a block per tile (grid-stride over any rest). The 16-bit floats (`F16`,
+/// `Bf16`) are computed in `f32`: the `2R + 1` inputs widened exactly, added in `f32`, each
+/// output rounded once to the type.
 ///
 /// # Launch
 /// any grid (the host launches one block per tile), block a
@@ -78,7 +80,7 @@ entry_points! {
 /// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`; `boundary` is
 /// a `STENCIL_BOUNDARY_*` mode; the launch is as above.
 #[kernel(
-    T in [i32, f32, f64],
+    T in [i32, f32, f64, F16, Bf16],
     R in [1, 2, 3, 4, 8, 16],
     dynamic_shared = 16 * crate::config::stencil_fast_tile_vectors(
         block as u32,
@@ -87,35 +89,6 @@ entry_points! {
     ) as usize
 )]
 pub unsafe fn stencil_1d_fast<T: Element, const R: usize>(
-    input: *const T,
-    out: *mut T,
-    n: usize,
-    boundary: u32,
-) {
-    unsafe { fast::fast::<T, Ones, R>(input, out, n, boundary, Ones) }
-}
-
-/// [`stencil_1d_fast`] of 16-bit floats (`F16`, `Bf16`): inputs and outputs of the type, each
-/// output computed in `f32` (the `2R + 1` inputs widened exactly, added in `f32`) and rounded
-/// once to the type. Radii 1 to 3 (`STENCIL_HALF_RADII`): from R = 4 the window of eight
-/// lanes is not kept in registers (`ptxas` gives it a stack frame), which the project's
-/// PTX check refuses.
-///
-/// # Launch
-/// As [`stencil_1d_fast`].
-///
-/// # Safety
-/// As [`stencil_1d_fast`].
-#[kernel(
-    T in [F16, Bf16],
-    R in [1, 2, 3],
-    dynamic_shared = 16 * crate::config::stencil_fast_tile_vectors(
-        block as u32,
-        R as u32,
-        (16 / size_of::<T>()) as u32
-    ) as usize
-)]
-pub unsafe fn stencil_1d_fast_half<T: Element, const R: usize>(
     input: *const T,
     out: *mut T,
     n: usize,

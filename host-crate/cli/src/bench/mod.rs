@@ -58,13 +58,27 @@ pub fn rotation(l2_bytes: usize, bytes: usize) -> usize {
 
 /// The blocks a variant's rows run with: `--blocks` (default: the variant's own), those `ok`
 /// accepts.
-fn blocks_for(cfg: &BenchConfig, default: u32, ok: impl Fn(u32) -> bool) -> Vec<u32> {
+fn blocks_for(
+    cfg: &BenchConfig,
+    default: u32,
+    error: impl Fn(u32) -> Option<String>,
+    dropped: &mut Vec<String>,
+) -> Vec<u32> {
     let asked = if cfg.blocks.is_empty() {
         vec![default]
     } else {
         cfg.blocks.clone()
     };
-    asked.into_iter().filter(|&b| ok(b)).collect()
+    asked
+        .into_iter()
+        .filter(|&b| match error(b) {
+            None => true,
+            Some(why) => {
+                dropped.push(why);
+                false
+            }
+        })
+        .collect()
 }
 
 /// What one row measures.
@@ -85,35 +99,44 @@ enum Job {
 
 /// The rows of one (size, type) group, in the order they are measured and reported.
 fn jobs(cfg: &BenchConfig, ty: ElemType) -> Vec<Job> {
+    plan(cfg, ty).0
+}
+
+/// [`jobs`], and why each row asked for but not planned (a block size a variant refuses, a
+/// radius without a kernel of the type) is left out.
+fn plan(cfg: &BenchConfig, ty: ElemType) -> (Vec<Job>, Vec<String>) {
+    let mut dropped = Vec::new();
     let mut jobs = vec![Job::Copy];
     if cfg.copy_bulk {
         jobs.push(Job::CopyBulk);
     }
     for &v in cfg.reduce_variants.iter().filter(|v| v.supports_type(ty)) {
-        for b in blocks_for(cfg, v.default_block(), |b| v.block_error(b).is_none()) {
+        for b in blocks_for(cfg, v.default_block(), |b| v.block_error(b), &mut dropped) {
             jobs.push(Job::Reduce(v, b));
         }
     }
     // The 16-bit floats are summed in f32 by the fast path alone.
     let fast = ReduceVariant::Fast;
     if ty.is_half() && cfg.reduce_variants.contains(&fast) {
-        for b in blocks_for(cfg, fast.default_block(), |b| fast.block_error(b).is_none()) {
+        let error = |b| fast.block_error(b);
+        for b in blocks_for(cfg, fast.default_block(), error, &mut Vec::new()) {
             jobs.push(Job::HalfSum(b));
         }
     }
     if cfg.reproducible && ty.is_float() {
         jobs.push(Job::Reproducible);
     }
-    // Each stencil row needs a kernel of this type for this radius and block (the 16-bit
-    // floats have R = 1 to 3 only).
+    // Each stencil row needs a kernel of this type for this radius and block.
     let radius = cfg.radius;
-    let runs = |v: StencilVariant, b: u32| ferrocuda::with_elem_type!(ty, T => v.error(&Taps::<T>::Sum { radius }, b).is_none());
+    let error = |v: StencilVariant, b: u32| ferrocuda::with_elem_type!(ty, T => v.error(&Taps::<T>::Sum { radius }, b));
     for &v in cfg.stencil_variants.iter().filter(|v| v.supports_type(ty)) {
-        for b in blocks_for(cfg, v.default_block(), |b| runs(v, b)) {
+        for b in blocks_for(cfg, v.default_block(), |b| error(v, b), &mut dropped) {
             jobs.push(Job::Stencil(v, b));
         }
     }
-    jobs
+    dropped.sort();
+    dropped.dedup();
+    (jobs, dropped)
 }
 
 /// The types of `cfg` that none of its variants runs on (each group would hold only the
@@ -769,6 +792,11 @@ pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
             left_out.join(", ")
         );
     }
+    for &ty in &cfg.types {
+        for why in plan(cfg, ty).1 {
+            eprintln!("bench: {ty}: a row left out: {why}");
+        }
+    }
     check_fits(gpu, cfg)?;
     let steps: usize = cfg.types.iter().map(|&ty| jobs(cfg, ty).len() - 1).sum();
     let mut progress = Progress::new(steps * cfg.sizes.len() * cfg.rounds.max(1));
@@ -908,9 +936,8 @@ mod tests {
         }
     }
 
-    /// A row is planned only where its kernel exists: the 16-bit fast stencil has R = 1 to 3,
-    /// so at R = 4 an f16 group has its sums and no stencil (a row planned without a kernel
-    /// would end the run at its first round).
+    /// A row is planned only where its kernel exists (a row planned without a kernel would end
+    /// the run at its first round), and a row left out says why.
     #[test]
     fn rows_are_planned_for_the_kernels_that_exist() {
         let stencils = |ty, radius| {
@@ -927,16 +954,26 @@ mod tests {
             ElemType::F16,
             ElemType::Bf16,
         ] {
+            for radius in ferrocuda_lessons::kernels::config::STENCIL_RADII {
+                assert_eq!(stencils(ty, radius), 1, "{ty} at R = {radius}");
+            }
             assert_eq!(stencils(ty, default), 1, "{ty} at the default radius");
+            assert_eq!(stencils(ty, 5), 0, "{ty} at R = 5");
+            let (_, dropped) = plan(&config(&[ty], 5), ty);
+            assert_eq!(dropped.len(), 1, "{ty}: {dropped:?}");
+            assert!(dropped[0].contains("radius"), "{}", dropped[0]);
         }
-        assert_eq!(stencils(ElemType::F16, 3), 1);
-        assert_eq!(stencils(ElemType::F16, 4), 0);
-        assert_eq!(stencils(ElemType::Bf16, 4), 0);
-        assert_eq!(stencils(ElemType::F32, 4), 1);
-        let half = jobs(&config(&[ElemType::Bf16], 4), ElemType::Bf16);
+        let half = jobs(&config(&[ElemType::Bf16], 5), ElemType::Bf16);
         assert!(half.iter().any(|j| matches!(j, Job::HalfSum(_))));
         assert!(half.iter().any(|j| matches!(j, Job::Reproducible)));
-        assert!(types_without_rows(&config(&[ElemType::F16], 4)).is_empty());
+        assert!(types_without_rows(&config(&[ElemType::F16], 5)).is_empty());
+        // A block the stencil refuses is named, the sums' default blocks kept.
+        let mut odd = config(&[ElemType::F32], 3);
+        odd.blocks = vec![48, 256];
+        let (planned, dropped) = plan(&odd, ElemType::F32);
+        assert!(dropped.iter().any(|d| d.contains("48")), "{dropped:?}");
+        assert!(planned.iter().any(|j| matches!(j, Job::Stencil(_, 256))));
+        assert!(!planned.iter().any(|j| matches!(j, Job::Stencil(_, 48))));
         // Every variant of the default run keeps its row at its own block.
         let mut all = config(&[ElemType::F32], 3);
         all.reduce_variants = ReduceVariant::ALL.to_vec();
