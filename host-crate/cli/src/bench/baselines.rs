@@ -29,7 +29,10 @@ const CUB_CU: &str = include_str!("../../baselines/cub_reduce.cu");
 /// Whether textbook.cu has `v`: every reduction but the fast path (CUB is its baseline) and the
 /// grid-synchronised sum (which has no CUDA C version there).
 fn has_textbook_reduce(v: ReduceVariant) -> bool {
-    !matches!(v, ReduceVariant::Fast | ReduceVariant::GridSync)
+    !matches!(
+        v,
+        ReduceVariant::Fast | ReduceVariant::FastCluster | ReduceVariant::GridSync
+    )
 }
 
 /// Whether textbook.cu has the stencil `v` for `ty`.
@@ -415,6 +418,17 @@ mod tests {
 
     const N: usize = 1 << 12;
     const BLOCK: usize = 512;
+
+    /// textbook.cu is asked only for the reductions it has (another would be a `miss` in every
+    /// row of its variant), and has each it is asked for.
+    #[test]
+    fn the_textbook_baseline_is_asked_for_its_own_reductions_only() {
+        let source = include_str!("../../baselines/textbook.cu");
+        for v in ReduceVariant::ALL {
+            let named = source.contains(&format!("variant == \"{}\"", v.name()));
+            assert_eq!(has_textbook_reduce(v), named, "{}", v.name());
+        }
+    }
 
     fn ran(stdout: &str) -> Ran {
         Ran {
