@@ -48,17 +48,22 @@ pub const fn stencil_fast_tile_vectors(block: u32, radius: u32, lanes: u32) -> u
     block * STENCIL_FAST_VECTORS_PER_THREAD as u32 + (2 * radius + lanes - 1).div_ceil(lanes)
 }
 
-/// Tiles of the fast stencil (`stencil_1d_fast_*`, `stencil_1d_bulk_*`) over `n` outputs whose
-/// first lies `out_offset` elements past a 16-byte boundary (`out_offset < lanes`): the
-/// output's vectors of `lanes` elements, from that boundary, cut into tiles of `tile`
-/// elements. The kernels loop over exactly these; the host launches one block each. None for
-/// an empty output.
-pub const fn stencil_fast_tiles(n: usize, out_offset: usize, lanes: usize, tile: usize) -> usize {
+/// Outputs the fast stencil's tiles cover (`stencil_1d_fast_*`, `stencil_1d_bulk_*`) for `n`
+/// outputs whose first lies `out_offset` elements past a 16-byte boundary (`out_offset <
+/// lanes`): the output's vectors of `lanes` elements, from that boundary; none for an empty
+/// output.
+pub const fn stencil_fast_body(n: usize, out_offset: usize, lanes: usize) -> usize {
     if n == 0 {
         0
     } else {
-        (out_offset + n).next_multiple_of(lanes).div_ceil(tile)
+        (out_offset + n).next_multiple_of(lanes)
     }
+}
+
+/// Tiles of the fast stencil: its body ([`stencil_fast_body`]) cut into tiles of `tile`
+/// outputs. The kernels loop over exactly these; the host launches one block each.
+pub const fn stencil_fast_tiles(n: usize, out_offset: usize, lanes: usize, tile: usize) -> usize {
+    stencil_fast_body(n, out_offset, lanes).div_ceil(tile)
 }
 
 /// Bytes of one stage of the bulk-copy kernel (`copy_bulk`): one `cp.async.bulk` each way.

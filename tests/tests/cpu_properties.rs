@@ -74,10 +74,6 @@ proptest! {
         let fast_weighted =
             ferrocuda::kernels::stencil::stencil_1d_fast_weighted::<f32>(3).unwrap().info().kernel;
         let bulk = ferrocuda::kernels::stencil::stencil_1d_bulk::<f32>(3).unwrap().info().kernel;
-        let fast_half = ferrocuda::kernels::stencil::stencil_1d_fast::<ferrocuda::runtime::element::F16>(16)
-            .unwrap()
-            .info()
-            .kernel;
         let tiles = entry_points().into_iter().filter(|e| {
             e.module.ends_with("::stencil") && e.dynamic_shared_bytes.is_some()
         });
@@ -89,7 +85,7 @@ proptest! {
                 .unwrap()
                 .size();
             // The bulk-copy stencil's stages each hold a fast tile.
-            let outputs = if [fast, fast_weighted, bulk, fast_half].contains(&e.kernel) {
+            let outputs = if [fast, fast_weighted, bulk].contains(&e.kernel) {
                 block as usize * STENCIL_FAST_VECTORS_PER_THREAD * (16 / size)
             } else {
                 block as usize

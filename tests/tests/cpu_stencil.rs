@@ -291,3 +291,32 @@ fn stencil_point_equals_the_definition_inside_and_at_the_ends() {
         }
     }
 }
+
+/// The fast stencil's tile count (`stencil_fast_tiles`, which the host's grid and the kernels'
+/// loop share) is the fewest tiles, laid from the output's 16-byte boundary, that cover every
+/// output, each tile holding at least one: counted here tile by tile.
+#[test]
+fn the_fast_stencils_tiles_cover_every_output_and_none_is_empty() {
+    use ferrocuda_lessons::kernels::config::stencil_fast_tiles;
+    for lanes in [2usize, 4, 8] {
+        for tile in [lanes, 2 * lanes, 64, 96, 2048] {
+            for out_offset in 0..lanes {
+                for n in 0..300usize {
+                    // Tile t covers outputs t * tile - out_offset .. (t + 1) * tile - out_offset.
+                    let mut counted = 0;
+                    while n > 0 && (counted * tile) < out_offset + n {
+                        counted += 1;
+                    }
+                    let tiles = stencil_fast_tiles(n, out_offset, lanes, tile);
+                    let what =
+                        format!("n = {n}, out_offset {out_offset}, lanes {lanes}, tile {tile}");
+                    assert_eq!(tiles, counted, "{what}");
+                    if tiles > 0 {
+                        // The last tile starts before the last output.
+                        assert!((tiles - 1) * tile < out_offset + n, "{what}");
+                    }
+                }
+            }
+        }
+    }
+}

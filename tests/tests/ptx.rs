@@ -286,5 +286,10 @@ fn the_16_bit_stencils_round_two_lanes_per_instruction_from_sm_80() {
         caps.iter().any(|&c| c < (8, 0)) && caps.iter().any(|&c| c >= (8, 0)),
         "the PTX is built for {caps:?}: both an architecture before sm_80 and one from it are needed"
     );
-    assert!(checked >= 18, "{checked} kernels checked");
+    // Every radius of both types in every PTX.
+    assert_eq!(
+        checked,
+        EMBEDDED_PTX.len() * k::config::STENCIL_RADII.len() * 2,
+        "{checked} kernels checked"
+    );
 }

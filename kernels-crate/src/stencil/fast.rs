@@ -30,7 +30,7 @@
 //! straight into shared memory. Every thread of a block runs the same loop iterations, so all
 //! reach every barrier.
 use super::{Element, Taps, fetch};
-use crate::config::{STENCIL_FAST_VECTORS_PER_THREAD as V, stencil_fast_tiles};
+use crate::config::{STENCIL_FAST_VECTORS_PER_THREAD as V, stencil_fast_body, stencil_fast_tiles};
 use crate::device::shared::dynamic_shared;
 use crate::device::sync::syncthreads;
 use crate::device::thread::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
@@ -85,7 +85,7 @@ impl Tiling {
         let tiling = Tiling {
             n,
             out_offset,
-            body: (out_offset + n).next_multiple_of(lanes),
+            body: stencil_fast_body(n, out_offset, lanes),
             tile_len: block_dim_x() as usize * V * lanes,
             lanes,
         };

@@ -27,8 +27,9 @@
 //! block with several tiles loops over them).
 //!
 //! Element types: `i32` (the notes' type; sums wrap), `f32` and `f64`, and in the fast stencil
-//! the 16-bit floats `F16` and `Bf16`, computed in `f32`. Float outputs are computed as a chain of `2R + 1` fused multiply-adds (plain adds when every coefficient is
-//! 1), leftmost tap first: the error is at most `(2R + 1) * eps / 2 * sum |c_k * x|`.
+//! the 16-bit floats `F16` and `Bf16`, computed in `f32`. Float outputs are computed as a chain
+//! of `2R + 1` fused multiply-adds (plain adds when every coefficient is 1), leftmost tap first:
+//! the error is at most `(2R + 1) * eps / 2 * sum |c_k * x|`.
 //!
 //! This file is the family's table of entry points, one `#[kernel]` declaration each; the
 //! algorithm is in `fast`, the window it shares with the notes' kernels (`naive`,
@@ -73,7 +74,8 @@ entry_points! {
 ///
 /// # Launch
 /// any grid (the host launches one block per tile), block a
-/// multiple of 32 up to 1024, dynamic shared memory
+/// multiple of 32 up to 1024 (the 16-bit instances use more registers: on sm_70 and sm_80 the
+/// driver refuses their largest blocks, naming the limit), dynamic shared memory
 /// `16 * stencil_fast_tile_vectors(block, R, 16 / size_of::<T>())` bytes.
 ///
 /// # Safety

@@ -106,6 +106,28 @@ fn jobs(cfg: &BenchConfig, ty: ElemType) -> Vec<Job> {
 /// radius without a kernel of the type) is left out.
 fn plan(cfg: &BenchConfig, ty: ElemType) -> (Vec<Job>, Vec<String>) {
     let mut dropped = Vec::new();
+    // The 16-bit floats are summed in f32 by the fast path alone (`Job::HalfSum`).
+    let fast = ReduceVariant::Fast;
+    let reduce_without: Vec<&str> = cfg
+        .reduce_variants
+        .iter()
+        .filter(|v| !v.supports_type(ty) && !(ty.is_half() && **v == fast))
+        .map(|v| v.name())
+        .collect();
+    let stencil_without: Vec<&str> = cfg
+        .stencil_variants
+        .iter()
+        .filter(|v| !v.supports_type(ty))
+        .map(|v| v.name())
+        .collect();
+    for (family, without) in [("reduce", reduce_without), ("stencil", stencil_without)] {
+        if !without.is_empty() {
+            dropped.push(format!(
+                "{family} variants without a {ty} version: {}",
+                without.join(", ")
+            ));
+        }
+    }
     let mut jobs = vec![Job::Copy];
     if cfg.copy_bulk {
         jobs.push(Job::CopyBulk);
@@ -115,11 +137,9 @@ fn plan(cfg: &BenchConfig, ty: ElemType) -> (Vec<Job>, Vec<String>) {
             jobs.push(Job::Reduce(v, b));
         }
     }
-    // The 16-bit floats are summed in f32 by the fast path alone.
-    let fast = ReduceVariant::Fast;
     if ty.is_half() && cfg.reduce_variants.contains(&fast) {
         let error = |b| fast.block_error(b);
-        for b in blocks_for(cfg, fast.default_block(), error, &mut Vec::new()) {
+        for b in blocks_for(cfg, fast.default_block(), error, &mut dropped) {
             jobs.push(Job::HalfSum(b));
         }
     }
@@ -974,6 +994,35 @@ mod tests {
         assert!(dropped.iter().any(|d| d.contains("48")), "{dropped:?}");
         assert!(planned.iter().any(|j| matches!(j, Job::Stencil(_, 256))));
         assert!(!planned.iter().any(|j| matches!(j, Job::Stencil(_, 48))));
+        // The 16-bit sum's refused block, and the variants with no 16-bit version, are named.
+        let mut half = config(&[ElemType::F16], 3);
+        half.blocks = vec![48, 512];
+        half.stencil_variants = StencilVariant::ALL.to_vec();
+        let (planned, dropped) = plan(&half, ElemType::F16);
+        assert!(planned.iter().any(|j| matches!(j, Job::HalfSum(512))));
+        assert!(!planned.iter().any(|j| matches!(j, Job::HalfSum(48))));
+        assert!(
+            dropped
+                .iter()
+                .any(|d| d.contains("reduce variant `fast`") && d.contains("48")),
+            "{dropped:?}"
+        );
+        let without = dropped
+            .iter()
+            .find(|d| d.starts_with("stencil variants without a f16 version"))
+            .unwrap_or_else(|| panic!("{dropped:?}"));
+        for v in StencilVariant::ALL
+            .iter()
+            .filter(|v| !v.supports_type(ElemType::F16))
+        {
+            assert!(without.contains(v.name()), "{without}");
+        }
+        assert!(
+            !dropped
+                .iter()
+                .any(|d| d.starts_with("reduce variants without")),
+            "{dropped:?}"
+        );
         // Every variant of the default run keeps its row at its own block.
         let mut all = config(&[ElemType::F32], 3);
         all.reduce_variants = ReduceVariant::ALL.to_vec();
