@@ -240,10 +240,10 @@ pub fn measure(gpu: &Gpu, sizes: &[usize], calls: usize, halves: &[ElemType]) ->
         ));
         drop((input, output));
         if halves.contains(&ElemType::F16) {
-            rows.push(half_sum_row::<F16>(gpu, &host, calls)?);
+            rows.push(half_sum_row::<F16>(gpu, &host, &reference, calls)?);
         }
         if halves.contains(&ElemType::Bf16) {
-            rows.push(half_sum_row::<Bf16>(gpu, &host, calls)?);
+            rows.push(half_sum_row::<Bf16>(gpu, &host, &reference, calls)?);
         }
     }
     Ok(rows)
@@ -272,12 +272,17 @@ fn fast_sum_kernel_us<T: Element, A: Element>(
 }
 
 /// The [`API_HALF_SUM`] row of `T` on `host` (the `f32` input, whose values the 16-bit types
-/// hold exactly): per call, the value on the host; `kernel` the fast sum's kernel alone.
-fn half_sum_row<T: Element>(gpu: &Gpu, host: &[f32], calls: usize) -> Result<Row> {
+/// hold exactly, so that its sum's `reference` is theirs): per call, the value on the host;
+/// `kernel` the fast sum's kernel alone.
+fn half_sum_row<T: Element>(
+    gpu: &Gpu,
+    host: &[f32],
+    reference: &ReduceReference<f32>,
+    calls: usize,
+) -> Result<Row> {
     let n = host.len();
     let narrow: Vec<T> = host.iter().map(|&v| T::from_f64(f64::from(v))).collect();
     let input = gpu.upload(&narrow, "api 16-bit input")?;
-    let reference = ReduceReference::of(ReduceOp::Sum, host, |v| v);
     let kernel = fast_sum_kernel_us::<T, f32>(gpu, &input)?;
     let mut last = 0.0f32;
     let samples = per_call(30, calls, || {

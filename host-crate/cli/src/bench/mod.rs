@@ -106,33 +106,36 @@ fn jobs(cfg: &BenchConfig, ty: ElemType) -> Vec<Job> {
 /// radius without a kernel of the type) is left out.
 fn plan(cfg: &BenchConfig, ty: ElemType) -> (Vec<Job>, Vec<String>) {
     let mut dropped = Vec::new();
+    // Names the variants of `family` asked for that have no version of `ty`.
+    let mut without = |family: &str, names: Vec<&str>| {
+        if !names.is_empty() {
+            let names = names.join(", ");
+            dropped.push(format!("{family} variants without a {ty} version: {names}"));
+        }
+    };
     // The 16-bit floats are summed in f32 by the fast path alone (`Job::HalfSum`).
     let fast = ReduceVariant::Fast;
-    let reduce_without: Vec<&str> = cfg
+    let (reduce, reduce_without): (Vec<ReduceVariant>, _) = cfg
         .reduce_variants
         .iter()
-        .filter(|v| !v.supports_type(ty) && !(ty.is_half() && **v == fast))
-        .map(|v| v.name())
-        .collect();
-    let stencil_without: Vec<&str> = cfg
+        .partition(|v| v.supports_type(ty));
+    let (stencil, stencil_without): (Vec<StencilVariant>, _) = cfg
         .stencil_variants
         .iter()
-        .filter(|v| !v.supports_type(ty))
-        .map(|v| v.name())
-        .collect();
-    for (family, without) in [("reduce", reduce_without), ("stencil", stencil_without)] {
-        if !without.is_empty() {
-            dropped.push(format!(
-                "{family} variants without a {ty} version: {}",
-                without.join(", ")
-            ));
-        }
-    }
+        .partition(|v| v.supports_type(ty));
+    let reduce_without = reduce_without
+        .into_iter()
+        .filter(|&v| !(ty.is_half() && v == fast));
+    without("reduce", reduce_without.map(|v| v.name()).collect());
+    without(
+        "stencil",
+        stencil_without.iter().map(|v| v.name()).collect(),
+    );
     let mut jobs = vec![Job::Copy];
     if cfg.copy_bulk {
         jobs.push(Job::CopyBulk);
     }
-    for &v in cfg.reduce_variants.iter().filter(|v| v.supports_type(ty)) {
+    for v in reduce {
         for b in blocks_for(cfg, v.default_block(), |b| v.block_error(b), &mut dropped) {
             jobs.push(Job::Reduce(v, b));
         }
@@ -149,7 +152,7 @@ fn plan(cfg: &BenchConfig, ty: ElemType) -> (Vec<Job>, Vec<String>) {
     // Each stencil row needs a kernel of this type for this radius and block.
     let radius = cfg.radius;
     let error = |v: StencilVariant, b: u32| ferrocuda::with_elem_type!(ty, T => v.error(&Taps::<T>::Sum { radius }, b));
-    for &v in cfg.stencil_variants.iter().filter(|v| v.supports_type(ty)) {
+    for v in stencil {
         for b in blocks_for(cfg, v.default_block(), |b| error(v, b), &mut dropped) {
             jobs.push(Job::Stencil(v, b));
         }
@@ -185,7 +188,7 @@ struct Round {
 struct Group<'g, T: Element> {
     gpu: &'g Gpu,
     host: Vec<T>,
-    reference: ReduceReference<T>,
+    sums: Sums<T>,
     inputs: Vec<DeviceBuffer<T>>,
     outputs: Vec<DeviceBuffer<T>>,
     reps: usize,
@@ -193,8 +196,14 @@ struct Group<'g, T: Element> {
     /// The reproducible sum of this type and the CPU order's result over `host`, for `f32`
     /// and `f64` (a function pointer: `Group` is generic over every element type).
     reproducible: Option<ReproducibleSum<T>>,
-    /// For `f16` and `bf16`: what their sums in `f32` must give.
-    half: Option<HalfSums>,
+}
+
+/// What a group's sums must give.
+enum Sums<T> {
+    /// Sums in the group's own type.
+    Native(ReduceReference<T>),
+    /// `f16` and `bf16`: sums in `f32`.
+    Half(HalfSums),
 }
 
 /// The references of a 16-bit float group's sums, which are `f32`.
@@ -221,11 +230,14 @@ struct ReproducibleSum<T: Element> {
 impl<'g, T: Element> Group<'g, T> {
     fn new(gpu: &'g Gpu, cfg: &BenchConfig, n: usize) -> Result<Self> {
         let host: Vec<T> = book_input(n, input_seed(n));
-        let reference = ReduceReference::of(ReduceOp::Sum, &host, |v| v);
-        let half = T::TYPE.is_half().then(|| HalfSums {
-            reference: ReduceReference::of(ReduceOp::Sum, &host, |v| v.to_f64() as f32),
-            reproducible: std::cell::OnceCell::new(),
-        });
+        let sums = if T::TYPE.is_half() {
+            Sums::Half(HalfSums {
+                reference: ReduceReference::of(ReduceOp::Sum, &host, |v| v.to_f64() as f32),
+                reproducible: std::cell::OnceCell::new(),
+            })
+        } else {
+            Sums::Native(ReduceReference::of(ReduceOp::Sum, &host, |v| v))
+        };
         let (inputs, outputs) = buffer_counts(
             gpu.props().l2_bytes as usize,
             n as u128 * size_of::<T>() as u128,
@@ -240,13 +252,12 @@ impl<'g, T: Element> Group<'g, T> {
         Ok(Self {
             gpu,
             host,
-            reference,
+            sums,
             inputs,
             outputs,
             reps: cfg.reps,
             radius: cfg.radius,
             reproducible: None,
-            half,
         })
     }
 
@@ -281,16 +292,23 @@ impl<'g, T: Element> Group<'g, T> {
             Job::Copy => self.copy_round(first || last),
             Job::CopyBulk => self.copy_bulk_round(first || last),
             Job::Reduce(v, block) => {
-                let reference = self.reference.clone();
+                let Sums::Native(reference) = &self.sums else {
+                    return Err(Error::InvalidArgument {
+                        what: format!("{} is summed in f32 by the fast path alone", T::TYPE),
+                    });
+                };
+                let reference = reference.clone();
                 self.reduce_round::<T>(v, block, first, last, flush, &reference)
             }
             Job::Stencil(v, block) => self.stencil_round(v, block, first, last),
-            Job::Reproducible if self.half.is_some() => self.half_reproducible_round(first || last),
+            Job::Reproducible if matches!(self.sums, Sums::Half(_)) => {
+                self.half_reproducible_round(first || last)
+            }
             Job::Reproducible => self.reproducible_round(first || last),
             Job::HalfSum(block) => {
-                let reference = match &self.half {
-                    Some(h) => h.reference.clone(),
-                    None => {
+                let reference = match &self.sums {
+                    Sums::Half(h) => h.reference.clone(),
+                    Sums::Native(_) => {
                         return Err(Error::InvalidArgument {
                             what: format!("the sum in f32 takes f16 and bf16, not {}", T::TYPE),
                         });
@@ -304,10 +322,12 @@ impl<'g, T: Element> Group<'g, T> {
     /// The reproducible sum of a 16-bit float type in `f32`, checked against the CPU's `f32`
     /// order over the widened input.
     fn half_reproducible_round(&mut self, check: bool) -> Result<Round> {
-        let want = self.half.as_ref().map_or(f32::NAN, |h| {
-            *h.reproducible
-                .get_or_init(|| cpu_reproducible::sum_reproducible_widened(&self.host))
-        });
+        let want = match &self.sums {
+            Sums::Half(h) => *h
+                .reproducible
+                .get_or_init(|| cpu_reproducible::sum_reproducible_widened(&self.host)),
+            Sums::Native(_) => f32::NAN,
+        };
         let m = reproducible::measure_half(self.gpu, &self.inputs, want, self.reps)?;
         let n = self.host.len();
         Ok(Round {
@@ -553,10 +573,12 @@ impl<T: ResultBits> Rounds for Group<'_, T> {
     }
 
     fn expected(&self, stencil: bool) -> Expected {
-        match &self.half {
+        match &self.sums {
             // The sums of a 16-bit float type are f32: CUB's into `float`, as ours.
-            Some(h) => Expected::of_sum(&h.reference, self.host.len() as f64),
-            None => Expected::of(&self.host, &self.reference, stencil.then_some(self.radius)),
+            Sums::Half(h) => Expected::of_sum(&h.reference, self.host.len() as f64),
+            Sums::Native(reference) => {
+                Expected::of(&self.host, reference, stencil.then_some(self.radius))
+            }
         }
     }
 }
