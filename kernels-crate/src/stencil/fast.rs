@@ -29,7 +29,7 @@
 //! (at most two) tiles at the ends are loaded element by element through the boundary rule,
 //! straight into shared memory. Every thread of a block runs the same loop iterations, so all
 //! reach every barrier.
-use super::{Element, Taps, fetch};
+use super::{Element, Taps, fetch, window_sum};
 use crate::config::{STENCIL_FAST_VECTORS_PER_THREAD as V, stencil_fast_body, stencil_fast_tiles};
 use crate::device::shared::dynamic_shared;
 use crate::device::sync::syncthreads;
@@ -183,6 +183,12 @@ pub(super) unsafe fn output_vector<
         for e in 0..lanes {
             win[v * lanes + e] = T::lane(vector, e);
         }
+    }
+    if P::ONES && T::LANES == 8 {
+        // The 16-bit floats' sums (issue-bound, where the others wait on memory): the windows
+        // share their adds (`window_sum`), each output rounded once to the type.
+        let x = |i: usize| win[SHIFT + i].to_acc();
+        return T::vector_from_acc(|c| window_sum(x, c, 2 * R + 1, <T::Acc as Element>::add));
     }
     // In `T::Acc`: `T` itself, or `f32` for the 16-bit floats, rounded once at the end.
     T::vector_from_acc(|c| {

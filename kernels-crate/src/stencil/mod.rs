@@ -28,7 +28,9 @@
 //!
 //! Element types: `i32` (the notes' type; sums wrap), `f32` and `f64`, and in the fast stencil
 //! the 16-bit floats `F16` and `Bf16`, computed in `f32`. Float outputs are computed as a chain
-//! of `2R + 1` fused multiply-adds (plain adds when every coefficient is 1), leftmost tap first:
+//! of `2R + 1` fused multiply-adds (plain adds when every coefficient is 1), leftmost tap first,
+//! except the 16-bit floats' sums, whose eight outputs of a vector share partial sums
+//! (`sums::window_sum`): either way each output is its `2R + 1` terms with `2R` roundings, and
 //! the error is at most `(2R + 1) * eps / 2 * sum |c_k * x|`.
 //!
 //! This file is the family's table of entry points, one `#[kernel]` declaration each; the
@@ -46,11 +48,15 @@ pub mod bulk;
 pub mod cluster;
 #[cfg(target_arch = "nvptx64")]
 pub mod fast;
+#[cfg(any(target_arch = "nvptx64", test))]
+mod sums;
 #[cfg(target_arch = "nvptx64")]
 mod window;
 
 #[cfg(target_arch = "nvptx64")]
 pub use crate::device::element::{Element, Float};
+#[cfg(target_arch = "nvptx64")]
+use sums::window_sum;
 #[cfg(target_arch = "nvptx64")]
 pub use window::{Ones, Taps, fetch, point, source_index};
 

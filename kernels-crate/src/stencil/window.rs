@@ -5,6 +5,8 @@ use crate::device::element::{Element, Float};
 
 /// The coefficients of a stencil, applied one tap at a time.
 pub trait Taps<T>: Copy {
+    /// Every coefficient is 1: the output is the window's sum, which may be added in any order.
+    const ONES: bool = false;
     /// `acc + c_k * x`: tap `k` (`0..=2R`, leftmost first) applied to input `x`.
     fn accumulate(&self, acc: T, k: usize, x: T) -> T;
 }
@@ -14,6 +16,7 @@ pub trait Taps<T>: Copy {
 pub struct Ones;
 
 impl<T: Element> Taps<T> for Ones {
+    const ONES: bool = true;
     #[inline(always)]
     fn accumulate(&self, acc: T, _k: usize, x: T) -> T {
         acc.add(x)
