@@ -111,13 +111,105 @@ fn source_index_follows_each_boundary_rule() {
 
 #[test]
 fn tolerance_grows_with_the_radius_and_the_scale() {
-    let t = cpu::stencil_tolerance::<f32>(3, 2.0);
+    let p = StencilPoint {
+        value: 1.0,
+        scale: 2.0,
+    };
+    let t = cpu::stencil_tolerance::<f32>(3, &p);
     assert_eq!(
         t,
         9.0 * f64::from(f32::EPSILON) * 2.0 + f64::from(f32::MIN_POSITIVE)
     );
-    assert!(cpu::stencil_tolerance::<f64>(3, 2.0) < t);
-    assert!(cpu::stencil_tolerance::<f32>(16, 2.0) > t);
+    assert!(cpu::stencil_tolerance::<f64>(3, &p) < t);
+    assert!(cpu::stencil_tolerance::<f32>(16, &p) > t);
+}
+
+/// The 16-bit stencils add in `f32` and round once: their bound is half a unit in the last
+/// place of the output plus the `f32` chain's, so the nearest 16-bit value passes and its
+/// neighbours fail, for normal and subnormal outputs alike.
+#[test]
+fn the_16_bit_bound_is_half_an_ulp_of_the_output_plus_the_f32_chain() {
+    fn check<T: Element>(step_of: impl Fn(T) -> T, values: &[f64]) {
+        let taps = Taps::Sum { radius: 3 };
+        for &v in values {
+            // Seven equal inputs whose exact sum is `7 v`.
+            let x = vec![T::from_f64(v); 7];
+            let p = cpu::stencil_point(&x, &taps, Boundary::Zero, 3);
+            let nearest = T::from_f64(p.value);
+            assert!(
+                cpu::stencil_output_ok(nearest, &p, 3),
+                "{} {v}: nearest",
+                T::TYPE
+            );
+            let next = step_of(nearest);
+            assert!(
+                !cpu::stencil_output_ok(next, &p, 3),
+                "{} {v}: {next} one unit from the exact {} passes",
+                T::TYPE,
+                p.value
+            );
+            let bound = cpu::stencil_tolerance::<T>(3, &p);
+            let ulp = (next.to_f64() - nearest.to_f64()).abs();
+            assert!(
+                bound < ulp,
+                "{} {v}: bound {bound:e}, a unit {ulp:e}",
+                T::TYPE
+            );
+        }
+    }
+    use ferrocuda::runtime::element::{Bf16, F16};
+    // The next value away from zero: the bits one up, the sign kept.
+    check::<F16>(|h| F16(h.0 + 1), &[1.0, 0.3, -1234.5, 1e-6, 3e-8]);
+    check::<Bf16>(|h| Bf16(h.0 + 1), &[1.0, 0.3, -1234.5, 1e-30, 1e-39]);
+}
+
+/// Infinities and NaNs: the same infinity where the exact output is one, a NaN where it is a
+/// NaN (a NaN input, or infinities of both signs), an overflow only where the sum overflows.
+#[test]
+fn check_of_infinities_nans_and_overflow() {
+    use ferrocuda::runtime::element::F16;
+    let taps = Taps::Sum { radius: 1 };
+    let h = |v: f64| F16::from_f64(v);
+    let x = vec![
+        h(1.0),
+        h(f64::INFINITY),
+        h(2.0),
+        h(f64::NEG_INFINITY),
+        h(3.0),
+        h(f64::NAN),
+        h(60000.0),
+        h(60000.0),
+        h(-1.0),
+    ];
+    let p = |i| cpu::stencil_point(&x, &taps, Boundary::Zero, i);
+    let ok = |g: F16, i| cpu::stencil_output_ok(g, &p(i), 1);
+    let inf = h(f64::INFINITY);
+    // Output 0: 1 + inf = inf.
+    assert!(
+        ok(inf, 0) && !ok(h(f64::NEG_INFINITY), 0) && !ok(h(65504.0), 0) && !ok(h(f64::NAN), 0)
+    );
+    // Output 2: inf + 2 - inf = NaN.
+    assert!(p(2).value.is_nan());
+    assert!(ok(h(f64::NAN), 2) && !ok(inf, 2) && !ok(h(2.0), 2));
+    // Output 5: 3 + NaN + 60000 = NaN.
+    assert!(ok(h(f64::NAN), 5) && !ok(h(60003.0), 5));
+    // Output 7: 60000 + 60000 - 1 overflows f16 (its largest is 65504): the infinity passes,
+    // the largest finite value does not.
+    assert!(ok(inf, 7) && !ok(h(65504.0), 7) && !ok(h(f64::NEG_INFINITY), 7));
+    // The poison pattern is never an output, not even where a NaN is due.
+    assert!(!ok(F16::poison(), 2));
+    // Finite outputs stay finite: 60000 - 1 + 0 is no infinity.
+    assert!(ok(h(59999.0), 8) && !ok(inf, 8));
+    let want = cpu::stencil(&x, &taps, Boundary::Zero);
+    assert!(cpu::check_stencil(&x, &taps, Boundary::Zero, &want).passed);
+    let mut wrong = want.clone();
+    wrong[2] = h(0.0);
+    let check = cpu::check_stencil(&x, &taps, Boundary::Zero, &wrong);
+    assert!(
+        !check.passed && check.detail.contains("first at 2"),
+        "{}",
+        check.detail
+    );
 }
 
 #[test]

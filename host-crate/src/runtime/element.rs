@@ -140,6 +140,9 @@ pub trait Element:
     fn from_f64(v: f64) -> Self;
     /// Machine epsilon of the type (0 for integers: their sums are exact).
     const EPSILON: f64;
+    /// The smallest positive value of a float type, a subnormal (0 for integers): rounding
+    /// below the normal range is off by at most half of it.
+    const MIN_SUBNORMAL: f64;
     /// Integers up to `2^EXACT_INT_BITS` are exact in the type: the significand bits of a float
     /// type (24, 53; not `f32::DIGITS`, its decimal digits), the width of an integer type.
     const EXACT_INT_BITS: u32;
@@ -165,6 +168,7 @@ macro_rules! element_int {
         impl Element for $t {
             const TYPE: ElemType = ElemType::$e;
             const EPSILON: f64 = 0.0;
+            const MIN_SUBNORMAL: f64 = 0.0;
             const EXACT_INT_BITS: u32 = <$t>::BITS;
             fn add(self, other: Self) -> Self { self.wrapping_add(other) }
             fn min_of(self, other: Self) -> Self { Ord::min(self, other) }
@@ -183,6 +187,7 @@ macro_rules! element_float {
         impl Element for $t {
             const TYPE: ElemType = ElemType::$e;
             const EPSILON: f64 = <$t>::EPSILON as f64;
+            const MIN_SUBNORMAL: f64 = <$t>::from_bits(1) as f64;
             const EXACT_INT_BITS: u32 = <$t>::MANTISSA_DIGITS;
             fn add(self, other: Self) -> Self { self + other }
             fn min_of(self, other: Self) -> Self { <$t>::min(self, other) }
@@ -199,10 +204,11 @@ element_float!(f32 => F32, f64 => F64);
 /// The 16-bit floats: each operation in `f32`, rounded back to nearest, ties to even (as the
 /// GPU rounds); `min` and `max` return an operand, ignoring a NaN one.
 macro_rules! element_half {
-    ($($t:ident: $eps_bits:literal, $digits:literal),*) => {$(
+    ($($t:ident: $eps_bits:literal, $digits:literal, $min_exp:literal),*) => {$(
         impl Element for $t {
             const TYPE: ElemType = ElemType::$t;
             const EPSILON: f64 = 1.0 / (1u64 << $eps_bits) as f64;
+            const MIN_SUBNORMAL: f64 = f64::from_bits(((1023 + $min_exp) as u64) << 52);
             const EXACT_INT_BITS: u32 = $digits;
             fn add(self, other: Self) -> Self { Self::from_f32(self.to_f32() + other.to_f32()) }
             fn min_of(self, other: Self) -> Self {
@@ -220,7 +226,7 @@ macro_rules! element_half {
         }
     )*};
 }
-element_half!(F16: 10, 11, Bf16: 7, 8);
+element_half!(F16: 10, 11, -24, Bf16: 7, 8, -133);
 
 /// Evaluates `$body` with `$t` bound to the Rust type of an [`ElemType`] value: the bridge from
 /// a type chosen at run time (a CLI flag) to the generic functions.

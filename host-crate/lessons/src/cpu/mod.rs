@@ -22,8 +22,8 @@ pub use ferrocuda::stencil::{Boundary, Taps, radius_error};
 pub use parallel::Split;
 pub use reduce::{ReduceOpCpu, ReduceReference};
 pub use stencil::{
-    StencilPoint, check_stencil, stencil, stencil_at, stencil_point, stencil_source,
-    stencil_tolerance,
+    StencilPoint, check_stencil, stencil, stencil_at, stencil_output_ok, stencil_point,
+    stencil_source, stencil_tolerance,
 };
 
 use exact::{GAMMA, mix};
