@@ -128,7 +128,7 @@ pub fn api_input(n: usize) -> Vec<f32> {
 
 /// Element `i` of [`api_input`].
 fn api_value(i: usize) -> u64 {
-    if i % 32 == 0 {
+    if i.is_multiple_of(32) {
         1 + (i / 32) as u64 % 2
     } else {
         0
