@@ -159,8 +159,73 @@ fn the_16_bit_bound_is_half_an_ulp_of_the_output_plus_the_f32_chain() {
     }
     use ferrocuda::runtime::element::{Bf16, F16};
     // The next value away from zero: the bits one up, the sign kept.
-    check::<F16>(|h| F16(h.0 + 1), &[1.0, 0.3, -1234.5, 1e-6, 3e-8]);
-    check::<Bf16>(|h| Bf16(h.0 + 1), &[1.0, 0.3, -1234.5, 1e-30, 1e-39]);
+    check::<F16>(
+        |h| F16(h.0 + 1),
+        &[1.0, 0.3, -1234.5, 1e-6, 3e-8, 1.99, 0.0312],
+    );
+    check::<Bf16>(|h| Bf16(h.0 + 1), &[1.0, 0.3, -1234.5, 1e-30, 1e-39, 1.99]);
+
+    // At the top of a binade, where `eps / 2 * |value|` would be nearly a whole unit: the exact
+    // sum 1.9375 + 2^-12 + 2^-13 + 2^-14 lies 0.44 of a unit (2^-10) above 1.9375, so 1.9375
+    // is the nearest `f16` and 1.9375 + 2^-10, 0.56 of a unit away, is not.
+    let two = |e: i32| 2f64.powi(e);
+    let x: Vec<F16> = [1.9375, two(-12), two(-13), two(-14), 0.0, 0.0, 0.0]
+        .into_iter()
+        .map(F16::from_f64)
+        .collect();
+    let p = cpu::stencil_point(&x, &Taps::Sum { radius: 3 }, Boundary::Zero, 3);
+    assert!(cpu::stencil_output_ok(F16::from_f64(1.9375), &p, 3));
+    assert!(!cpu::stencil_output_ok(
+        F16::from_f64(1.9375 + two(-10)),
+        &p,
+        3
+    ));
+    assert!(!cpu::stencil_output_ok(
+        F16::from_f64(1.9375 - two(-10)),
+        &p,
+        3
+    ));
+}
+
+/// A sum of `-0` terms is `-0`, as every IEEE order of adds gives it; a `+0` there fails. Where
+/// a term is `+0`, or the terms cancel, either zero passes.
+#[test]
+fn check_of_the_sign_of_zero() {
+    let taps = Taps::Sum { radius: 1 };
+    let x = [-0.0f32, -0.0, -0.0, 0.0, -0.0, 1.0, -1.0];
+    let p = |i| cpu::stencil_point(&x, &taps, Boundary::Clamp, i);
+    assert!(p(1).value.is_sign_negative() && p(1).value == 0.0);
+    assert!(cpu::stencil_output_ok(-0.0f32, &p(1), 1));
+    assert!(!cpu::stencil_output_ok(0.0f32, &p(1), 1));
+    // Output 3: -0 + 0 + -0 = +0 in any order.
+    assert!(cpu::stencil_output_ok(0.0f32, &p(3), 1) && cpu::stencil_output_ok(-0.0f32, &p(3), 1));
+    // Output 5: -0 + 1 - 1 = 0.
+    assert!(cpu::stencil_output_ok(0.0f32, &p(5), 1));
+}
+
+/// `bf16` adds in `f32`, whose largest value is `bf16`'s too: a window of `+M, +M, -M` (`M` the
+/// largest) is `M` exactly, but its partial sums overflow, to `inf` in a chain and to
+/// `inf - inf = NaN` in two chains joined. Past the `f32` range the check takes any infinity or
+/// NaN; within it, none.
+#[test]
+fn check_where_partial_sums_overflow_the_accumulator() {
+    use ferrocuda::runtime::element::Bf16;
+    let m = Bf16(0x7F7F).to_f64();
+    let x: Vec<Bf16> = [m, m, -m, 1.0, 2.0, 3.0]
+        .into_iter()
+        .map(Bf16::from_f64)
+        .collect();
+    let taps = Taps::Sum { radius: 1 };
+    let p = |i| cpu::stencil_point(&x, &taps, Boundary::Zero, i);
+    assert_eq!(p(1).value, m);
+    for g in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN, m] {
+        assert!(cpu::stencil_output_ok(Bf16::from_f64(g), &p(1), 1), "{g}");
+    }
+    assert!(!cpu::stencil_output_ok(Bf16::from_f64(1.0), &p(1), 1));
+    // Output 4: 1 + 2 + 3, far inside the range: an infinity or a NaN fails.
+    for g in [f64::INFINITY, f64::NAN] {
+        assert!(!cpu::stencil_output_ok(Bf16::from_f64(g), &p(4), 1), "{g}");
+    }
 }
 
 /// Infinities and NaNs: the same infinity where the exact output is one, a NaN where it is a

@@ -688,10 +688,13 @@ fn fast_on_a_fixed_grid<T: Element>(gpu: &Gpu) -> TestResult {
 
 /// The library's stencil (`apply`) of every radius and boundary on inputs where, among uniform
 /// values, about one element in 256 each is a NaN, `+inf` and `-inf`, and about one in 30 a
-/// large value, one in 9 a subnormal and one in 13 a zero of either sign: every output matches
-/// the CPU, an infinite or NaN output exactly where the exact one is. The large values are
-/// `30000` for `f16`, so that three of them overflow its largest value, 65504 (the output is
-/// then an infinity); `1e37` for `f32` and `bf16`, whose `f32` sums of up to 33 do not overflow.
+/// large value, one in 9 a subnormal (of at most 100 units) and one in 13 a zero of either sign; and, every 1021
+/// elements (so at every lane of a vector), a run of 40 tiny values (subnormals of at most 3
+/// units and zeros), a run of 40 `-0`, and a run of three large values of one sign. Every
+/// output matches the CPU ([`cpu::stencil_output_ok`]), and at every radius some outputs are
+/// NaN, infinite, `-0` and (of the runs of tiny values) subnormal, and for `f16` some overflow:
+/// the large values are 30000 for `f16`, so that three of them exceed its largest value,
+/// 65504; `1e37` for `f32` and `bf16`, whose `f32` sums of up to 33 do not overflow.
 fn special_values<T: Element>(gpu: &Gpu) -> TestResult {
     let big = if T::TYPE == ElemType::F16 {
         30000.0
@@ -699,18 +702,22 @@ fn special_values<T: Element>(gpu: &Gpu) -> TestResult {
         1e37
     };
     let mut rng = SplitMix64::new(0x5bec + T::TYPE as u64);
-    let n = 3 * 4096 + 5;
+    let n = 16 * 1021 + 5;
     let x: Vec<T> = (0..n)
-        .map(|_| {
+        .map(|i| {
             let r = rng.next_u64();
             let sign = if r >> 63 == 1 { -1.0 } else { 1.0 };
-            let v = match r % 256 {
-                0 => f64::NAN,
-                1 => f64::INFINITY,
-                2 => f64::NEG_INFINITY,
-                3..=10 => sign * big,
-                11..=40 => sign * T::MIN_SUBNORMAL * ((r >> 8) % 1000 + 1) as f64,
-                41..=60 => sign * 0.0,
+            let v = match (i % 1021, r % 256) {
+                (0..40, _) => sign * T::MIN_SUBNORMAL * ((r >> 8) % 4) as f64,
+                (100..140, _) => -0.0,
+                (200..203, _) => big,
+                (300..303, _) => -big,
+                (_, 0) => f64::NAN,
+                (_, 1) => f64::INFINITY,
+                (_, 2) => f64::NEG_INFINITY,
+                (_, 3..=10) => sign * big,
+                (_, 11..=40) => sign * T::MIN_SUBNORMAL * ((r >> 8) % 100 + 1) as f64,
+                (_, 41..=60) => sign * 0.0,
                 _ => ((r >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0,
             };
             T::from_f64(v)
@@ -718,27 +725,51 @@ fn special_values<T: Element>(gpu: &Gpu) -> TestResult {
         .collect();
     let input = gpu.upload(&x, "special-value input")?;
     cust::context::CurrentContext::synchronize()?;
-    let (mut nans, mut infinities) = (0, 0);
+    // Only `f16`'s large values overflow the type.
+    let overflows = T::TYPE == ElemType::F16;
+    let _unused = if T::TYPE == ElemType::F16 {
+        65504.0
+    } else {
+        f64::MAX
+    };
     for radius in STENCIL_RADII {
         for boundary in Boundary::ALL {
             let taps = Taps::Sum { radius };
             let got = gpu.download(&*stencil::apply(gpu, &input, &taps, boundary)?)?;
             let check = cpu::check_stencil(&x, &taps, boundary, &got);
-            ensure!(
-                check.passed,
-                "{} R = {radius}, {} boundary: {}",
-                T::TYPE,
-                boundary.name(),
-                check.detail
-            );
-            nans += got.iter().filter(|g| g.to_f64().is_nan()).count();
-            infinities += got.iter().filter(|g| g.to_f64().is_infinite()).count();
+            let what = format!("{} R = {radius}, {} boundary", T::TYPE, boundary.name());
+            ensure!(check.passed, "{what}: {}", check.detail);
+            // The inputs reach the paths they are for, at this radius.
+            let count = |f: &dyn Fn(f64) -> bool| got.iter().filter(|g| f(g.to_f64())).count();
+            let counts = [
+                ("NaN", count(&|g| g.is_nan())),
+                ("infinite", count(&|g| g.is_infinite())),
+                ("-0", count(&|g| g == 0.0 && g.is_sign_negative())),
+                (
+                    "subnormal",
+                    count(&|g| {
+                        g != 0.0
+                            && g.abs() < T::MIN_SUBNORMAL * 2f64.powi(T::EXACT_INT_BITS as i32 - 1)
+                    }),
+                ),
+                (
+                    "overflowing",
+                    count(&|g| g.is_infinite())
+                        - (0..n)
+                            .filter(|&i| {
+                                cpu::stencil_point(&x, &taps, boundary, i)
+                                    .value
+                                    .is_infinite()
+                            })
+                            .count(),
+                ),
+            ];
+            for (name, c) in counts {
+                if name != "overflowing" || overflows {
+                    ensure!(c > 0, "{what}: no {name} output; {counts:?}");
+                }
+            }
         }
     }
-    // The inputs reach the paths they are for: outputs that are NaN and infinite.
-    ensure!(
-        nans > 0 && infinities > 0,
-        "{nans} NaN and {infinities} infinite outputs"
-    );
     Ok(())
 }

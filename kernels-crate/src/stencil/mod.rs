@@ -30,8 +30,10 @@
 //! the 16-bit floats `F16` and `Bf16`, computed in `f32`. Float outputs are computed as a chain
 //! of `2R + 1` fused multiply-adds (plain adds when every coefficient is 1), leftmost tap first,
 //! except the 16-bit floats' sums, whose eight outputs of a vector share partial sums
-//! (`sums::window_sum`): either way each output is its `2R + 1` terms with `2R` roundings, and
-//! the error is at most `(2R + 1) * eps / 2 * sum |c_k * x|`.
+//! (`sums::window_sum`): either way each output is its `2R + 1` terms with at most `2R + 1`
+//! roundings (`2R` for a sum), and the error is at most `(2R + 1) * eps / 2 * sum |c_k * x|`
+//! while no partial sum overflows, in the arithmetic type; a 16-bit output adds its one
+//! rounding to the type.
 //!
 //! This file is the family's table of entry points, one `#[kernel]` declaration each; the
 //! algorithm is in `fast`, the window it shares with the notes' kernels (`naive`,
