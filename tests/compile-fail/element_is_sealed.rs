@@ -19,6 +19,7 @@ unsafe impl ByValue for Meters {}
 impl Element for Meters {
     const TYPE: ElemType = ElemType::F32;
     const EPSILON: f64 = f32::EPSILON as f64;
+    const MIN_SUBNORMAL: f64 = 0.0;
     const EXACT_INT_BITS: u32 = f32::MANTISSA_DIGITS;
     const POISON_BYTE: u8 = 0xFF;
     fn add(self, other: Self) -> Self {
