@@ -14,7 +14,8 @@
 //!   form of this kernel) stayed 7-11 % short (docs/tuning-notes.md, "The grid, not the
 //!   pipeline", with the likely reasons). The kernel still takes any grid: a block with
 //!   several tiles loops over them, the next tile's loads issued into registers before the
-//!   current tile is computed.
+//!   current tile is computed (not for the 16-bit floats, whose registers decide how many
+//!   blocks an SM holds: see `tiles`).
 //!
 //! Alignment. Tiles are laid on the output's 16-byte grid: output vector `v` covers outputs
 //! `v * LANES - out_offset ..`, where `out_offset` is the output's element offset from a
@@ -240,18 +241,29 @@ unsafe fn tiles<T: Element, P: Taps<T::Acc>, const R: usize, const SHIFT: usize>
     let tiles = tiling.tiles();
     let s = dynamic_shared::<T::V>();
     let mut t = block_idx_x() as usize;
+    // The next tile's loads, issued before this tile is computed, keep `V + 1` vectors and
+    // their addresses live through the computation: 48 registers a thread for `f32` (10
+    // blocks an SM, enough to keep the copy speed), 62 for the 16-bit floats (8 blocks), whose
+    // stencil also issues more instructions per byte and needs the blocks more. Those load
+    // each tile when they reach it: 40 registers, 12 blocks an SM (docs/tuning-notes.md,
+    // "The 16-bit stencil: no loads across the computation"). With the library's grid, one
+    // block per tile, no block has a next tile anyway.
+    let prefetch = T::LANES != 8;
     let mut regs = [T::vector(|_| T::ZERO); V + 1];
     // SAFETY: tiles start at input vector boundaries (SHIFT) and output vector boundaries; the
     // shared memory holds `stencil_fast_tile_vectors` vectors, at least `tile.vectors`; `t` is
     // uniform per block, so every thread of the block runs the same iterations and reaches
     // both barriers.
     unsafe {
-        if t < tiles && tiling.tile::<T, R, SHIFT>(t).interior {
+        if prefetch && t < tiles && tiling.tile::<T, R, SHIFT>(t).interior {
             regs = load_tile(input, tiling.tile::<T, R, SHIFT>(t));
         }
         while t < tiles {
             let tile = tiling.tile::<T, R, SHIFT>(t);
             if tile.interior {
+                if !prefetch {
+                    regs = load_tile(input, tile);
+                }
                 for (round, r) in regs.iter().enumerate() {
                     let v = tid + round * block;
                     if v < tile.vectors {
@@ -263,7 +275,7 @@ unsafe fn tiles<T: Element, P: Taps<T::Acc>, const R: usize, const SHIFT: usize>
             }
             syncthreads();
             let next = t + grid_dim_x() as usize;
-            if next < tiles {
+            if prefetch && next < tiles {
                 let following = tiling.tile::<T, R, SHIFT>(next);
                 if following.interior {
                     regs = load_tile(input, following);

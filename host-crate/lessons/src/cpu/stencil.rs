@@ -162,6 +162,11 @@ fn accumulator_max<T: Element>() -> f64 {
 /// M` is `inf - inf` in pairs, `inf` in a chain); there any infinity or NaN is taken, and a
 /// finite output must still be within the bound.
 pub fn stencil_output_ok<T: Element>(got: T, p: &StencilPoint, radius: u32) -> bool {
+    output_within::<T>(got, p, stencil_tolerance::<T>(radius, p))
+}
+
+/// [`stencil_output_ok`] with its bound, `stencil_tolerance::<T>(radius, p)`, given.
+fn output_within<T: Element>(got: T, p: &StencilPoint, bound: f64) -> bool {
     if got.same_bits(T::poison()) && !T::from_f64(p.value).same_bits(T::poison()) {
         return false;
     }
@@ -175,7 +180,6 @@ pub fn stencil_output_ok<T: Element>(got: T, p: &StencilPoint, radius: u32) -> b
     if !g.is_finite() && p.scale > accumulator_max::<T>() * (1.0 - 1e-6) {
         return true;
     }
-    let bound = stencil_tolerance::<T>(radius, p);
     if g.is_infinite() {
         return T::from_f64(p.value + bound.copysign(g)).to_f64() == g;
     }
@@ -216,14 +220,11 @@ pub fn check_stencil<T: Element>(x: &[T], taps: &Taps<T>, boundary: Boundary, go
             // checking 2^28 outputs take minutes.
             let failure = if T::TYPE.is_float() {
                 let p = stencil_point(x, taps, boundary, i);
+                let bound = stencil_tolerance::<T>(taps.radius(), &p);
                 if p.value.is_finite() && g.to_f64().is_finite() {
-                    let bound = stencil_tolerance::<T>(taps.radius(), &p);
                     t.worst = t.worst.max((g.to_f64() - p.value).abs() / bound);
                 }
-                (!stencil_output_ok(g, &p, taps.radius())).then(|| {
-                    let bound = stencil_tolerance::<T>(taps.radius(), &p);
-                    format!("{} (± {bound:.1e})", p.value)
-                })
+                (!output_within(g, &p, bound)).then(|| format!("{} (± {bound:.1e})", p.value))
             } else {
                 let w = stencil_at(x, taps, boundary, i);
                 (!g.same_bits(w)).then(|| w.to_string())
