@@ -242,12 +242,13 @@ unsafe fn tiles<T: Element, P: Taps<T::Acc>, const R: usize, const SHIFT: usize>
     let s = dynamic_shared::<T::V>();
     let mut t = block_idx_x() as usize;
     // The next tile's loads, issued before this tile is computed, keep `V + 1` vectors and
-    // their addresses live through the computation: 48 registers a thread for `f32` (10
-    // blocks an SM, enough to keep the copy speed), 62 for the 16-bit floats (8 blocks), whose
-    // stencil also issues more instructions per byte and needs the blocks more. Those load
-    // each tile when they reach it: 40 registers, 12 blocks an SM (docs/tuning-notes.md,
-    // "The 16-bit stencil: no loads across the computation"). With the library's grid, one
-    // block per tile, no block has a next tile anyway.
+    // their addresses live through the computation: 48 registers a thread allocated for `f32`
+    // on sm_90 (10 blocks an SM, enough to keep the copy speed), 62 for the 16-bit floats (8
+    // blocks), whose stencil also issues more instructions per byte and needs the blocks more.
+    // Those load each tile when they reach it: 40 registers, 12 blocks an SM
+    // (docs/tuning-notes.md, "The 16-bit stencil: no loads across the computation"). On the
+    // single-GPU grid (`StencilGrid::Tiles`, one block per tile) no block has a next tile;
+    // the sharded stencil's interior (`StencilGrid::ResidentTiles`) loops.
     let prefetch = T::LANES != 8;
     let mut regs = [T::vector(|_| T::ZERO); V + 1];
     // SAFETY: tiles start at input vector boundaries (SHIFT) and output vector boundaries; the
