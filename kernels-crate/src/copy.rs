@@ -25,10 +25,9 @@
 use crate::entry::kernel;
 
 /// What `copy_bulk`'s body uses: it exists only in the sm_90 PTX.
-#[cfg(all(
-    target_arch = "nvptx64",
-    target_feature = "sm_90",
-    feature = "entry-points"
+#[cfg(any(
+    not(target_arch = "nvptx64"),
+    all(target_feature = "sm_90", feature = "entry-points")
 ))]
 mod body {
     pub(super) use crate::config::{COPY_BULK_STAGES, COPY_BULK_TILE_BYTES};
@@ -43,10 +42,9 @@ mod body {
         pub(super) fn copy_bulk_barriers() -> [u64; 8]
     );
 }
-#[cfg(all(
-    target_arch = "nvptx64",
-    target_feature = "sm_90",
-    feature = "entry-points"
+#[cfg(any(
+    not(target_arch = "nvptx64"),
+    all(target_feature = "sm_90", feature = "entry-points")
 ))]
 use body::*;
 

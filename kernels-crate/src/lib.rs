@@ -24,12 +24,10 @@ pub use ferrocuda_device::entry;
 pub use ferrocuda_device::grid;
 /// The 16-bit float element types (from the device layer).
 pub use ferrocuda_device::half;
-#[cfg(target_arch = "nvptx64")]
 pub use ferrocuda_device::shared_array;
 
 /// The device layer, its own crate (`ferrocuda-device`) so that a user's kernel crate can use it
 /// without these kernels; here under its old path.
-#[cfg(target_arch = "nvptx64")]
 pub use ferrocuda_device as device;
 
 /// Declares this crate's entry points. On `nvptx64` they are compiled only with the

@@ -58,7 +58,13 @@ fn thread_gpu() -> Result<&'static Gpu, SkipOrFail> {
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(0);
                 let required = std::env::var("FERROCUDA_REQUIRE_GPU").is_ok_and(|v| v == "1");
-                match Gpu::new(ordinal) {
+                // On the CPU device (`FERROCUDA_DEVICE=cpu`) a synccheck finding fails the
+                // launch that made it.
+                let opened = Gpu::new(ordinal);
+                if opened.as_ref().is_ok_and(Gpu::is_cpu) {
+                    ferrocuda::runtime::driver::cpu::fail_on_findings(true);
+                }
+                match opened {
                     // One GPU per test thread for the whole run: leaking it keeps the context
                     // alive as long as the thread, which is what the tests need.
                     Ok(gpu) => Ok(&*Box::leak(Box::new(gpu))),

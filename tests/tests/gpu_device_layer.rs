@@ -702,7 +702,8 @@ fn device_properties(gpu: &Gpu) -> TestResult {
             && p.shared_mem_per_sm >= p.shared_mem_per_block
     );
     ensure!(
-        p.theoretical_bandwidth_gbs() > 100.0,
+        // The CPU device reports a nominal host memory; any GPU moves over 100 GB/s.
+        p.theoretical_bandwidth_gbs() > if gpu.is_cpu() { 10.0 } else { 100.0 },
         "bandwidth {}",
         p.theoretical_bandwidth_gbs()
     );

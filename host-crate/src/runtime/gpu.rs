@@ -471,6 +471,26 @@ impl Gpu {
         Ok(gpu)
     }
 
+    /// The CPU device: the same kernels, compiled for the host and run by an emulator of the
+    /// CUDA execution model (`docs/cpu-device.md`), for a machine without an NVIDIA GPU. It is
+    /// chosen for the whole process, so it must be asked for before any GPU is opened (or set
+    /// `FERROCUDA_DEVICE=cpu`): after the NVIDIA driver was loaded this fails.
+    pub fn cpu() -> Result<Self> {
+        if !crate::runtime::driver::cpu::select() {
+            return Err(Error::NoDevice {
+                reason: "the CPU device must be chosen before the NVIDIA driver is loaded (this \
+                         process already opened a GPU)"
+                    .to_owned(),
+            });
+        }
+        Self::new(0)
+    }
+
+    /// Whether this is the CPU device rather than an NVIDIA GPU.
+    pub fn is_cpu(&self) -> bool {
+        crate::runtime::driver::cpu::selected()
+    }
+
     /// How many CUDA devices the driver shows (initialising it; opening none).
     pub fn count() -> Result<u32> {
         crate::runtime::driver::load()?;

@@ -10,6 +10,10 @@
 //! not reproducible bit for bit. The library's deterministic paths never use it.
 use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
 
+#[cfg(not(target_arch = "nvptx64"))]
+use crate::cpu::intrinsics::{atomic_load_add_f32, atomic_load_add_f64};
+
+#[cfg(target_arch = "nvptx64")]
 unsafe extern "C" {
     #[link_name = "llvm.nvvm.atomic.load.add.f32.p0"]
     fn atomic_load_add_f32(address: *mut f32, val: f32) -> f32;
@@ -45,34 +49,43 @@ pub trait AtomicOrd: Copy {
     unsafe fn atomic_cas(address: *mut Self, compare: Self, val: Self) -> Self;
 }
 
+/// `old`, after letting other threads run on the CPU device (an atomic is where the threads of
+/// a kernel interleave); nothing on the GPU.
+#[inline(always)]
+fn interleaved<T>(old: T) -> T {
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::cpu::intrinsics::interleave();
+    old
+}
+
 macro_rules! atomic_int {
     ($($t:ty => $atomic:ty),*) => {$(
         impl AtomicAdd for $t {
             #[inline(always)]
             unsafe fn atomic_add(address: *mut Self, val: Self) -> Self {
                 // SAFETY: forwarded to the caller.
-                unsafe { <$atomic>::from_ptr(address).fetch_add(val, Relaxed) }
+                interleaved(unsafe { <$atomic>::from_ptr(address).fetch_add(val, Relaxed) })
             }
         }
         impl AtomicOrd for $t {
             #[inline(always)]
             unsafe fn atomic_min(address: *mut Self, val: Self) -> Self {
                 // SAFETY: forwarded to the caller.
-                unsafe { <$atomic>::from_ptr(address).fetch_min(val, Relaxed) }
+                interleaved(unsafe { <$atomic>::from_ptr(address).fetch_min(val, Relaxed) })
             }
             #[inline(always)]
             unsafe fn atomic_max(address: *mut Self, val: Self) -> Self {
                 // SAFETY: forwarded to the caller.
-                unsafe { <$atomic>::from_ptr(address).fetch_max(val, Relaxed) }
+                interleaved(unsafe { <$atomic>::from_ptr(address).fetch_max(val, Relaxed) })
             }
             #[inline(always)]
             unsafe fn atomic_cas(address: *mut Self, compare: Self, val: Self) -> Self {
                 // SAFETY: forwarded to the caller.
-                match unsafe { <$atomic>::from_ptr(address) }
+                interleaved(match unsafe { <$atomic>::from_ptr(address) }
                     .compare_exchange(compare, val, Relaxed, Relaxed)
                 {
                     Ok(old) | Err(old) => old,
-                }
+                })
             }
         }
     )*};
@@ -163,15 +176,23 @@ pub unsafe fn atomic_cas<T: AtomicOrd>(address: *mut T, compare: T, val: T) -> T
 #[doc(alias = "fetch_add")]
 #[inline(always)]
 pub unsafe fn atomic_add_acq_rel(address: *mut u32, val: u32) -> u32 {
-    let old: u32;
-    // SAFETY: forwarded to the caller; a generic address of global or shared memory.
-    unsafe {
-        core::arch::asm!(
-            "atom.acq_rel.gpu.add.u32 {old}, [{address}], {val};",
-            old = out(reg32) old,
-            address = in(reg64) address,
-            val = in(reg32) val,
-        );
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let old: u32;
+        // SAFETY: forwarded to the caller; a generic address of global or shared memory.
+        unsafe {
+            core::arch::asm!(
+                "atom.acq_rel.gpu.add.u32 {old}, [{address}], {val};",
+                old = out(reg32) old,
+                address = in(reg64) address,
+                val = in(reg32) val,
+            );
+        }
+        old
     }
-    old
+    // SAFETY: forwarded to the caller.
+    #[cfg(not(target_arch = "nvptx64"))]
+    interleaved(unsafe {
+        AtomicU32::from_ptr(address).fetch_add(val, core::sync::atomic::Ordering::AcqRel)
+    })
 }

@@ -4,11 +4,20 @@
 /// `%globaltimer`: a GPU-wide nanosecond timer.
 #[inline(always)]
 pub fn globaltimer() -> u64 {
-    let t: u64;
-    // SAFETY: reading a special register has no preconditions. Not `pure`: every read must
-    // happen, a spin loop depends on it.
-    unsafe {
-        core::arch::asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nomem, nostack))
-    };
-    t
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let t: u64;
+        // SAFETY: reading a special register has no preconditions. Not `pure`: every read must
+        // happen, a spin loop depends on it.
+        unsafe {
+            core::arch::asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nomem, nostack))
+        };
+        t
+    }
+    // A spin on the clock lets the other threads of the CPU device run.
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        crate::cpu::intrinsics::interleave();
+        crate::cpu::intrinsics::globaltimer()
+    }
 }

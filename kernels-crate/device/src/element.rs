@@ -137,14 +137,20 @@ element! {
 impl Float for f32 {
     #[inline(always)]
     fn mul_add(self, a: Self, b: Self) -> Self {
-        core::intrinsics::fmaf32(self, a, b)
+        #[cfg(target_arch = "nvptx64")]
+        return core::intrinsics::fmaf32(self, a, b);
+        #[cfg(not(target_arch = "nvptx64"))]
+        f32::mul_add(self, a, b)
     }
 }
 
 impl Float for f64 {
     #[inline(always)]
     fn mul_add(self, a: Self, b: Self) -> Self {
-        core::intrinsics::fmaf64(self, a, b)
+        #[cfg(target_arch = "nvptx64")]
+        return core::intrinsics::fmaf64(self, a, b);
+        #[cfg(not(target_arch = "nvptx64"))]
+        f64::mul_add(self, a, b)
     }
 }
 
@@ -153,6 +159,7 @@ impl Float for f64 {
 /// them accumulate in `f32` instead (`Widen<f32>`), so these are for the odd element-wise use.
 macro_rules! element_half {
     ($($t:ident),*) => {$(
+        #[cfg(target_arch = "nvptx64")]
         impl PartialOrd for $t {
             #[inline(always)]
             fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {

@@ -38,6 +38,25 @@ macro_rules! device_global {
             pub static mut $symbol: [$t; $len] = [0 as $t; $len];
         )*
 
+        // On the host the same arrays exist for the CPU device, which finds them by name.
+        $(
+            #[cfg(not(target_arch = "nvptx64"))]
+            #[doc(hidden)]
+            #[allow(non_upper_case_globals)]
+            pub static mut $symbol: [$t; $len] = [0 as $t; $len];
+
+            #[cfg(not(target_arch = "nvptx64"))]
+            const _: () = {
+                #[$crate::entry::__private::linkme::distributed_slice($crate::entry::DEVICE_GLOBALS)]
+                #[linkme(crate = $crate::entry::__private::linkme)]
+                static GLOBAL: $crate::entry::GlobalInfo = $crate::entry::GlobalInfo {
+                    symbol: stringify!($symbol),
+                    address: || (&raw mut $symbol).cast::<u8>(),
+                    bytes: core::mem::size_of::<[$t; $len]>(),
+                };
+            };
+        )*
+
         #[cfg(not(target_arch = "nvptx64"))]
         $(#[$meta])*
         $vis fn $name<T: 'static>() -> Option<$crate::entry::DeviceGlobal<T>> {
@@ -89,6 +108,8 @@ mod host {
         /// The oldest architecture whose PTX holds the entry point, as `sm_XY`'s number (90
         /// for clusters and bulk copies), 0 for every architecture.
         pub min_arch: u32,
+        /// The same kernel compiled for the host, run by the CPU device.
+        pub cpu: crate::cpu::CpuKernel,
     }
 
     impl EntryInfo {
@@ -128,6 +149,22 @@ mod host {
     /// this program, in no particular order.
     #[linkme::distributed_slice]
     pub static ENTRY_POINTS: [EntryInfo];
+
+    /// A device global (`device_global!`) as the CPU device holds it: a host array of the
+    /// same name and size.
+    #[derive(Clone, Copy, Debug)]
+    pub struct GlobalInfo {
+        /// The PTX symbol.
+        pub symbol: &'static str,
+        /// Its address on the host.
+        pub address: fn() -> *mut u8,
+        /// Its size, bytes.
+        pub bytes: usize,
+    }
+
+    /// Every device global declared in the crates linked into this program.
+    #[linkme::distributed_slice]
+    pub static DEVICE_GLOBALS: [GlobalInfo];
 
     /// The entry points of package `package` (`"ferrocuda-kernels"`), sorted by symbol.
     pub fn entry_points_of(package: &str) -> Vec<&'static EntryInfo> {

@@ -48,10 +48,8 @@ impl GridBarrier {
 #[cfg(not(target_arch = "nvptx64"))]
 unsafe impl crate::entry::ByValue for GridBarrier {}
 
-#[cfg(target_arch = "nvptx64")]
 pub use device::*;
 
-#[cfg(target_arch = "nvptx64")]
 mod device {
     use super::GridBarrier;
     use crate::atomic::atomic_add;
@@ -94,7 +92,11 @@ mod device {
                     // Release this block's writes before it counts as arrived.
                     threadfence();
                     let old = atomic_add(arrived, add);
-                    while (old ^ core::ptr::read_volatile(arrived)) & 0x8000_0000 == 0 {}
+                    while (old ^ core::ptr::read_volatile(arrived)) & 0x8000_0000 == 0 {
+                        // On the CPU device the other blocks run while this one spins.
+                        #[cfg(not(target_arch = "nvptx64"))]
+                        crate::cpu::intrinsics::interleave();
+                    }
                     // Acquire the other blocks' writes.
                     threadfence();
                 }

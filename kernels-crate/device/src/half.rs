@@ -31,7 +31,6 @@ pub struct F16(pub u16);
 pub struct Bf16(pub u16);
 
 /// A 16-bit float stored in memory and computed in `f32`.
-#[cfg(target_arch = "nvptx64")]
 pub trait Half: Copy + 'static {
     /// Positive infinity.
     const INFINITY: Self;
@@ -55,7 +54,6 @@ pub trait Half: Copy + 'static {
 }
 
 /// [`Half::pack2`] one lane at a time.
-#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 fn pack2_each<H: Half>(lo: f32, hi: f32) -> u32 {
     H::from_f32(lo).bits() as u32 | (H::from_f32(hi).bits() as u32) << 16
@@ -116,7 +114,6 @@ impl Half for F16 {
     }
 }
 
-#[cfg(target_arch = "nvptx64")]
 impl Half for Bf16 {
     const INFINITY: Self = Bf16(0x7F80);
     const NEG_INFINITY: Self = Bf16(0xFF80);
@@ -147,6 +144,26 @@ impl Half for Bf16 {
     #[inline(always)]
     fn pack2(lo: f32, hi: f32) -> u32 {
         cvt_x2!("bf16", lo, hi)
+    }
+}
+
+/// On the CPU device `F16` converts with the `half` crate, which rounds as `cvt.rn.f16.f32`.
+#[cfg(not(target_arch = "nvptx64"))]
+impl Half for F16 {
+    const INFINITY: Self = F16(0x7C00);
+    const NEG_INFINITY: Self = F16(0xFC00);
+    const NEG_ZERO: Self = F16(0x8000);
+
+    fn to_f32(self) -> f32 {
+        F16::to_f32(self)
+    }
+
+    fn from_f32(v: f32) -> Self {
+        F16::from_f32(v)
+    }
+
+    fn bits(self) -> u16 {
+        self.0
     }
 }
 

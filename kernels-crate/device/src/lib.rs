@@ -42,7 +42,6 @@
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 pub use ferrocuda_macros::kernel;
-#[cfg(target_arch = "nvptx64")]
 pub use ferrocuda_macros::{printf, println};
 
 pub mod config;
@@ -50,35 +49,25 @@ pub mod entry;
 pub mod grid;
 pub mod half;
 
-#[cfg(target_arch = "nvptx64")]
 pub mod atomic;
-#[cfg(target_arch = "nvptx64")]
 pub mod block;
-#[cfg(all(
-    target_arch = "nvptx64",
-    target_feature = "sm_90",
-    target_feature = "ptx80"
+#[cfg(any(
+    not(target_arch = "nvptx64"),
+    all(target_feature = "sm_90", target_feature = "ptx80")
 ))]
 pub mod bulk;
-#[cfg(target_arch = "nvptx64")]
 pub mod cg;
-#[cfg(target_arch = "nvptx64")]
 pub mod clock;
-#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
 pub mod cluster;
-#[cfg(target_arch = "nvptx64")]
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod cpu;
 pub mod element;
-#[cfg(target_arch = "nvptx64")]
 pub mod print;
-#[cfg(target_arch = "nvptx64")]
 pub mod shared;
-#[cfg(target_arch = "nvptx64")]
 pub mod sync;
-#[cfg(target_arch = "nvptx64")]
 pub mod thread;
-#[cfg(target_arch = "nvptx64")]
 pub mod vector;
-#[cfg(target_arch = "nvptx64")]
 pub mod warp;
 
 /// A panic in a kernel (there are none in correct code: no bounds checks, no `unwrap`) traps:

@@ -10,9 +10,13 @@
 //! [`printf!`](crate::printf) and [`println!`](crate::println) check the arguments against the
 //! C conversions at compile time (see the macro for the table).
 
+#[cfg(target_arch = "nvptx64")]
 unsafe extern "C" {
     /// The PTX ABI's `vprintf`: `format` a NUL-terminated string in global memory, `args` the
     /// arguments packed as a `#[repr(C)]` struct. Returns the number of arguments, or a
     /// negative value on error.
     pub fn vprintf(format: *const u8, args: *const u8) -> i32;
 }
+
+#[cfg(not(target_arch = "nvptx64"))]
+pub use crate::cpu::print::vprintf;

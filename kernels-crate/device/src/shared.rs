@@ -30,10 +30,14 @@
 /// host passed at launch is out of bounds.
 #[inline(always)]
 pub fn dynamic_shared<T>() -> *mut T {
-    core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<T>()
+    #[cfg(target_arch = "nvptx64")]
+    return core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<T>();
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::cpu::current().dynamic_shared().cast()
 }
 
 /// The shared-window address of a pointer into shared memory.
+#[cfg(target_arch = "nvptx64")]
 #[doc(hidden)]
 #[inline(always)]
 pub fn shared_window_address<T>(p: *mut T) -> u32 {
@@ -62,6 +66,7 @@ pub fn shared_window_address<T>(p: *mut T) -> u32 {
 /// knows to be shared, a round trip that its address-space inference (and instruction
 /// combining) looks through. An address built as an integer (`cvta.shared` of the symbol in
 /// asm, or the base's address plus the distance) is opaque to LLVM and gives generic `ld`/`st`.
+#[cfg(target_arch = "nvptx64")]
 #[doc(hidden)]
 #[inline(always)]
 pub fn shared_symbol_ptr<T>(window_address: u32) -> *mut T {
@@ -93,6 +98,7 @@ pub fn shared_symbol_ptr<T>(window_address: u32) -> *mut T {
 /// in every block: write an element before reading it, and order the writes of one thread before
 /// the reads of another with a barrier (`syncthreads`); unsynchronised conflicting accesses are
 /// a data race.
+#[cfg(target_arch = "nvptx64")]
 #[macro_export]
 macro_rules! shared_array {
     ($(#[$meta:meta])* $vis:vis fn $name:ident() -> [$t:ty; $n:expr]) => {
@@ -111,6 +117,25 @@ macro_rules! shared_array {
                     options(pure, nomem, nostack));
             }
             $crate::shared::shared_symbol_ptr::<$t>(sym)
+        }
+    };
+}
+
+/// `shared_array!` on the CPU device: the array is placed in the block's shared memory, after
+/// the dynamic part, the first time a thread of the block reaches it.
+#[cfg(not(target_arch = "nvptx64"))]
+#[macro_export]
+macro_rules! shared_array {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident() -> [$t:ty; $n:expr]) => {
+        $(#[$meta])*
+        #[inline(always)]
+        $vis fn $name() -> *mut $t {
+            // The address of this static names the array: one per declaration.
+            static KEY: u8 = 0;
+            let align = if core::mem::align_of::<$t>() > 16 { core::mem::align_of::<$t>() } else { 16 };
+            $crate::cpu::current()
+                .static_shared(&KEY as *const u8 as usize, core::mem::size_of::<$t>() * ($n), align)
+                .cast::<$t>()
         }
     };
 }

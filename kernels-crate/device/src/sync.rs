@@ -13,6 +13,12 @@
 //! Fences order one thread's memory operations as seen by others at block, GPU or system scope
 //! without waiting for anyone.
 
+#[cfg(not(target_arch = "nvptx64"))]
+use crate::cpu::intrinsics::{bar_warp_sync, barrier0_and, barrier0_or, barrier0_popc, nvptx};
+#[cfg(target_arch = "nvptx64")]
+use core::arch::nvptx;
+
+#[cfg(target_arch = "nvptx64")]
 unsafe extern "C" {
     #[link_name = "llvm.nvvm.barrier0.popc"]
     fn barrier0_popc(predicate: i32) -> i32;
@@ -34,7 +40,7 @@ unsafe extern "C" {
 #[inline(always)]
 pub unsafe fn syncthreads() {
     // SAFETY: forwarded to the caller.
-    unsafe { core::arch::nvptx::_syncthreads() }
+    unsafe { nvptx::_syncthreads() }
 }
 
 /// `__syncthreads_count(predicate)`: barrier that returns how many threads passed `true`.
@@ -89,7 +95,12 @@ pub unsafe fn syncwarp(mask: u32) {
 #[inline(always)]
 pub fn threadfence() {
     // SAFETY: a fence has no preconditions.
-    unsafe { core::arch::asm!("fence.acq_rel.gpu;") }
+    #[cfg(target_arch = "nvptx64")]
+    unsafe {
+        core::arch::asm!("fence.acq_rel.gpu;")
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
 /// `__threadfence_system()`: orders this thread's memory operations as seen by the host and
@@ -98,5 +109,10 @@ pub fn threadfence() {
 #[inline(always)]
 pub fn threadfence_system() {
     // SAFETY: a fence has no preconditions.
-    unsafe { core::arch::asm!("fence.acq_rel.sys;") }
+    #[cfg(target_arch = "nvptx64")]
+    unsafe {
+        core::arch::asm!("fence.acq_rel.sys;")
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }

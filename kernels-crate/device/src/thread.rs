@@ -7,7 +7,11 @@
 //! ([`grid_stride_1d`]), which lets the host size the grid for the GPU instead of for the data.
 //!
 //! The index readers are safe: reading a special register has no preconditions.
+#[cfg(target_arch = "nvptx64")]
 use core::arch::nvptx;
+
+#[cfg(not(target_arch = "nvptx64"))]
+use crate::cpu::intrinsics::nvptx;
 
 macro_rules! special_register {
     ($(#[doc = $doc:literal] #[doc(alias = $alias:literal)] $name:ident => $intrinsic:ident;)*) => {$(

@@ -112,8 +112,13 @@ access16_half!(crate::half::F16, crate::half::Bf16);
 /// `ld.global.nc.v4.b32` of four 4-byte lanes.
 #[inline(always)]
 pub(super) unsafe fn load_nc_v4<T: Copy>(p: *const Vector16<u32, 4>) -> Vector16<T, 4> {
+    #[cfg(not(target_arch = "nvptx64"))]
+    // SAFETY: the caller guarantees a 16-byte aligned address of 16 readable bytes.
+    return unsafe { core::mem::transmute_copy(&*p) };
+    #[cfg(target_arch = "nvptx64")]
     let (a, b, c, d): (u32, u32, u32, u32);
     // SAFETY: the caller guarantees a 16-byte aligned global address of 16 readable bytes.
+    #[cfg(target_arch = "nvptx64")]
     unsafe {
         core::arch::asm!(
             "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.global.nc.v4.b32 {{{a}, {b}, {c}, {d}}}, [g]; }}",
@@ -127,8 +132,13 @@ pub(super) unsafe fn load_nc_v4<T: Copy>(p: *const Vector16<u32, 4>) -> Vector16
 /// `ld.global.nc.v2.b64` of two 8-byte lanes.
 #[inline(always)]
 pub(super) unsafe fn load_nc_v2<T: Copy>(p: *const Vector16<u64, 2>) -> Vector16<T, 2> {
+    #[cfg(not(target_arch = "nvptx64"))]
+    // SAFETY: the caller guarantees a 16-byte aligned address of 16 readable bytes.
+    return unsafe { core::mem::transmute_copy(&*p) };
+    #[cfg(target_arch = "nvptx64")]
     let (a, b): (u64, u64);
     // SAFETY: the caller guarantees a 16-byte aligned global address of 16 readable bytes.
+    #[cfg(target_arch = "nvptx64")]
     unsafe {
         core::arch::asm!(
             "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.global.nc.v2.b64 {{{a}, {b}}}, [g]; }}",

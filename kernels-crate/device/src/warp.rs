@@ -24,6 +24,13 @@ pub const WARP_SIZE: u32 = crate::config::WARP_SIZE;
 /// All 32 lanes. Only valid when all 32 lanes of the warp exist and take part.
 pub const FULL_MASK: u32 = u32::MAX;
 
+#[cfg(not(target_arch = "nvptx64"))]
+use crate::cpu::intrinsics::{
+    read_laneid, shfl_bfly_i32, shfl_down_i32, shfl_idx_i32, shfl_up_i32, vote_all_sync,
+    vote_any_sync, vote_ballot_sync,
+};
+
+#[cfg(target_arch = "nvptx64")]
 unsafe extern "C" {
     #[link_name = "llvm.nvvm.read.ptx.sreg.laneid"]
     fn read_laneid() -> u32;

@@ -10,7 +10,6 @@
 //!   shared array with every lane adding at every step and no `__syncwarp()`. Correct only when
 //!   a warp runs in lock-step, which Volta's independent thread scheduling no longer
 //!   guarantees; `racecheck` reports the intra-warp hazards.
-#[cfg(target_arch = "nvptx64")]
 use crate::device::{
     shared::dynamic_shared,
     sync::syncthreads,
@@ -19,7 +18,6 @@ use crate::device::{
 use crate::entry::kernel;
 
 /// The radius of the broken stencil (the slide's `RADIUS`).
-#[cfg(target_arch = "nvptx64")]
 const R: usize = 3;
 
 /// WRONG (missing barrier). `<<<ceil(n / B), B>>>`, `B >= 3`, dynamic shared memory

@@ -1,7 +1,6 @@
 //! The warp and execution-model lab (樊哲勇《CUDA编程基础与实践》第10章, 学习笔记《CUDA执行模型》,
 //! 沐曦 MXMACA 教材第5章): the notes' warp-function program and the `simpleDivergence` kernels
 //! of "Professional CUDA C".
-#[cfg(target_arch = "nvptx64")]
 use crate::device::{
     thread::{index_1d, thread_idx_x},
     warp::{self, WARP_SIZE},
@@ -12,7 +11,6 @@ use crate::entry::kernel;
 pub const DEMO_WORDS: usize = crate::config::WARP_DEMO_WORDS;
 
 /// Written for a vote a lane does not take part in.
-#[cfg(target_arch = "nvptx64")]
 const NOT_IN_MASK: u32 = u32::MAX;
 
 /// The notes' `warp.cu` (`<<<1, 16>>>`, width `w = 8`), with masks that name only lanes that
@@ -73,7 +71,6 @@ pub unsafe fn warp_functions_demo(out: *mut u32, width: u32, src_lane: u32, offs
 /// The two sides of every divergence kernel: `work` steps of a recurrence that LLVM cannot
 /// turn into a select (with the book's one-assignment bodies the branch disappears into
 /// predication and there is no divergence left to see).
-#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 fn side(seed: f32, work: u32) -> f32 {
     let mut v = seed;
@@ -84,7 +81,6 @@ fn side(seed: f32, work: u32) -> f32 {
 }
 
 /// Writes `ia + ib` to `c[tid]`, as the book does.
-#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn store(c: *mut f32, n: usize, tid: usize, ia: f32, ib: f32) {
     if tid < n {

@@ -17,10 +17,8 @@ pub mod config;
 
 pub use ferrocuda_device::device_global;
 pub use ferrocuda_device::entry;
-#[cfg(target_arch = "nvptx64")]
 pub use ferrocuda_device::shared_array;
 
-#[cfg(target_arch = "nvptx64")]
 pub(crate) use ferrocuda_device as device;
 
 pub mod broken;

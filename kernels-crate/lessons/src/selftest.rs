@@ -1,7 +1,6 @@
 //! Kernels that exercise each device-layer primitive on its own, so that the GPU test suite can
 //! compare it with the CPU model (the warp emulator in `ferrocuda_lessons::cpu`). They are not
 //! part of the library's algorithms; their names all start with `selftest_`.
-#[cfg(target_arch = "nvptx64")]
 use crate::device::{
     atomic::{AtomicAdd, AtomicOrd, atomic_add, atomic_cas, atomic_max, atomic_min},
     cg::{this_thread_block, tiled_partition},
@@ -12,20 +11,15 @@ use crate::device::{
     warp::{self, Shuffle},
 };
 use crate::entry::kernel;
-#[cfg(target_arch = "nvptx64")]
 use crate::shared_array;
 
 /// Shuffle modes, numbered as `ferrocuda_lessons::cpu::warp::ShflMode`.
-#[cfg(target_arch = "nvptx64")]
 const MODE_IDX: u32 = 0;
-#[cfg(target_arch = "nvptx64")]
 const MODE_UP: u32 = 1;
-#[cfg(target_arch = "nvptx64")]
 const MODE_DOWN: u32 = 2;
 
 /// One shuffle per lane named in `mask`: `out[t] = shfl_*(mask, input[t], b, width)`.
 /// Lanes outside `mask` write nothing.
-#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn shuffle_once<T: Shuffle>(
     mode: u32,
@@ -91,7 +85,6 @@ pub unsafe fn selftest_vote(pred: *const u32, mask: u32, out: *mut u32) {
     }
 }
 
-#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn accumulate<T: AtomicAdd>(values: *const T, n: usize, acc: *mut T) {
     for i in grid_stride_1d(n) {
@@ -100,7 +93,6 @@ unsafe fn accumulate<T: AtomicAdd>(values: *const T, n: usize, acc: *mut T) {
     }
 }
 
-#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn min_max<T: AtomicOrd>(values: *const T, n: usize, out: *mut T) {
     for i in grid_stride_1d(n) {
@@ -152,9 +144,7 @@ pub unsafe fn selftest_atomic_cas_counter(counter: *mut u64) {
     }
 }
 
-#[cfg(target_arch = "nvptx64")]
 const SHARED_STATIC_BLOCK: usize = crate::config::SELFTEST_SHARED_BLOCK as usize;
-#[cfg(target_arch = "nvptx64")]
 shared_array!(
     /// The tile of `selftest_shared_static`: one slot per thread.
     fn selftest_reverse_tile() -> [u32; SHARED_STATIC_BLOCK]
@@ -162,7 +152,6 @@ shared_array!(
 
 /// Reverses each block-sized chunk of `input` into `out` through shared memory. Threads past
 /// `n` still reach the barrier (no early return before `syncthreads`).
-#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn reverse_chunks(tile: *mut u32, input: *const u32, out: *mut u32, n: usize) {
     let t = thread_idx_x() as usize;
@@ -225,7 +214,6 @@ pub unsafe fn selftest_sync_predicates(pred: *const u32, out: *mut u32) {
 
 /// Per thread, ten words: rank, size, meta-group rank, `shfl(v, 0)`, `shfl_down(v, 1)`,
 /// `shfl_up(v, 1)`, `shfl_xor(v, 1)`, `ballot(v odd)`, `any(v % 3 == 0)`, `all(v != 0)`.
-#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn tile_report<const N: u32>(input: *const u32, out: *mut u32) {
     let block = this_thread_block();
@@ -380,7 +368,6 @@ pub unsafe fn selftest_last_block_sum(
 
 /// Sums one value per thread over a power-of-two block through shared memory `s` (`block`
 /// slots); the result is valid in thread 0. Ends with a barrier so `s` can be reused.
-#[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 unsafe fn block_tree_sum(s: *mut u32, v: u32, t: u32, block: u32) -> u32 {
     // SAFETY: `s` holds `block` slots; every thread calls this.

@@ -285,6 +285,21 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
 
     let instances = cartesian(&params);
     let mut device = Vec::new();
+    // On the host the body is compiled too, under another name, for the CPU device.
+    let cpu_body = format_ident!("__ferrocuda_cpu_{}", name);
+    let mut cpu = Vec::new();
+    {
+        let generics = &sig.generics;
+        let where_clause = &generics.where_clause;
+        let inputs = &sig.inputs;
+        cpu.push(quote! {
+            #[doc(hidden)]
+            #(#other_attrs)*
+            #[allow(clippy::missing_safety_doc, dead_code)]
+            #[inline]
+            #vis unsafe fn #cpu_body #generics (#inputs) #where_clause #body
+        });
+    }
     let mut host_checks = TokenStream2::new();
     let mut registry = Vec::new();
     let generic = !params.is_empty();
@@ -391,6 +406,31 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
             name.to_string().to_uppercase(),
             i
         );
+        let cpu_launch = format_ident!("__ferrocuda_cpu_launch_{}", symbol);
+        let arg_index: Vec<usize> = (0..arg_names.len()).collect();
+        let turbofish = if generic {
+            quote!(::<#(#values),*>)
+        } else {
+            quote!()
+        };
+        cpu.push(quote! {
+            /// Runs this instance on the CPU device: `params` is the launch's array of pointers
+            /// to the arguments, as `cuLaunchKernel` takes it.
+            #[doc(hidden)]
+            #[allow(non_snake_case, clippy::missing_safety_doc)]
+            unsafe fn #cpu_launch(
+                params: *const *const ::core::ffi::c_void,
+                launch: &::ferrocuda_device::cpu::Launch,
+            ) -> ::core::result::Result<::ferrocuda_device::cpu::Outcome, ::ferrocuda_device::cpu::Fault> {
+                // SAFETY: the driver passes one pointer per parameter, each to a value of the
+                // parameter's type (the typed launch checked them).
+                #(let #arg_names: #types = unsafe { (*params.add(#arg_index)).cast::<#types>().read_unaligned() };)*
+                ::ferrocuda_device::cpu::run(launch, &|| {
+                    // SAFETY: the launch contract of the kernel, which its caller upheld.
+                    unsafe { #cpu_body #turbofish (#(#arg_names),*) }
+                })
+            }
+        });
         let value_strings: Vec<String> = values
             .iter()
             .map(|v| v.to_string().replace(' ', ""))
@@ -415,6 +455,7 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
                 dynamic_shared_bytes: #shared_fn,
                 cluster_blocks: #cluster_blocks,
                 min_arch: #min_arch,
+                cpu: #cpu_launch,
             };
         });
         if generic {
@@ -479,6 +520,7 @@ fn expand(args: Punctuated<Arg, Token![,]>, func: ItemFn) -> syn::Result<TokenSt
         #[cfg(not(target_arch = "nvptx64"))]
         #host
         #(#[cfg(not(target_arch = "nvptx64"))] #registry)*
+        #(#[cfg(not(target_arch = "nvptx64"))] #cpu)*
     })
 }
 

@@ -226,7 +226,7 @@ unsafe fn finish<A: Element, O: Op>(
     }
 }
 
-#[cfg(target_feature = "sm_90")]
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
 shared_array!(
     /// The block's value, read by the cluster's first block through distributed shared memory.
     fn reduce_cluster_value() -> [u64; 1]
@@ -240,7 +240,7 @@ shared_array!(
 ///
 /// # Safety
 /// As [`fast`], launched in clusters along x; `partials` holds `gridDim.x / cluster` elements.
-#[cfg(target_feature = "sm_90")]
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
 #[inline(always)]
 pub unsafe fn fast_cluster<T, A, O, const ITEMS: usize>(
     x: *const T,

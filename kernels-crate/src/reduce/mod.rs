@@ -13,16 +13,11 @@
 #[cfg(any(not(target_arch = "nvptx64"), feature = "entry-points"))]
 use crate::entry::kernel;
 
-#[cfg(target_arch = "nvptx64")]
 pub mod fast;
-#[cfg(target_arch = "nvptx64")]
 mod op;
-#[cfg(target_arch = "nvptx64")]
 pub mod reproducible;
 
-#[cfg(target_arch = "nvptx64")]
 pub use crate::device::element::Element;
-#[cfg(target_arch = "nvptx64")]
 pub use op::Op;
 
 /// `+` (wrapping for integers): the operator of `reduce_fast` that gives `reduce_fast_sum_*`.
@@ -31,7 +26,7 @@ pub struct Sum;
 pub struct Min;
 /// `max`: `reduce_fast_max_*`.
 pub struct Max;
-#[cfg(all(target_arch = "nvptx64", feature = "entry-points"))]
+#[cfg(any(not(target_arch = "nvptx64"), feature = "entry-points"))]
 use fast::Widen;
 #[cfg(any(not(target_arch = "nvptx64"), feature = "entry-points"))]
 use ferrocuda_device::half::{Bf16, F16};

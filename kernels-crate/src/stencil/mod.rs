@@ -44,22 +44,16 @@ use crate::entry::kernel;
 #[cfg(any(not(target_arch = "nvptx64"), feature = "entry-points"))]
 use ferrocuda_device::half::{Bf16, F16};
 
-#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
 pub mod bulk;
-#[cfg(all(target_arch = "nvptx64", target_feature = "sm_90"))]
+#[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
 pub mod cluster;
-#[cfg(target_arch = "nvptx64")]
 pub mod fast;
-#[cfg(any(target_arch = "nvptx64", test))]
 mod sums;
-#[cfg(target_arch = "nvptx64")]
 mod window;
 
-#[cfg(target_arch = "nvptx64")]
 pub use crate::device::element::{Element, Float};
-#[cfg(target_arch = "nvptx64")]
 use sums::window_sum;
-#[cfg(target_arch = "nvptx64")]
 pub use window::{Ones, Taps, fetch, point, source_index};
 
 /// The coefficients a weighted stencil takes by value: `c_0 ..= c_2R`, leftmost first, in the

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 #[allow(clippy::wildcard_imports)]
 use cust::sys::*;
 
+pub mod cpu;
 pub mod cuda12;
 
 /// The library the NVIDIA driver installs; the unversioned `libcuda.so` is a development link.
@@ -105,7 +106,13 @@ fn handle() -> Result<&'static Handle, &'static DriverMissing> {
 /// Opens the driver library if it is not open yet. Every GPU path calls this first (through
 /// `Gpu::new`), so a machine without a driver gets this error rather than a CUDA status.
 pub fn load() -> Result<(), DriverMissing> {
-    handle().map(|_| ()).map_err(Clone::clone)
+    if cpu::selected() {
+        cpu::announce();
+        return Ok(());
+    }
+    handle().map(|_| ()).map_err(Clone::clone)?;
+    cpu::nvidia_chosen();
+    Ok(())
 }
 
 /// One trampoline's cached entry point: null until resolved.
@@ -123,7 +130,13 @@ impl Slot {
         if !cached.is_null() {
             return Ok(cached);
         }
+        if cpu::selected() {
+            let found = cpu::resolve(name).ok_or(CUresult::CUDA_ERROR_NOT_SUPPORTED)?;
+            self.0.store(found, Ordering::Release);
+            return Ok(found);
+        }
         let handle = handle().map_err(|_| CUresult::CUDA_ERROR_STUB_LIBRARY)?;
+        cpu::nvidia_chosen();
         // SAFETY: a live handle and a valid C string.
         let found = unsafe { libc::dlsym(handle.0, name.as_ptr()) };
         if found.is_null() {

@@ -17,18 +17,12 @@
 use crate::entry::kernel;
 use ferrocuda_device::grid::GridBarrier;
 
-#[cfg(target_arch = "nvptx64")]
 pub mod cg_vector;
-#[cfg(target_arch = "nvptx64")]
 pub mod grid_sync;
-#[cfg(target_arch = "nvptx64")]
 pub mod textbook;
-#[cfg(target_arch = "nvptx64")]
 pub mod warp_level;
 
-#[cfg(target_arch = "nvptx64")]
 use ferrocuda_device::atomic::AtomicAdd;
-#[cfg(target_arch = "nvptx64")]
 pub use ferrocuda_device::element::Element;
 
 // ---------------------------------------------------------------------------------------------

@@ -6,10 +6,8 @@
 use crate::entry::kernel;
 use ferrocuda_kernels::stencil::Coefficients;
 
-#[cfg(target_arch = "nvptx64")]
 pub mod textbook;
 
-#[cfg(target_arch = "nvptx64")]
 pub use ferrocuda_kernels::stencil::{Element, Float, Ones};
 
 /// The notes' 1D stencil (一维模板), every input read from global memory: the baseline the

@@ -27,8 +27,9 @@ use ferrocuda_lessons::timing;
     about = "GPU kernels in pure Rust: run, check and measure them"
 )]
 struct Cli {
-    /// CUDA device ordinal.
-    #[arg(long, global = true, default_value_t = 0)]
+    /// CUDA device ordinal, or `cpu` for the CPU device (the kernels emulated on the host; its
+    /// times are not GPU times).
+    #[arg(long, global = true, default_value = "0", value_parser = device_arg)]
     device: u32,
     #[command(subcommand)]
     command: Command,
@@ -805,6 +806,19 @@ fn stencil(
         bail!("some stencil outputs differ from the CPU (see the check column)");
     }
     Ok(())
+}
+
+/// `--device`: an ordinal, or `cpu`, which chooses the CPU device for the process (as
+/// `FERROCUDA_DEVICE=cpu` does) and is its ordinal 0.
+fn device_arg(text: &str) -> std::result::Result<u32, String> {
+    if text.trim().eq_ignore_ascii_case("cpu") {
+        if !ferrocuda::runtime::driver::cpu::select() {
+            return Err("the NVIDIA driver is already in use".to_owned());
+        }
+        return Ok(0);
+    }
+    text.parse()
+        .map_err(|_| format!("`{text}` is not a device ordinal or `cpu`"))
 }
 
 fn open(device: u32) -> Result<Gpu> {

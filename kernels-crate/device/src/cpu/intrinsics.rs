@@ -1,0 +1,178 @@
+//! The GPU's special registers and instructions, on the CPU device: the functions the device
+//! layer calls where the GPU build calls `core::arch::nvptx` or an `llvm.nvvm` intrinsic, with
+//! the same names and signatures, so that each module of the device layer is written once.
+use super::{WarpOp, current};
+
+/// `core::arch::nvptx`'s special registers and barrier, on the CPU device.
+pub mod nvptx {
+    use super::current;
+
+    macro_rules! sreg {
+        ($($name:ident => $field:ident[$d:literal];)*) => {$(
+            #[inline]
+            pub unsafe fn $name() -> u32 {
+                current().$field()[$d]
+            }
+        )*};
+    }
+    sreg! {
+        _thread_idx_x => thread_idx[0];
+        _thread_idx_y => thread_idx[1];
+        _thread_idx_z => thread_idx[2];
+        _block_idx_x => block_idx[0];
+        _block_idx_y => block_idx[1];
+        _block_idx_z => block_idx[2];
+        _block_dim_x => block_dim[0];
+        _block_dim_y => block_dim[1];
+        _block_dim_z => block_dim[2];
+        _grid_dim_x => grid_dim[0];
+        _grid_dim_y => grid_dim[1];
+        _grid_dim_z => grid_dim[2];
+    }
+
+    /// `bar.sync 0`.
+    #[inline]
+    #[track_caller]
+    pub unsafe fn _syncthreads() {
+        current().syncthreads(true);
+    }
+
+    /// `trap`: the thread stops and the launch fails.
+    pub unsafe fn trap() -> ! {
+        panic!("trap")
+    }
+}
+
+/// `%laneid`.
+#[inline]
+pub unsafe fn read_laneid() -> u32 {
+    current().lane_id()
+}
+
+macro_rules! shuffle {
+    ($($name:ident => $op:ident;)*) => {$(
+        /// The shuffle, with PTX's `c` operand.
+        #[inline]
+        #[track_caller]
+        pub unsafe fn $name(mask: u32, v: u32, b: u32, c: u32) -> u32 {
+            current().warp(WarpOp::$op, u64::from(mask), u64::from(v), b, c) as u32
+        }
+    )*};
+}
+shuffle! {
+    shfl_idx_i32 => ShflIdx;
+    shfl_up_i32 => ShflUp;
+    shfl_down_i32 => ShflDown;
+    shfl_bfly_i32 => ShflXor;
+}
+
+/// `vote.ballot.sync`.
+#[inline]
+#[track_caller]
+pub unsafe fn vote_ballot_sync(mask: u32, predicate: bool) -> u32 {
+    current().warp(WarpOp::Ballot, u64::from(mask), u64::from(predicate), 0, 0) as u32
+}
+
+/// `vote.any.sync`.
+#[inline]
+#[track_caller]
+pub unsafe fn vote_any_sync(mask: u32, predicate: bool) -> bool {
+    current().warp(WarpOp::Any, u64::from(mask), u64::from(predicate), 0, 0) != 0
+}
+
+/// `vote.all.sync`.
+#[inline]
+#[track_caller]
+pub unsafe fn vote_all_sync(mask: u32, predicate: bool) -> bool {
+    current().warp(WarpOp::All, u64::from(mask), u64::from(predicate), 0, 0) != 0
+}
+
+/// `bar.warp.sync`.
+#[inline]
+#[track_caller]
+pub unsafe fn bar_warp_sync(mask: u32) {
+    current().warp(WarpOp::Sync, u64::from(mask), 0, 0, 0);
+}
+
+/// `bar.red.popc`.
+#[inline]
+#[track_caller]
+pub unsafe fn barrier0_popc(predicate: i32) -> i32 {
+    current().syncthreads(predicate != 0) as i32
+}
+
+/// `bar.red.and`.
+#[inline]
+#[track_caller]
+pub unsafe fn barrier0_and(predicate: i32) -> i32 {
+    let ctx = current();
+    let [x, y, z] = ctx.block_dim();
+    i32::from(ctx.syncthreads(predicate != 0) == x * y * z)
+}
+
+/// `bar.red.or`.
+#[inline]
+#[track_caller]
+pub unsafe fn barrier0_or(predicate: i32) -> i32 {
+    i32::from(current().syncthreads(predicate != 0) != 0)
+}
+
+/// `match.any.sync.b32`.
+#[inline]
+#[track_caller]
+pub unsafe fn match_any_sync_i32(mask: u32, v: u32) -> u32 {
+    current().warp(WarpOp::MatchAny, u64::from(mask), u64::from(v), 0, 0) as u32
+}
+
+/// `redux.sync.add.u32`.
+#[inline]
+#[track_caller]
+pub unsafe fn redux_sync_add(v: u32, mask: u32) -> u32 {
+    current().warp(WarpOp::ReduceAdd, u64::from(mask), u64::from(v), 0, 0) as u32
+}
+
+/// `atom.add.f32`: a compare-and-swap loop on the bits; other threads may run after it.
+#[inline]
+pub unsafe fn atomic_load_add_f32(address: *mut f32, val: f32) -> f32 {
+    use core::sync::atomic::{AtomicU32, Ordering::SeqCst};
+    // SAFETY: the caller's contract: a valid, aligned address.
+    let cell = unsafe { AtomicU32::from_ptr(address.cast()) };
+    let old = cell
+        .fetch_update(SeqCst, SeqCst, |b| {
+            Some((f32::from_bits(b) + val).to_bits())
+        })
+        .unwrap_or_else(|b| b);
+    interleave();
+    f32::from_bits(old)
+}
+
+/// `atom.add.f64`.
+#[inline]
+pub unsafe fn atomic_load_add_f64(address: *mut f64, val: f64) -> f64 {
+    use core::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    // SAFETY: the caller's contract: a valid, aligned address.
+    let cell = unsafe { AtomicU64::from_ptr(address.cast()) };
+    let old = cell
+        .fetch_update(SeqCst, SeqCst, |b| {
+            Some((f64::from_bits(b) + val).to_bits())
+        })
+        .unwrap_or_else(|b| b);
+    interleave();
+    f64::from_bits(old)
+}
+
+/// A point where other threads may run: after an atomic, in a spin loop.
+#[inline]
+pub fn interleave() {
+    if super::in_kernel() {
+        current().interleave();
+    }
+}
+
+/// `%globaltimer`: nanoseconds of the host's monotonic clock.
+pub fn globaltimer() -> u64 {
+    use std::sync::OnceLock;
+    use std::time::Instant;
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
