@@ -32,7 +32,9 @@ use cust::sys::*;
 use ferrocuda_device::cpu::{Fault, Finding, Launch, Schedule};
 use ferrocuda_device::entry::{DEVICE_GLOBALS, ENTRY_POINTS, EntryInfo};
 
-use super::cuda12::{LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, LaunchConfig};
+use super::launch::{
+    DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, LaunchConfig,
+};
 
 /// The value of `FERROCUDA_DEVICE` that chooses the CPU device.
 pub const DEVICE_ENV: &str = "FERROCUDA_DEVICE";
@@ -293,7 +295,7 @@ fn attribute(a: c_int) -> i32 {
         x if x == A::CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED as c_int => 1,
         x if x == A::CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS as c_int => 0,
         x if x == A::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT as c_int => 0,
-        x if x == super::cuda12::DEVICE_ATTRIBUTE_CLUSTER_LAUNCH => 1,
+        x if x == DEVICE_ATTRIBUTE_CLUSTER_LAUNCH => 1,
         _ => 0,
     }
 }

@@ -8,33 +8,10 @@ use cust::sys::{CUdevice, CUfunction, CUresult, CUstream};
 
 use super::Slot;
 
-/// `CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION`.
-pub const LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: c_uint = 4;
-
-/// `CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH`: whether the device launches thread block clusters.
-pub const DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: c_int = 120;
-
-/// `CUlaunchAttribute`: an id, padding to 8 bytes, and a 64-byte value (here the cluster's
-/// dimensions in its first 12 bytes). The C value is a union holding pointers and `size_t`,
-/// so the struct is 8-byte aligned.
-#[repr(C, align(8))]
-#[derive(Clone, Copy)]
-pub struct LaunchAttribute {
-    pub id: c_uint,
-    pub pad: [u8; 4],
-    pub value: [c_uint; 16],
-}
-
-/// `CUlaunchConfig`.
-#[repr(C)]
-pub struct LaunchConfig {
-    pub grid: [c_uint; 3],
-    pub block: [c_uint; 3],
-    pub shared_mem_bytes: c_uint,
-    pub stream: CUstream,
-    pub attrs: *mut LaunchAttribute,
-    pub num_attrs: c_uint,
-}
+pub use super::launch::{
+    DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, LaunchAttribute,
+    LaunchConfig,
+};
 
 /// The attribute that launches in clusters of `x` blocks along x.
 pub fn cluster_dimension(x: u32) -> LaunchAttribute {
