@@ -104,15 +104,25 @@ pub fn take_findings() -> Vec<Finding> {
     std::mem::take(&mut *lock(&FINDINGS))
 }
 
-/// The fault of the last launch on this thread that failed, if any, taken.
-pub fn take_fault() -> Option<Fault> {
-    LAST_FAULT.with(|f| f.borrow_mut().take())
-}
-
 static FINDINGS: Mutex<Vec<Finding>> = Mutex::new(Vec::new());
 
 thread_local! {
-    static LAST_FAULT: std::cell::RefCell<Option<Fault>> = const { std::cell::RefCell::new(None) };
+    /// The status and the one-line description of this thread's last failed launch: what
+    /// `cuGetErrorString` answers for that status, so that the library's error names the fault.
+    static LAST_FAULT: std::cell::RefCell<Option<(CUresult, &'static CStr)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Records `fault` as this thread's last, failing with `status`, and prints it.
+fn record_fault(status: CUresult, fault: &Fault) -> CUresult {
+    eprintln!("ferrocuda CPU device: {fault}");
+    let text = std::ffi::CString::new(fault.to_string().replace('\0', " "))
+        .unwrap_or_default()
+        .into_boxed_c_str();
+    // One leaked line per failed launch: failures end a program or a test, they do not loop.
+    let text: &'static CStr = Box::leak(text);
+    LAST_FAULT.with(|l| *l.borrow_mut() = Some((status, text)));
+    status
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -165,7 +175,7 @@ table! {
     cuMemHostRegister_v2, cuMemHostUnregister, cuStreamCreate, cuStreamCreateWithPriority,
     cuStreamDestroy_v2, cuStreamSynchronize, cuStreamQuery, cuStreamWaitEvent, cuStreamGetCtx,
     cuStreamGetPriority, cuStreamGetFlags, cuEventCreate, cuEventDestroy_v2, cuEventRecord,
-    cuEventSynchronize, cuEventQuery, cuEventElapsedTime,
+    cuEventSynchronize, cuEventQuery, cuEventElapsedTime, cuGetErrorName, cuGetErrorString,
 }
 
 const OK: CUresult = CUresult::CUDA_SUCCESS;
@@ -649,23 +659,21 @@ unsafe fn launch(
             lock(&FINDINGS).extend(outcome.findings);
             if failed {
                 let finding = first.expect("a finding");
-                LAST_FAULT.with(|l| {
-                    *l.borrow_mut() = Some(Fault::Contract(finding.to_string()));
-                });
-                return CUresult::CUDA_ERROR_LAUNCH_FAILED;
+                return record_fault(
+                    CUresult::CUDA_ERROR_LAUNCH_FAILED,
+                    &Fault::Contract(finding.to_string()),
+                );
             }
             OK
         }
         Err(fault) => {
-            eprintln!("ferrocuda CPU device: {fault}");
             let status = match fault {
                 Fault::InvalidLaunch(_) => INVALID,
                 Fault::Unsupported(_) => CUresult::CUDA_ERROR_NOT_SUPPORTED,
                 Fault::Trap(_) => CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION,
                 Fault::Deadlock(_) | Fault::Contract(_) => CUresult::CUDA_ERROR_LAUNCH_FAILED,
             };
-            LAST_FAULT.with(|l| *l.borrow_mut() = Some(fault));
-            status
+            record_fault(status, &fault)
         }
     }
 }
@@ -1098,6 +1106,20 @@ unsafe extern "C" fn cuPointerGetAttribute(
     }
 }
 
+unsafe extern "C" fn cuGetErrorName(status: CUresult, text: *mut *const c_char) -> CUresult {
+    unsafe { put(text, super::status_name(status).as_ptr()) }
+}
+
+/// The status's name, or for the status of this thread's last failed launch, the fault that
+/// failed it (the kernel, its configuration, and what went wrong).
+unsafe extern "C" fn cuGetErrorString(status: CUresult, text: *mut *const c_char) -> CUresult {
+    let fault = LAST_FAULT
+        .with(|l| *l.borrow())
+        .filter(|&(s, _)| s == status);
+    let found = fault.map_or_else(|| super::status_name(status), |(_, text)| text);
+    unsafe { put(text, found.as_ptr()) }
+}
+
 /// A stream: a handle only (every call is done when it returns).
 fn new_handle() -> *mut c_void {
     Box::into_raw(Box::new(0u64)).cast()
@@ -1222,7 +1244,13 @@ mod tests {
         let api = include_str!("api.rs");
         for (name, _) in TABLE.0.iter() {
             let declared = api.contains(&format!("fn {name}("))
-                || ["cuLaunchKernelEx", "cuOccupancyMaxActiveClusters"].contains(name);
+                || [
+                    "cuLaunchKernelEx",
+                    "cuOccupancyMaxActiveClusters",
+                    "cuGetErrorName",
+                    "cuGetErrorString",
+                ]
+                .contains(name);
             assert!(declared, "{name} is not a driver function");
         }
     }

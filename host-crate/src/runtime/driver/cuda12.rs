@@ -2,9 +2,9 @@
 //! here from `cuda.h` and resolved from the same `libcuda.so.1` as the rest, on first use.
 //! They are ordinary Rust functions, not `#[no_mangle]` trampolines: nothing in `cust` calls
 //! them.
-use std::ffi::{CStr, c_int, c_uint, c_void};
+use std::ffi::{CStr, c_int, c_void};
 
-use cust::sys::{CUdevice, CUfunction, CUresult, CUstream};
+use cust::sys::{CUdevice, CUfunction, CUresult};
 
 use super::Slot;
 

@@ -212,7 +212,7 @@ error_text!(cuGetErrorString, cuGetErrorName);
 
 /// `CUDA_ERROR_...` for `status`, as a C string that lives as long as the process (one per
 /// distinct status, made once).
-fn status_name(status: CUresult) -> &'static CStr {
+pub(crate) fn status_name(status: CUresult) -> &'static CStr {
     static NAMES: std::sync::Mutex<Vec<(CUresult, &'static CStr)>> =
         std::sync::Mutex::new(Vec::new());
     let mut names = NAMES

@@ -117,48 +117,25 @@ pub unsafe fn barrier0_or(predicate: i32) -> i32 {
     i32::from(current().syncthreads(predicate != 0) != 0)
 }
 
-/// `match.any.sync.b32`.
-#[inline]
-#[track_caller]
-pub unsafe fn match_any_sync_i32(mask: u32, v: u32) -> u32 {
-    current().warp(WarpOp::MatchAny, u64::from(mask), u64::from(v), 0, 0) as u32
+macro_rules! atomic_float_add {
+    ($($name:ident: $t:ty => $bits:ty;)*) => {$(
+        #[doc = concat!("`atom.add.", stringify!($t), "`: a compare-and-swap loop on the bits; other threads may run after it.")]
+        #[inline]
+        pub unsafe fn $name(address: *mut $t, val: $t) -> $t {
+            use core::sync::atomic::Ordering::SeqCst;
+            // SAFETY: the caller's contract: a valid, aligned address.
+            let cell = unsafe { <$bits>::from_ptr(address.cast()) };
+            let old = cell
+                .fetch_update(SeqCst, SeqCst, |b| Some((<$t>::from_bits(b) + val).to_bits()))
+                .unwrap_or_else(|b| b);
+            interleave();
+            <$t>::from_bits(old)
+        }
+    )*};
 }
-
-/// `redux.sync.add.u32`.
-#[inline]
-#[track_caller]
-pub unsafe fn redux_sync_add(v: u32, mask: u32) -> u32 {
-    current().warp(WarpOp::ReduceAdd, u64::from(mask), u64::from(v), 0, 0) as u32
-}
-
-/// `atom.add.f32`: a compare-and-swap loop on the bits; other threads may run after it.
-#[inline]
-pub unsafe fn atomic_load_add_f32(address: *mut f32, val: f32) -> f32 {
-    use core::sync::atomic::{AtomicU32, Ordering::SeqCst};
-    // SAFETY: the caller's contract: a valid, aligned address.
-    let cell = unsafe { AtomicU32::from_ptr(address.cast()) };
-    let old = cell
-        .fetch_update(SeqCst, SeqCst, |b| {
-            Some((f32::from_bits(b) + val).to_bits())
-        })
-        .unwrap_or_else(|b| b);
-    interleave();
-    f32::from_bits(old)
-}
-
-/// `atom.add.f64`.
-#[inline]
-pub unsafe fn atomic_load_add_f64(address: *mut f64, val: f64) -> f64 {
-    use core::sync::atomic::{AtomicU64, Ordering::SeqCst};
-    // SAFETY: the caller's contract: a valid, aligned address.
-    let cell = unsafe { AtomicU64::from_ptr(address.cast()) };
-    let old = cell
-        .fetch_update(SeqCst, SeqCst, |b| {
-            Some((f64::from_bits(b) + val).to_bits())
-        })
-        .unwrap_or_else(|b| b);
-    interleave();
-    f64::from_bits(old)
+atomic_float_add! {
+    atomic_load_add_f32: f32 => core::sync::atomic::AtomicU32;
+    atomic_load_add_f64: f64 => core::sync::atomic::AtomicU64;
 }
 
 /// A point where other threads may run: after an atomic, in a spin loop.

@@ -199,12 +199,6 @@ pub enum WarpOp {
     Any,
     /// `__all_sync`.
     All,
-    /// `__match_any_sync`: the lanes whose value equals this lane's.
-    MatchAny,
-    /// `__match_all_sync`: the mask if every lane's value is equal, else 0.
-    MatchAll,
-    /// `__reduce_add_sync`.
-    ReduceAdd,
 }
 
 /// Where a suspended thread waits.
@@ -229,9 +223,6 @@ enum Wait {
     /// The cluster barrier's wait for phase `phase`.
     Cluster { phase: u64 },
 }
-
-/// What a fiber hands the scheduler when it suspends.
-type Request = Wait;
 
 /// One thread of the running group.
 struct Thread {
@@ -271,7 +262,7 @@ pub struct Context {
     /// The index of the thread now running.
     running: Cell<usize>,
     /// The yielder of the thread now running.
-    yielder: Cell<*const Yielder<u64, Request>>,
+    yielder: Cell<*const Yielder<u64, Wait>>,
     /// Cluster barrier: arrivals in the current phase, and the phase.
     cluster_arrived: Cell<u64>,
     cluster_phase: Cell<u64>,
@@ -344,11 +335,6 @@ impl Context {
     /// `%laneid`.
     pub fn lane_id(&self) -> u32 {
         self.thread().rank % self.launch.warp_size
-    }
-
-    /// The kernel's symbol.
-    pub fn kernel(&self) -> &str {
-        &self.launch.kernel
     }
 
     /// Base of this block's dynamic shared memory.
@@ -431,7 +417,7 @@ impl Context {
         std::panic::panic_any(FaultRaised)
     }
 
-    fn suspend(&self, request: Request) -> u64 {
+    fn suspend(&self, request: Wait) -> u64 {
         let y = self.yielder.get();
         // SAFETY: the yielder of the running fiber, set before it was resumed; a device function
         // only runs on a fiber.
@@ -691,11 +677,11 @@ fn run_group(
     CURRENT.with(|c| c.set(ctx));
     let _clear = ClearCurrent;
 
-    let mut fibers: Vec<Option<Coroutine<u64, Request, (), DefaultStack>>> = (0..n)
+    let mut fibers: Vec<Option<Coroutine<u64, Wait, (), DefaultStack>>> = (0..n)
         .map(|_| {
             Some(Coroutine::with_stack(
                 take_stack(),
-                move |y: &Yielder<u64, Request>, _: u64| {
+                move |y: &Yielder<u64, Wait>, _: u64| {
                     // SAFETY: the context outlives the fibers (they end or are dropped in this
                     // function, before `context`).
                     unsafe { (*ctx).yielder.set(y) };
@@ -867,7 +853,7 @@ fn release(ctx: &Context, states: &mut [State], outcome: &mut Outcome) -> Result
     }
 
     // Block barriers: released when every live thread of the block waits at one.
-    for (bi, block) in ctx.blocks.iter().enumerate() {
+    for block in &ctx.blocks {
         let range = block.first_thread..block.first_thread + per_block;
         let waiting: Vec<usize> = range
             .clone()
@@ -931,7 +917,6 @@ fn release(ctx: &Context, states: &mut [State], outcome: &mut Outcome) -> Result
                 ),
             });
         }
-        let _ = bi;
         for t in waiting {
             states[t] = State::Runnable(count);
         }
@@ -1022,20 +1007,6 @@ fn complete_warp(ctx: &Context, states: &mut [State], warp_base: usize, mask: u6
             WarpOp::Ballot => ballot,
             WarpOp::Any => u64::from(ballot != 0),
             WarpOp::All => u64::from(ballot == mask),
-            WarpOp::MatchAny => (0..ws)
-                .filter(|&o| ops[o].is_some() && values[o] == values[l])
-                .fold(0u64, |m, o| m | 1 << o),
-            WarpOp::MatchAll => {
-                if (0..ws).all(|o| ops[o].is_none() || values[o] == values[l]) {
-                    mask
-                } else {
-                    0
-                }
-            }
-            WarpOp::ReduceAdd => (0..ws)
-                .filter(|&o| ops[o].is_some())
-                .fold(0u32, |s, o| s.wrapping_add(values[o] as u32))
-                as u64,
         };
         states[warp_base + l] = State::Runnable(result);
     }
