@@ -47,6 +47,7 @@ enum SkipOrFail {
 }
 
 static SKIPPED: AtomicU64 = AtomicU64::new(0);
+static HARDWARE_ONLY: AtomicU64 = AtomicU64::new(0);
 static TOO_FEW_GPUS: AtomicU64 = AtomicU64::new(0);
 
 fn thread_gpu() -> Result<&'static Gpu, SkipOrFail> {
@@ -91,6 +92,29 @@ pub fn gpu_test(name: &str, test: impl FnOnce(&Gpu) -> TestResult + Send + 'stat
     .with_kind("gpu")
 }
 
+/// A test that needs what only an NVIDIA GPU machine has (`needs`: "NCCL",
+/// "compute-sanitizer"): on a GPU it is a [`gpu_test`]; on the CPU device it is skipped, loudly,
+/// naming what it needs.
+pub fn hardware_test(
+    name: &str,
+    needs: &'static str,
+    test: impl FnOnce(&Gpu) -> TestResult + Send + 'static,
+) -> Trial {
+    let name = name.to_string();
+    Trial::ignorable_test(name.clone(), move || match thread_gpu() {
+        Ok(gpu) if gpu.is_cpu() => Ok(hardware_only(needs, &name)),
+        Ok(gpu) => completed(test(gpu)),
+        Err(e) => skip_or_fail(e, &name),
+    })
+    .with_kind("gpu")
+}
+
+fn hardware_only(needs: &str, name: &str) -> Completion {
+    println!("SKIPPED (needs {needs}, which the CPU device does not have) {name}");
+    HARDWARE_ONLY.fetch_add(1, Ordering::Relaxed);
+    Completion::ignored_with(format!("needs {needs}"))
+}
+
 /// A test of every GPU the driver shows, `min_gpus` or more (`gpus[i]` is device `i`); skipped,
 /// loudly, on a machine with fewer, unless `FERROCUDA_REQUIRE_GPUS` asks for as many.
 pub fn multi_gpu_test(
@@ -110,6 +134,9 @@ pub fn multi_gpu_test(
             })?,
         };
         match thread_gpu() {
+            Ok(gpu) if gpu.is_cpu() => {
+                return Ok(hardware_only("several NVIDIA GPUs and NCCL", &name));
+            }
             Err(SkipOrFail::Skip(reason)) if required > 0 => {
                 return Err(Failed::from(format!(
                     "FERROCUDA_REQUIRE_GPUS={required}, but no CUDA device: {reason}"
@@ -170,6 +197,13 @@ pub fn run_gpu_suite(trials: Vec<Trial>) -> ExitCode {
     if skipped > 0 {
         println!(
             "SKIPPED: {skipped} GPU tests did not run (no CUDA device); this is NOT a GPU pass"
+        );
+    }
+    let hardware = HARDWARE_ONLY.load(Ordering::Relaxed);
+    if hardware > 0 {
+        println!(
+            "SKIPPED: {hardware} tests need NVIDIA hardware or its tools (named above); the \
+             CPU device ran the rest"
         );
     }
     let too_few = TOO_FEW_GPUS.load(Ordering::Relaxed);

@@ -488,6 +488,10 @@ fn suggested_block_with_declared_shared(gpu: &Gpu) -> TestResult {
 fn streams_and_events(gpu: &Gpu) -> TestResult {
     let r = ferrocuda_lessons::lab::stream_overlap(gpu, (1 << 22) + 5, 4, 3)?;
     ensure!(r.correct, "the copy or the stencil output is wrong");
+    if gpu.is_cpu() {
+        // The CPU device runs each call to its end: its times are the host's, not the GPU's.
+        return Ok(());
+    }
     let longer = r.copy_s.max(r.kernel_s);
     ensure!(
         r.copy_s > 0.0

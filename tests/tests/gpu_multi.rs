@@ -21,7 +21,9 @@ use ferrocuda::reduce::{self, Reproducible};
 use ferrocuda::stencil::{self, Boundary, Taps};
 use ferrocuda::{Error, Gpu};
 use ferrocuda_lessons::cpu::reproducible::{same_sum, sum_reproducible as cpu_sum};
-use ferrocuda_tests::{TestResult, gpu_test, multi_gpu_test, random_vec, run_gpu_suite};
+use ferrocuda_tests::{
+    TestResult, gpu_test, hardware_test, multi_gpu_test, random_vec, run_gpu_suite,
+};
 
 /// Set in the environment of a rank process this binary starts: what the rank does
 /// (`checks` or `steps`).
@@ -71,13 +73,15 @@ fn main() -> ExitCode {
             "sharded_stencil_refuses_a_shard_shorter_than_the_radius",
             stencil_short_shard,
         ),
-        gpu_test(
+        hardware_test(
             "nccl_team_of_one_rank_sums_gathers_and_steps_the_stencil_through_nccl",
+            "NCCL",
             nccl_one_rank,
         ),
-        gpu_test("nccl_refuses_two_ranks_on_one_gpu", nccl_two_on_one),
-        gpu_test(
+        hardware_test("nccl_refuses_two_ranks_on_one_gpu", "NCCL", nccl_two_on_one),
+        hardware_test(
             "nccl_rank_whose_peer_never_comes_times_out_instead_of_hanging",
+            "NCCL",
             nccl_peer_never_comes,
         ),
         multi_gpu_test(

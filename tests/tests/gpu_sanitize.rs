@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, ensure};
 use ferrocuda_cli::sanitize::{broken_kernels, parse_report, sanitizer_command};
-use ferrocuda_tests::{TestResult, gpu_test, run_gpu_suite};
+use ferrocuda_tests::{TestResult, hardware_test, run_gpu_suite};
 
 fn ferrocuda_bin() -> anyhow::Result<PathBuf> {
     if let Ok(p) = std::env::var("FERROCUDA_BIN") {
@@ -61,8 +61,9 @@ fn racecheck_flags_both_broken_kernels(_gpu: &ferrocuda::Gpu) -> TestResult {
 }
 
 fn main() -> ExitCode {
-    run_gpu_suite(vec![gpu_test(
+    run_gpu_suite(vec![hardware_test(
         "racecheck_reports_hazards_on_both_broken_kernels",
+        "compute-sanitizer",
         racecheck_flags_both_broken_kernels,
     )])
 }

@@ -243,22 +243,22 @@ unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevic
     check_device(dev)
 }
 
-/// The memory the CPU device reports: what the host has, as `/proc/meminfo` says, or 8 GiB.
-fn host_memory() -> (usize, usize) {
-    let read = |key: &str| -> Option<usize> {
-        let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-        let line = text.lines().find(|l| l.starts_with(key))?;
-        let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kib * 1024)
-    };
-    let total = read("MemTotal:").unwrap_or(8 << 30);
-    let free = read("MemAvailable:").unwrap_or(total / 2);
-    (free, total)
+/// The memory the CPU device reports: what the host had available when first asked, as
+/// `/proc/meminfo` says, or 8 GiB.
+fn host_memory() -> usize {
+    static TOTAL: OnceLock<usize> = OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        text.lines()
+            .find(|l| l.starts_with("MemAvailable:"))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<usize>().ok())
+            .map_or(8 << 30, |kib| kib * 1024)
+    })
 }
 
 unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -> CUresult {
     let _ = check_device(dev);
-    unsafe { put(bytes, host_memory().1) }
+    unsafe { put(bytes, host_memory()) }
 }
 
 /// Shared memory a block may use without opting in, and with.
@@ -440,34 +440,111 @@ unsafe extern "C" fn cuCtxGetApiVersion(_ctx: CUcontext, version: *mut c_uint) -
     unsafe { put(version, 12000) }
 }
 
-/// A loaded module: the entry names of its PTX.
+/// A loaded module: the entry names of its PTX, each with the static shared memory it uses.
 struct Module {
-    entries: Vec<String>,
+    entries: Vec<(String, i32)>,
 }
 
 /// A function of a module: its kernel and its attributes.
 struct Function {
     info: &'static EntryInfo,
     module: CUmodule,
+    /// Bytes of its fixed-size shared arrays, as its PTX names them.
+    static_shared: i32,
     max_dynamic_shared: Mutex<i32>,
 }
 
-/// The static shared memory each kernel's launches reached, by symbol (known once it ran: the
-/// CPU device places a `shared_array!` when a thread first reaches it).
-static STATIC_SHARED: Mutex<BTreeMap<&'static str, i32>> = Mutex::new(BTreeMap::new());
+fn is_symbol_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '$'
+}
 
-/// The `.entry` names of a PTX text.
-fn ptx_entries(ptx: &str) -> Vec<String> {
-    ptx.lines()
-        .filter_map(|line| {
-            let rest = line.trim_start();
-            let rest = rest.strip_prefix(".visible ").unwrap_or(rest);
-            let rest = rest.strip_prefix(".entry ")?;
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$')
-                .collect();
-            (!name.is_empty()).then_some(name)
+/// The symbol at the start of `text`.
+fn symbol(text: &str) -> &str {
+    &text[..text.find(|c| !is_symbol_char(c)).unwrap_or(text.len())]
+}
+
+/// Whether `body` names `name` as a whole symbol.
+fn names(body: &str, name: &str) -> bool {
+    body.match_indices(name).any(|(at, _)| {
+        let before = body[..at].chars().next_back();
+        let after = body[at + name.len()..].chars().next();
+        !before.is_some_and(is_symbol_char) && !after.is_some_and(is_symbol_char)
+    })
+}
+
+/// The `.entry` names of a PTX text, each with the bytes of the fixed-size `.shared` arrays it
+/// or a function it calls names (aligned, in declaration order), which is what `ptxas` gives
+/// the kernel: the CPU device knows a kernel's static shared memory before it runs.
+fn ptx_entries(ptx: &str) -> Vec<(String, i32)> {
+    // (name, align, bytes) of each sized `.shared` array of the module.
+    let mut arrays = Vec::new();
+    // (name, is an entry, body) of each function.
+    let mut functions: Vec<(&str, bool, String)> = Vec::new();
+    for line in ptx.lines() {
+        let t = line.trim_start();
+        let head = t.strip_prefix(".visible ").unwrap_or(t);
+        if let Some(decl) = t.strip_prefix(".shared .align ") {
+            let align: usize = decl
+                .split_whitespace()
+                .next()
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(1);
+            let Some(at) = decl.find(".b8 ") else {
+                continue;
+            };
+            let rest = &decl[at + 4..];
+            let name = symbol(rest);
+            let bytes = rest[name.len()..]
+                .trim_start_matches('[')
+                .split(']')
+                .next()
+                .and_then(|b| b.parse::<usize>().ok());
+            if let Some(bytes) = bytes {
+                arrays.push((name, align, bytes));
+            }
+        } else if let Some(rest) = head.strip_prefix(".entry ") {
+            functions.push((symbol(rest), true, String::new()));
+        } else if let Some(rest) = head.strip_prefix(".func ") {
+            // `.func (.param .b32 r) name(`: the name follows the return parameter, if any.
+            let rest = match rest.strip_prefix('(') {
+                Some(r) => r.split_once(')').map_or(r, |(_, after)| after),
+                None => rest,
+            };
+            functions.push((symbol(rest.trim_start()), false, String::new()));
+        } else if let Some(f) = functions.last_mut() {
+            f.2.push_str(line);
+            f.2.push('\n');
+        }
+    }
+    let body = |name: &str| {
+        functions
+            .iter()
+            .find(|f| f.0 == name)
+            .map_or("", |f| f.2.as_str())
+    };
+    functions
+        .iter()
+        .filter(|f| f.1)
+        .map(|f| {
+            // The entry and the functions it reaches.
+            let mut reached = vec![f.0];
+            let mut i = 0;
+            while i < reached.len() {
+                let text = body(reached[i]);
+                for g in &functions {
+                    if !g.1 && !reached.contains(&g.0) && names(text, g.0) {
+                        reached.push(g.0);
+                    }
+                }
+                i += 1;
+            }
+            let mut bytes = 0usize;
+            for &(name, align, size) in &arrays {
+                if reached.iter().any(|r| names(body(r), name)) {
+                    bytes = bytes.next_multiple_of(align.max(1)) + size;
+                }
+            }
+            (f.0.to_owned(), bytes as i32)
         })
         .collect()
 }
@@ -514,9 +591,9 @@ unsafe extern "C" fn cuModuleGetFunction(
     let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
     // SAFETY: a live module of `cuModuleLoadData`.
     let m = unsafe { &*module.cast::<Module>() };
-    if !m.entries.iter().any(|e| *e == name) {
+    let Some(&(_, static_shared)) = m.entries.iter().find(|e| e.0 == name) else {
         return CUresult::CUDA_ERROR_NOT_FOUND;
-    }
+    };
     let Some(info) = ENTRY_POINTS.iter().find(|e| e.symbol == name) else {
         eprintln!(
             "ferrocuda CPU device: the PTX has the entry point {name}, but no kernel of that \
@@ -528,6 +605,7 @@ unsafe extern "C" fn cuModuleGetFunction(
     let f = Box::leak(Box::new(Function {
         info,
         module,
+        static_shared,
         max_dynamic_shared: Mutex::new(SHARED_PER_BLOCK),
     }));
     unsafe { put(hfunc, (f as *mut Function).cast()) }
@@ -572,10 +650,7 @@ unsafe extern "C" fn cuFuncGetAttribute(
     let value = match attrib {
         A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK => 1024,
         A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES => *lock(&f.max_dynamic_shared),
-        A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES => lock(&STATIC_SHARED)
-            .get(f.info.symbol)
-            .copied()
-            .unwrap_or(0),
+        A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES => f.static_shared,
         A::CU_FUNC_ATTRIBUTE_PTX_VERSION | A::CU_FUNC_ATTRIBUTE_BINARY_VERSION => 90,
         _ => 0,
     };
@@ -624,7 +699,24 @@ unsafe fn launch(
         return CUresult::CUDA_ERROR_INVALID_HANDLE;
     };
     let mut config = Launch::new(f.info.symbol, grid, block, shared as usize);
-    config.shared_limit = (*lock(&f.max_dynamic_shared)).max(SHARED_PER_BLOCK) as usize;
+    // Dynamic shared memory up to the kernel's opt-in; static and dynamic together up to the
+    // default per block, or the device's opt-in limit once the kernel opted in past it.
+    let max_dynamic = *lock(&f.max_dynamic_shared);
+    if shared as i32 > max_dynamic {
+        return record_fault(
+            INVALID,
+            &Fault::InvalidLaunch(format!(
+                "{}: {shared} bytes of dynamic shared memory, over the kernel's maximum of \
+                 {max_dynamic} (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+                f.info.symbol
+            )),
+        );
+    }
+    config.shared_limit = if max_dynamic > SHARED_PER_BLOCK {
+        SHARED_PER_BLOCK_OPTIN
+    } else {
+        SHARED_PER_BLOCK
+    } as usize;
     config.cooperative = cooperative;
     config.cluster = cluster;
     config.schedule = schedule();
@@ -646,11 +738,6 @@ unsafe fn launch(
             });
     match result {
         Ok(outcome) => {
-            {
-                let mut known = lock(&STATIC_SHARED);
-                let bytes = known.entry(f.info.symbol).or_insert(0);
-                *bytes = (*bytes).max(outcome.static_shared as i32);
-            }
             let failed = FAIL_ON_FINDINGS.load(Ordering::Relaxed) && !outcome.findings.is_empty();
             for finding in &outcome.findings {
                 eprintln!("ferrocuda CPU device: {finding}");
@@ -784,28 +871,33 @@ unsafe extern "C" fn cuLaunchKernelEx(
 }
 
 /// Blocks of `threads` threads and `shared` bytes that fit on one multiprocessor at once, by
-/// the limits the device reports.
+/// the limits the device reports and the allocation rule of sm_80 and newer (shared memory in
+/// 128-byte units, plus 1 KiB the system reserves per block); kernels use no registers here.
 fn blocks_per_sm(threads: c_int, shared: usize) -> c_int {
     if threads <= 0 {
         return 0;
     }
     let warps = (threads + 31) / 32;
-    let by_threads = 64 / warps;
+    let by_warps = 2048 / 32 / warps;
     let by_shared = if shared == 0 {
-        32
+        c_int::MAX
     } else {
-        (228 * 1024 / shared.next_multiple_of(1024)) as c_int
+        let per_block = (shared + 1024).next_multiple_of(128);
+        (228 * 1024 / per_block) as c_int
     };
-    by_threads.min(by_shared).min(32)
+    by_warps.min(by_shared).min(32)
 }
 
 unsafe extern "C" fn cuOccupancyMaxActiveBlocksPerMultiprocessor(
     n: *mut c_int,
-    _f: CUfunction,
+    f: CUfunction,
     threads: c_int,
     shared: usize,
 ) -> CUresult {
-    unsafe { put(n, blocks_per_sm(threads, shared)) }
+    let Some(f) = (unsafe { function(f) }) else {
+        return CUresult::CUDA_ERROR_INVALID_HANDLE;
+    };
+    unsafe { put(n, blocks_per_sm(threads, shared + f.static_shared as usize)) }
 }
 
 unsafe extern "C" fn cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
@@ -964,7 +1056,11 @@ unsafe extern "C" fn cuMemHostUnregister(_p: *mut c_void) -> CUresult {
 }
 
 unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CUresult {
-    let (f, t) = host_memory();
+    // The host's memory as the device's, less what is allocated on it: a program's own
+    // allocations move it, and nothing else does.
+    let t = host_memory();
+    let used: usize = lock(&ALLOCATIONS).values().sum();
+    let f = t.saturating_sub(used);
     unsafe {
         put(free, f);
         put(total, t);
@@ -1233,10 +1329,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ptx_entries_are_read_from_visible_and_plain_entry_lines() {
-        let ptx = ".version 7.8\n.visible .entry reduce_fast_sum_f32(\n\t.param .u64 a\n)\n\
-                   .entry helper_b512(\n.func not_an_entry(\n";
-        assert_eq!(ptx_entries(ptx), ["reduce_fast_sum_f32", "helper_b512"]);
+    fn ptx_entries_are_read_with_the_shared_arrays_they_or_their_callees_name() {
+        let ptx = ".version 7.8\n\
+                   .shared .align 16 .b8 tile[1024];\n\
+                   .shared .align 16 .b8 tile_2[8];\n\
+                   .shared .align 8 .b8 scratch[12];\n\
+                   .extern .shared .align 8 .b8 dynamic[];\n\
+                   .func (.param .b32 r) helper(\n)\n{\n\tmov.u32 %r1, scratch;\n}\n\
+                   .visible .entry reduce_fast_sum_f32(\n\t.param .u64 a\n)\n{\n\
+                   \tmov.u32 %r1, tile;\n\tcall.uni (r), helper, (a);\n}\n\
+                   .entry plain_b512(\n)\n{\n\tmov.u32 %r1, tile_2;\n}\n";
+        assert_eq!(
+            ptx_entries(ptx),
+            [
+                ("reduce_fast_sum_f32".to_owned(), 1024 + 12),
+                ("plain_b512".to_owned(), 8)
+            ]
+        );
     }
 
     #[test]

@@ -176,8 +176,6 @@ impl std::error::Error for Fault {}
 pub struct Outcome {
     /// Synccheck and racecheck findings, in the order they were made.
     pub findings: Vec<Finding>,
-    /// The most static shared memory (`shared_array!`) a block reached, bytes.
-    pub static_shared: usize,
 }
 
 /// A warp collective (`shfl`, `vote`, `match`, `syncwarp`).
@@ -275,6 +273,7 @@ pub struct Context {
 thread_local! {
     static CURRENT: Cell<*const Context> = const { Cell::new(std::ptr::null()) };
     static STACKS: RefCell<Vec<DefaultStack>> = const { RefCell::new(Vec::new()) };
+    static ARENAS: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The running kernel's context.
@@ -369,6 +368,11 @@ impl Context {
                 }
                 b.used.set(o + bytes);
                 b.statics.borrow_mut().push((key, o));
+                // As uninitialised as the GPU's, but visibly so.
+                let start = b.shared.as_ptr().wrapping_add(b.shared_base + o).cast_mut();
+                // SAFETY: inside the arena (checked against the limit above, which the arena
+                // holds).
+                unsafe { std::ptr::write_bytes(start, SHARED_POISON, bytes) };
                 o
             }
         };
@@ -414,7 +418,8 @@ impl Context {
     /// Stops the running thread with `fault`, which fails the launch.
     pub fn raise(&self, fault: Fault) -> ! {
         self.fault.borrow_mut().get_or_insert(fault);
-        std::panic::panic_any(FaultRaised)
+        // Unwinds without the panic hook: the fault is reported once, by the launch.
+        std::panic::resume_unwind(Box::new(FaultRaised))
     }
 
     fn suspend(&self, request: Wait) -> u64 {
@@ -606,6 +611,18 @@ enum State {
     Done,
 }
 
+/// A block's shared memory arena of at least `bytes` bytes, reused across blocks (its contents
+/// are poisoned where the block uses it).
+fn take_arena(bytes: usize) -> Box<[u8]> {
+    ARENAS
+        .with(|a| {
+            let mut a = a.borrow_mut();
+            let at = a.iter().position(|b| b.len() >= bytes)?;
+            Some(a.swap_remove(at))
+        })
+        .unwrap_or_else(|| vec![SHARED_POISON; bytes].into_boxed_slice())
+}
+
 fn take_stack() -> DefaultStack {
     STACKS
         .with(|s| s.borrow_mut().pop())
@@ -637,8 +654,10 @@ fn run_group(
     let mut blocks = Vec::with_capacity(group.len());
     let mut threads = Vec::with_capacity(group.len() * per_block);
     for (i, &idx) in group.iter().enumerate() {
-        let shared = vec![SHARED_POISON; arena].into_boxed_slice();
+        let mut shared = take_arena(arena);
         let shared_base = shared.as_ptr().align_offset(SHARED_ALIGN);
+        // The dynamic part now; each static array when it is placed.
+        shared[shared_base..shared_base + launch.dynamic_shared].fill(SHARED_POISON);
         blocks.push(Block {
             idx,
             shared,
@@ -657,7 +676,7 @@ fn run_group(
             });
         }
     }
-    let context = Context {
+    let mut context = Context {
         launch: launch.clone(),
         threads,
         blocks,
@@ -760,11 +779,7 @@ fn run_group(
             }
         }
     }
-    for b in &context.blocks {
-        outcome.static_shared = outcome
-            .static_shared
-            .max(b.used.get() - launch.dynamic_shared);
-    }
+
     // Unfinished fibers (a fault) unwind their stacks as they are dropped; `CURRENT` still
     // points at the context for that.
     for f in fibers.iter_mut() {
@@ -776,6 +791,17 @@ fn run_group(
             }
         }
     }
+    drop(_clear);
+    ARENAS.with(|a| {
+        a.borrow_mut().extend(
+            context
+                .blocks
+                .iter_mut()
+                .map(|b| std::mem::take(&mut b.shared)),
+        );
+        // A grid run at once (a cooperative launch) needs many; keep only a few.
+        a.borrow_mut().truncate(64);
+    });
     result
 }
 
