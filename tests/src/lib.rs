@@ -2,18 +2,20 @@
 //! every element type (`random_vec`, from the library's one element trait).
 //!
 //! GPU test binaries use `harness = false` and [`run_gpu_suite`]: every test asks for the
-//! thread's [`Gpu`]; when there is no CUDA device, each test prints
-//! `SKIPPED (no CUDA device: <reason>)` and counts as ignored, and the binary ends with a line
-//! giving how many were skipped. Any other failure to open the GPU (a PTX that does not load,
-//! say) fails the tests instead of skipping them. With `FERROCUDA_REQUIRE_GPU=1` (set by the
-//! GPU bundle's `run.sh`) a missing device is a failure too.
+//! thread's [`Gpu`]. Without the NVIDIA driver (or with `FERROCUDA_DEVICE=cpu`) the tests run
+//! on the CPU device, at the sizes [`scaled`] gives and with the same checks; a test that needs
+//! what only a GPU machine has ([`hardware_test`]: NCCL, compute-sanitizer) prints
+//! `SKIPPED (needs ...)` and counts as ignored. When the driver is there but no device is, each
+//! test prints `SKIPPED (no CUDA device: <reason>)`. Any other failure to open the GPU (a PTX
+//! that does not load, say) fails the tests instead of skipping them. With
+//! `FERROCUDA_REQUIRE_GPU=1` (set by the GPU bundle's `run.sh`) a missing device is a failure.
 //!
 //! A test of several GPUs ([`multi_gpu_test`]) on a machine with fewer prints
 //! `SKIPPED (needs N GPUs, found K)` and counts as ignored; `FERROCUDA_REQUIRE_GPUS=N` makes
 //! that a failure, for a run on a machine that must have N.
 use std::cell::RefCell;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use ferrocuda::{Error, Gpu};
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
@@ -47,6 +49,19 @@ enum SkipOrFail {
 }
 
 static SKIPPED: AtomicU64 = AtomicU64::new(0);
+static ON_CPU_DEVICE: AtomicBool = AtomicBool::new(false);
+
+/// An input size of a GPU test: `n` on a GPU. On the CPU device, which runs the threads of a
+/// grid one after another, a size over 2^16 is 1024 times smaller with its low ten bits kept
+/// (`2^24` -> `2^14`, `2^20 + 3` -> `2^10 + 3`), so that odd sizes stay odd, and the checks are
+/// the same.
+pub fn scaled(n: usize) -> usize {
+    if ON_CPU_DEVICE.load(Ordering::Relaxed) && n > 1 << 16 {
+        (n >> 10) | (n & 1023)
+    } else {
+        n
+    }
+}
 static HARDWARE_ONLY: AtomicU64 = AtomicU64::new(0);
 static TOO_FEW_GPUS: AtomicU64 = AtomicU64::new(0);
 
@@ -59,13 +74,7 @@ fn thread_gpu() -> Result<&'static Gpu, SkipOrFail> {
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(0);
                 let required = std::env::var("FERROCUDA_REQUIRE_GPU").is_ok_and(|v| v == "1");
-                // On the CPU device (`FERROCUDA_DEVICE=cpu`) a synccheck finding fails the
-                // launch that made it.
-                let opened = Gpu::new(ordinal);
-                if opened.as_ref().is_ok_and(Gpu::is_cpu) {
-                    ferrocuda::runtime::driver::cpu::fail_on_findings(true);
-                }
-                match opened {
+                match Gpu::new(ordinal) {
                     // One GPU per test thread for the whole run: leaking it keeps the context
                     // alive as long as the thread, which is what the tests need.
                     Ok(gpu) => Ok(&*Box::leak(Box::new(gpu))),
@@ -191,6 +200,19 @@ fn skip_or_fail(e: SkipOrFail, name: &str) -> Result<Completion, Failed> {
 /// shared resource, and one thread keeps one context and one module load).
 pub fn run_gpu_suite(trials: Vec<Trial>) -> ExitCode {
     let mut args = Arguments::from_args();
+    // The CPU device when asked for (`FERROCUDA_DEVICE=cpu`) or when there is no NVIDIA driver
+    // and no GPU is required: the kernels run on the host, and a synccheck finding fails the
+    // launch that made it. One test at a time, as on a GPU: a test that measures the device's
+    // free memory must be alone on it.
+    let required = std::env::var("FERROCUDA_REQUIRE_GPU").is_ok_and(|v| v == "1");
+    let on_cpu = ferrocuda::runtime::driver::cpu::selected()
+        || (!required
+            && ferrocuda::runtime::driver::load().is_err()
+            && ferrocuda::runtime::driver::cpu::select());
+    if on_cpu {
+        ferrocuda::runtime::driver::cpu::fail_on_findings(true);
+        ON_CPU_DEVICE.store(true, Ordering::Relaxed);
+    }
     args.test_threads.get_or_insert(1);
     let conclusion = libtest_mimic::run(&args, trials);
     let skipped = SKIPPED.load(Ordering::Relaxed);
@@ -234,6 +256,14 @@ pub mod reduce_suite {
     /// Elements in each input pool: the largest input plus room to start it at 4096 offsets.
     pub const POOL_LEN: usize = LARGEST + 4096;
 
+    /// [`POOL_LEN`] for the device the suite runs on: the largest input it [`scaled`]s to, plus
+    /// room for the offsets.
+    ///
+    /// [`scaled`]: super::scaled
+    pub fn pool_len() -> usize {
+        super::scaled(LARGEST) + 4096
+    }
+
     /// The sizes tried with `block`: tiny, around a warp, around the block, just past the
     /// unrolled block, and large enough to fill the GPU.
     pub fn sizes(block: u32) -> [usize; 12] {
@@ -249,8 +279,8 @@ pub mod reduce_suite {
             b,
             b + 1,
             8 * b + 5,
-            (1 << 20) + 3,
-            LARGEST,
+            super::scaled((1 << 20) + 3),
+            super::scaled(LARGEST),
         ]
     }
 
@@ -270,7 +300,7 @@ pub mod reduce_suite {
 
     /// `0.1` everywhere (not exactly summable: checked against a rounding bound).
     pub fn constant_pool<T: Element>() -> Vec<T> {
-        vec![T::from_f64(0.1); POOL_LEN]
+        vec![T::from_f64(0.1); pool_len()]
     }
 
     /// Each aligned group of four holds `+v, -v, 1, 0` in a random order, `v` an integer from 1
@@ -282,7 +312,7 @@ pub mod reduce_suite {
         let per_group = (1u64 << T::EXACT_INT_BITS.min(60)) / (LARGEST as u64 / 4);
         let m = (per_group.saturating_sub(1) / 2).clamp(1, 255);
         let mut rng = SplitMix64::new(seed(&format!("alternating {} pool", T::TYPE)));
-        (0..POOL_LEN / 4)
+        (0..pool_len() / 4)
             .flat_map(|_| {
                 let bits = rng.next_u64();
                 let v = (1 + (bits >> 8) % m) as f64;

@@ -12,7 +12,7 @@ use ferrocuda::{Error, Gpu, LaunchConfig};
 use ferrocuda_lessons::cpu::{ReduceReference, check_stencil};
 use ferrocuda_lessons::kernels::smoke::smoke_saxpy;
 use ferrocuda_lessons::reduce::{self, ReduceOp, ReducePlan, ReduceRun, ReduceVariant};
-use ferrocuda_tests::{TestResult, exact_sum_input, gpu_test, random_vec, run_gpu_suite};
+use ferrocuda_tests::{TestResult, exact_sum_input, gpu_test, random_vec, run_gpu_suite, scaled};
 
 fn main() -> ExitCode {
     run_gpu_suite(vec![
@@ -106,7 +106,12 @@ fn bits<A: Element>(a: A) -> Vec<u8> {
 fn reuse_one<T: Element, A: Element>(gpu: &Gpu, op: ReduceOp) -> TestResult {
     let mut plan = ReducePlan::<T, A>::new(gpu, op)?;
     // Sizes up and down and up again: nothing of a larger run may leak into a smaller one.
-    for (round, &n) in SIZES.iter().chain(SIZES.iter().rev()).enumerate() {
+    for (round, n) in SIZES
+        .iter()
+        .chain(SIZES.iter().rev())
+        .map(|&n| scaled(n))
+        .enumerate()
+    {
         if n == 0 && op != ReduceOp::Sum {
             let empty = gpu.upload::<T>(&[], "empty")?;
             let err = plan.run(&empty).unwrap_err();
@@ -178,7 +183,9 @@ fn plan_reuse_matches_fresh(gpu: &Gpu) -> TestResult {
 /// The sum stays on the device and feeds `smoke_saxpy` (y = a * x + y) as its `x`, on the same
 /// stream, with no host round trip in between.
 fn device_result_chained(gpu: &Gpu) -> TestResult {
-    let x: Vec<f32> = (0..(1 << 20) + 7).map(|i| (i % 13) as f32).collect();
+    let x: Vec<f32> = (0..scaled((1 << 20) + 7))
+        .map(|i| (i % 13) as f32)
+        .collect();
     let want: f32 = x.iter().sum(); // small integers: every partial sum is exact
     let d = gpu.upload(&x, "x")?;
     let mut plan = ReducePlan::<f32>::new(gpu, ReduceOp::Sum)?;
@@ -215,7 +222,7 @@ fn device_result_chained(gpu: &Gpu) -> TestResult {
 /// it, are ordered without any synchronisation in between.
 fn caller_streams(gpu: &Gpu) -> TestResult {
     let stream = gpu.new_stream()?;
-    let n = (1 << 22) + 5;
+    let n = scaled((1 << 22) + 5);
     let host = cust::memory::LockedBuffer::new(&3i32, n)?;
     let mut d = gpu.alloc::<i32>(n, "input")?;
     let mut plan = ReducePlan::<i32, i64>::new(gpu, ReduceOp::Sum)?;
@@ -253,7 +260,7 @@ fn caller_streams(gpu: &Gpu) -> TestResult {
 fn caller_streams_are_ordered(gpu: &Gpu) -> TestResult {
     let (s1, s2) = (gpu.new_stream()?, gpu.new_stream()?);
     let blocking = gpu.new_blocking_stream()?;
-    let n = 1 << 26;
+    let n = scaled(1 << 26);
     let (taps, boundary) = (Taps::Sum { radius: 3 }, Boundary::Periodic);
     let host: Vec<f32> = exact_sum_input(n, 7);
     let other: Vec<f32> = exact_sum_input(n, 8);
@@ -307,7 +314,7 @@ fn caller_streams_are_ordered(gpu: &Gpu) -> TestResult {
 }
 
 fn apply_into_checks(gpu: &Gpu) -> TestResult {
-    for n in [0usize, 1, 33, (1 << 16) + 1, 1 << 24] {
+    for n in [0usize, 1, 33, (1 << 16) + 1, 1 << 24].map(scaled) {
         let x: Vec<f32> = random_vec(n, n as u64);
         let d = gpu.upload(&x, "input")?;
         for (taps, boundary) in [
@@ -365,7 +372,7 @@ fn apply_into_checks(gpu: &Gpu) -> TestResult {
 /// launch of a grid-synchronised kernel, are refused with errors that say why.
 fn grid_sync_launches(gpu: &Gpu) -> TestResult {
     use ferrocuda_lessons::kernels::reduce::reduce_grid_sync;
-    for n in [1usize, 31, 4099, (1 << 20) + 3, (1 << 24) + 1] {
+    for n in [1usize, 31, 4099, (1 << 20) + 3, (1 << 24) + 1].map(scaled) {
         let host = random_vec::<i64>(n, n as u64);
         let x = gpu.upload(&host, "grid sync input")?;
         let want = host.iter().fold(0i64, |a, &b| a.wrapping_add(b));
@@ -486,7 +493,7 @@ fn suggested_block_with_declared_shared(gpu: &Gpu) -> TestResult {
 /// operations takes at least as long as the longer one alone). How much overlaps is measured
 /// by `ferrocuda streams`, not asserted here.
 fn streams_and_events(gpu: &Gpu) -> TestResult {
-    let r = ferrocuda_lessons::lab::stream_overlap(gpu, (1 << 22) + 5, 4, 3)?;
+    let r = ferrocuda_lessons::lab::stream_overlap(gpu, scaled((1 << 22) + 5), 4, 3)?;
     ensure!(r.correct, "the copy or the stencil output is wrong");
     if gpu.is_cpu() {
         // The CPU device runs each call to its end: its times are the host's, not the GPU's.
@@ -553,7 +560,7 @@ fn bad_input_leaves_plans_usable(gpu: &Gpu) -> TestResult {
 /// stencils, on two host threads sharing the `Gpu`. Every result equals the CPU's, and device
 /// memory in use ends where it started (after a warm-up that creates the cached workspaces).
 fn soak(gpu: &Gpu) -> TestResult {
-    let sizes = [1usize, 1000, (1 << 16) + 3, 1 << 20];
+    let sizes = [1usize, 1000, (1 << 16) + 3, 1 << 20].map(scaled);
     let host_f32: Vec<Vec<f32>> = sizes.iter().map(|&n| exact_sum_input(n, 1)).collect();
     let host_i64: Vec<Vec<i64>> = sizes.iter().map(|&n| random_vec(n, 2)).collect();
     let host_i32: Vec<Vec<i32>> = sizes.iter().map(|&n| random_vec(n, 3)).collect();
@@ -883,7 +890,7 @@ fn shared_opt_in(gpu: &Gpu) -> TestResult {
         declared > 48 * 1024,
         "copy_bulk declares {declared} B, not past 48 KiB"
     );
-    let n = 1 << 20;
+    let n = scaled(1 << 20);
     let host: Vec<u32> = (0..n as u32).collect();
     let src = gpu.upload(&host, "opt-in source")?;
     let dst = gpu.alloc::<u32>(n, "opt-in destination")?;

@@ -47,11 +47,11 @@ use ferrocuda::{Error, Gpu, with_elem_type};
 use ferrocuda_lessons::cpu::{ReduceReference, SplitMix64};
 use ferrocuda_lessons::reduce::{self, ReduceOp, ReduceRun, ReduceVariant};
 use ferrocuda_tests::reduce_suite::{
-    LARGEST, PATTERN_SIZES, POOL_LEN, alternating_pool, blocks, constant_pool, exact_pool_seed,
+    LARGEST, PATTERN_SIZES, alternating_pool, blocks, constant_pool, exact_pool_seed, pool_len,
     seed, sizes,
 };
 use ferrocuda_tests::{
-    TestResult, arch_allows, exact_sum_input, gpu_test, random_vec, run_gpu_suite,
+    TestResult, arch_allows, exact_sum_input, gpu_test, random_vec, run_gpu_suite, scaled,
 };
 use libtest_mimic::Trial;
 
@@ -181,7 +181,7 @@ fn main() -> ExitCode {
 /// start at every position relative to a 16-byte boundary (the pool itself is 256-byte
 /// aligned, as `cuMemAlloc` returns it).
 fn random_offset(rng: &mut SplitMix64, n: usize, case: usize) -> usize {
-    let room = POOL_LEN - n;
+    let room = pool_len() - n;
     assert!(room >= 3, "n = {n} leaves no room in the pool");
     (rng.next_u64() as usize % ((room - 3) / 4 + 1)) * 4 + case % 4
 }
@@ -202,7 +202,7 @@ enum Pattern {
     Alternating,
 }
 
-/// A pattern of `POOL_LEN` elements on the host and on the device.
+/// A pattern of `pool_len()` elements on the host and on the device.
 struct Pool<T: Element> {
     pattern: Pattern,
     host: Vec<T>,
@@ -240,7 +240,7 @@ fn pool<T: Element>(
             .expect("pools are keyed by their element type"));
     }
     let host = make();
-    assert_eq!(host.len(), POOL_LEN);
+    assert_eq!(host.len(), pool_len());
     // `upload` returns once the copy has landed.
     let device = gpu.upload(&host, &format!("{pattern:?} {} pool", T::TYPE))?;
     let pool: &'static Pool<T> = Box::leak(Box::new(Pool {
@@ -254,13 +254,13 @@ fn pool<T: Element>(
 
 fn exact_pool<T: Element>(gpu: &Gpu) -> anyhow::Result<&'static Pool<T>> {
     pool(gpu, Pattern::Exact, || {
-        exact_sum_input(POOL_LEN, exact_pool_seed(T::TYPE.name()))
+        exact_sum_input(pool_len(), exact_pool_seed(T::TYPE.name()))
     })
 }
 
 fn random_pool<T: Element>(gpu: &Gpu) -> anyhow::Result<&'static Pool<T>> {
     pool(gpu, Pattern::Random, || {
-        random_vec(POOL_LEN, seed(&format!("{} pool", T::TYPE)))
+        random_vec(pool_len(), seed(&format!("{} pool", T::TYPE)))
     })
 }
 
@@ -516,7 +516,7 @@ fn matches_cpu_on_every_size_and_block<T: Element, A: Element>(
 }
 
 fn widening_sum_is_exact_where_the_i32_sum_wraps(gpu: &Gpu) -> TestResult {
-    let n = (1 << 20) + 3;
+    let n = scaled((1 << 20) + 3);
     let mut rng = SplitMix64::new(seed("widening"));
     let near_max: Vec<i32> = (0..n)
         .map(|_| i32::MAX - (rng.next_u64() % 1024) as i32)
@@ -642,7 +642,7 @@ fn within_bound_on_constant_and_alternating<T: Element>(
     let mut cases = Vec::new();
     for pattern in float_patterns(variant) {
         let pool = float_pool::<T>(gpu, pattern)?;
-        for n in PATTERN_SIZES {
+        for n in PATTERN_SIZES.map(scaled) {
             let offset = random_offset(&mut rng, n, cases.len());
             cases.push(Case::new(pool, n, offset, via));
         }
@@ -668,7 +668,7 @@ fn library_function_is_reproducible<T: Element>(gpu: &Gpu, op: ReduceOp) -> Test
     // rightness on the exactly summable one, where the check is equality.
     let (pool, exact) = (random_pool::<T>(gpu)?, exact_pool::<T>(gpu)?);
     let mut rng = SplitMix64::new(seed(&format!("reproducible {}", r.label())));
-    for (i, n) in [LARGEST + 3, 1000].into_iter().enumerate() {
+    for (i, n) in [scaled(LARGEST + 3), 1000].into_iter().enumerate() {
         let offset = random_offset(&mut rng, n, i);
         let via = Via::Library(name, f);
         all_pass(gpu, &r, &[Case::new(exact, n, offset, via)])?;
@@ -706,7 +706,7 @@ fn variant_is_reproducible(gpu: &Gpu, variant: ReduceVariant) -> TestResult {
 /// exactly summable one.
 fn three_runs_agree<T: Element>(gpu: &Gpu, variant: ReduceVariant) -> TestResult {
     let r = Reduction::<T, T>::same_type(variant, ReduceOp::Sum);
-    let (n, block) = (LARGEST + 3, variant.default_block());
+    let (n, block) = (scaled(LARGEST + 3), variant.default_block());
     let (pool, exact) = (random_pool::<T>(gpu)?, exact_pool::<T>(gpu)?);
     let mut rng = SplitMix64::new(seed(&format!("reproducible {}", r.label())));
     let offset = random_offset(&mut rng, n, 1);

@@ -11,7 +11,7 @@ use ferrocuda::{Error, Gpu};
 use ferrocuda_lessons::cpu::reproducible::{
     Reproducible, same_sum as same, sum_reproducible as cpu_sum,
 };
-use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite};
+use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite, scaled};
 
 fn main() -> ExitCode {
     run_gpu_suite(vec![
@@ -77,7 +77,7 @@ fn check<T: Reproducible>(gpu: &Gpu, host: &[T], what: &str) -> anyhow::Result<T
 }
 
 fn every_size(gpu: &Gpu) -> TestResult {
-    for (i, &n) in SIZES.iter().enumerate() {
+    for (i, n) in SIZES.iter().map(|&n| scaled(n)).enumerate() {
         check(gpu, &random_vec::<f32>(n, i as u64), "random f32")?;
         check(gpu, &random_vec::<f64>(n, i as u64), "random f64")?;
     }
@@ -89,7 +89,7 @@ fn every_size(gpu: &Gpu) -> TestResult {
 /// Values where the order changes the result: cancellation of large values, magnitudes 2^±100
 /// mixed, subnormals, negative zeros, infinities.
 fn adversarial(gpu: &Gpu) -> TestResult {
-    let n = (1 << 20) + 77;
+    let n = scaled((1 << 20) + 77);
     let mut rng = ferrocuda_lessons::cpu::SplitMix64::new(7);
     let cancel: Vec<f32> = (0..n)
         .map(|i| match i % 3 {
@@ -114,7 +114,7 @@ fn adversarial(gpu: &Gpu) -> TestResult {
     check(gpu, &vec![-0.0f32; 9000], "negative zeros f32")?;
     check(gpu, &[-0.0f64; 3], "negative zeros f64 (one chunk)")?;
     let mut inf = random_vec::<f64>(n, 3);
-    inf[12345] = f64::INFINITY;
+    inf[n / 85] = f64::INFINITY;
     check(gpu, &inf, "one infinity f64")?;
     inf[n - 1] = f64::NEG_INFINITY;
     check(gpu, &inf, "+inf and -inf f64 (a NaN)")?;
@@ -123,7 +123,7 @@ fn adversarial(gpu: &Gpu) -> TestResult {
 
 /// The elements `[offset..]` of a buffer, which are not 16-byte aligned for `offset` 1..3.
 fn misaligned(gpu: &Gpu) -> TestResult {
-    let host = random_vec::<f32>((1 << 20) + 9, 11);
+    let host = random_vec::<f32>(scaled((1 << 20) + 9), 11);
     let buffer = gpu.upload(&host, "reproducible input")?;
     for offset in 1..4 {
         let slice: &DeviceSlice<f32> = &buffer.index(offset..);
@@ -138,7 +138,7 @@ fn misaligned(gpu: &Gpu) -> TestResult {
 }
 
 fn to_device(gpu: &Gpu) -> TestResult {
-    let host = random_vec::<f64>((1 << 22) + 1, 5);
+    let host = random_vec::<f64>(scaled((1 << 22) + 1), 5);
     let x = gpu.upload(&host, "reproducible input")?;
     let mut result = gpu.alloc::<f64>(1, "result")?;
     reduce::sum_reproducible_to_device(gpu, &x, &mut result)?;
@@ -155,10 +155,14 @@ fn to_device(gpu: &Gpu) -> TestResult {
 /// 2^30 `f32` (4 GiB), three levels; then the bits of a fixed set of inputs, printed for the
 /// comparison across GPUs.
 fn large_and_printed(gpu: &Gpu) -> TestResult {
-    let large = check(gpu, &random_vec::<f32>(1 << 30, 30), "random f32 2^30")?;
+    let large = check(
+        gpu,
+        &random_vec::<f32>(scaled(1 << 30), 30),
+        "random f32 2^30",
+    )?;
     println!(
         "reproducible-bits: seed 30 n {} f32 {:#010x} ({})",
-        1 << 30,
+        scaled(1 << 30),
         large.to_bits(),
         gpu.props().name
     );
@@ -167,7 +171,9 @@ fn large_and_printed(gpu: &Gpu) -> TestResult {
         (2, (1 << 20) + 3),
         (3, (1 << 24) + 1),
         (4, 1 << 26),
-    ] {
+    ]
+    .map(|(seed, n)| (seed, scaled(n)))
+    {
         let h32 = random_vec::<f32>(n, seed);
         let h64 = random_vec::<f64>(n, seed);
         let (x32, x64) = (gpu.upload(&h32, "x")?, gpu.upload(&h64, "x")?);

@@ -50,7 +50,7 @@ use ferrocuda::{Error, Gpu, with_elem_type};
 use ferrocuda_lessons::cpu::{self, SplitMix64, StencilPoint};
 use ferrocuda_lessons::kernels::config::STENCIL_RADII;
 use ferrocuda_lessons::stencil::{self, Boundary, StencilRun, StencilVariant, Taps};
-use ferrocuda_tests::{TestResult, arch_allows, gpu_test, random_vec, run_gpu_suite};
+use ferrocuda_tests::{TestResult, arch_allows, gpu_test, random_vec, run_gpu_suite, scaled};
 
 fn main() -> ExitCode {
     let mut trials = Vec::new();
@@ -198,8 +198,6 @@ fn same<T: Element>(a: T, b: T) -> bool {
 
 /// The largest input.
 const LARGEST: usize = 1 << 24;
-/// Elements in each input pool: the largest input plus room to start it at 4096 offsets.
-const POOL_LEN: usize = LARGEST + 4096;
 /// Poisoned elements checked on each side of an output slice.
 const GUARD: usize = 8;
 /// Elements in each output pool: the largest output, the guards, and room to move it.
@@ -229,7 +227,8 @@ fn pool<T: Element>(gpu: &Gpu) -> anyhow::Result<&'static Pool<T>> {
             .downcast_ref()
             .expect("pools are keyed by their element type"));
     }
-    let host: Vec<T> = random_vec(POOL_LEN, 0x57e9 + T::TYPE as u64);
+    // The largest input plus room to start it at 4096 offsets.
+    let host: Vec<T> = random_vec(scaled(LARGEST) + 4096, 0x57e9 + T::TYPE as u64);
     let input = gpu.upload(&host, &format!("{} stencil input pool", T::TYPE))?;
     let output = gpu.alloc(OUT_POOL_LEN, &format!("{} stencil output pool", T::TYPE))?;
     // A synchronous copy from pageable memory may return before its DMA lands, and the
@@ -419,17 +418,17 @@ fn sweep<T: Element>(
             .iter()
             .flat_map(|&b| [b as usize - 1, b as usize, b as usize + 1]),
     );
-    sizes.extend([LARGE + 3, LARGEST]);
+    sizes.extend([scaled(LARGE + 3), scaled(LARGEST)]);
     sizes.sort_unstable();
     sizes.dedup();
     let mut launches = 0;
     for n in sizes {
-        let in_offset = (rng.next_u64() % (POOL_LEN - n + 1) as u64) as usize;
+        let in_offset = (rng.next_u64() % (scaled(LARGEST) + 4096 - n + 1) as u64) as usize;
         let out_offset = GUARD + (rng.next_u64() % 64) as usize;
         let want = reference(&pool.host[in_offset..in_offset + n], &taps, boundary);
         for (v, &variant) in variants.iter().enumerate() {
             let blocks = blocks_for(variant, radius);
-            let blocks = if n > LARGE {
+            let blocks = if n > scaled(LARGE) {
                 vec![blocks[(rotation + v) % blocks.len()]]
             } else {
                 blocks

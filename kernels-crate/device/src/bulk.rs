@@ -205,96 +205,104 @@ mod gpu {
     }
 }
 
-/// The CPU device does not emulate the Tensor Memory Accelerator: a kernel that reaches a bulk
-/// copy or an `mbarrier` fails its launch with one line naming the feature.
+/// Bulk copies on the CPU device: a copy is done when it is issued, and delivers its bytes to
+/// its barrier at once; a wait lets the other threads run until its phase has completed.
 #[cfg(not(target_arch = "nvptx64"))]
 mod cpu {
     use crate::cpu::current;
+    use crate::cpu::intrinsics::interleave;
 
-    const FEATURE: &str = "bulk copies and mbarrier (cp.async.bulk, the Tensor Memory Accelerator)";
-
-    /// An `mbarrier` in shared memory.
+    /// A transaction barrier (`mbarrier`) in shared memory, named by its address.
     #[derive(Clone, Copy)]
-    pub struct Mbarrier;
+    pub struct Mbarrier {
+        address: usize,
+    }
 
     impl Mbarrier {
         /// The barrier at `p`.
-        pub fn at(_p: *mut u64) -> Self {
-            current().unsupported(FEATURE)
+        pub fn at(p: *mut u64) -> Self {
+            Self {
+                address: p as usize,
+            }
         }
 
         /// `mbarrier.init`.
         ///
         /// # Safety
         /// As on the GPU.
-        pub unsafe fn init(self, _count: u32) {}
+        pub unsafe fn init(self, count: u32) {
+            current().mbarrier_init(self.address, count);
+        }
 
         /// `mbarrier.arrive.expect_tx`.
         ///
         /// # Safety
         /// As on the GPU.
-        pub unsafe fn arrive_expect_tx(self, _bytes: u32) {}
+        pub unsafe fn arrive_expect_tx(self, bytes: u32) {
+            current().mbarrier_update(self.address, 1, i64::from(bytes));
+        }
 
-        /// `mbarrier.try_wait.parity` until it succeeds.
+        /// `mbarrier.try_wait.parity` until the phase with parity `parity` has completed.
         ///
         /// # Safety
         /// As on the GPU.
-        pub unsafe fn wait_parity(self, _parity: u32) {}
+        pub unsafe fn wait_parity(self, parity: u32) {
+            while current().mbarrier_phase(self.address) & 1 == parity {
+                interleave();
+            }
+        }
     }
 
-    /// `fence.mbarrier_init`.
+    /// `fence.mbarrier_init`: nothing to order on the CPU device.
     ///
     /// # Safety
     /// As on the GPU.
-    pub unsafe fn fence_mbarrier_init() {
-        current().unsupported(FEATURE)
-    }
+    pub unsafe fn fence_mbarrier_init() {}
 
-    /// `fence.proxy.async`.
+    /// `fence.proxy.async`: nothing to order on the CPU device.
     ///
     /// # Safety
     /// As on the GPU.
-    pub unsafe fn fence_proxy_async() {
-        current().unsupported(FEATURE)
-    }
+    pub unsafe fn fence_proxy_async() {}
 
-    /// `cp.async.bulk` global to shared.
+    /// Bulk load, done at once; its bytes complete on `barrier`.
     ///
     /// # Safety
     /// As on the GPU.
-    pub unsafe fn load<T>(_dst: *mut T, _src: *const T, _bytes: u32, _barrier: Mbarrier) {
-        current().unsupported(FEATURE)
+    pub unsafe fn load<T>(dst: *mut T, src: *const T, bytes: u32, barrier: Mbarrier) {
+        // SAFETY: the caller's contract: both ranges valid, not overlapping.
+        unsafe {
+            core::ptr::copy_nonoverlapping(src.cast::<u8>(), dst.cast::<u8>(), bytes as usize)
+        };
+        current().mbarrier_update(barrier.address, 0, -i64::from(bytes));
     }
 
-    /// `cp.async.bulk` shared to global.
+    /// Bulk store, done at once.
     ///
     /// # Safety
     /// As on the GPU.
-    pub unsafe fn store<T>(_dst: *mut T, _src: *const T, _bytes: u32) {
-        current().unsupported(FEATURE)
+    pub unsafe fn store<T>(dst: *mut T, src: *const T, bytes: u32) {
+        // SAFETY: the caller's contract: both ranges valid, not overlapping.
+        unsafe {
+            core::ptr::copy_nonoverlapping(src.cast::<u8>(), dst.cast::<u8>(), bytes as usize)
+        };
     }
 
-    /// `cp.async.bulk.commit_group`.
+    /// `cp.async.bulk.commit_group`: the stores are already done.
     ///
     /// # Safety
     /// As on the GPU.
-    pub unsafe fn commit_group() {
-        current().unsupported(FEATURE)
-    }
+    pub unsafe fn commit_group() {}
 
-    /// `cp.async.bulk.wait_group.read`.
+    /// `cp.async.bulk.wait_group.read`: the stores are already done.
     ///
     /// # Safety
     /// As on the GPU.
-    pub unsafe fn wait_group_read<const PENDING: u32>() {
-        current().unsupported(FEATURE)
-    }
+    pub unsafe fn wait_group_read<const PENDING: u32>() {}
 
-    /// `cp.async.bulk.wait_group 0`.
+    /// `cp.async.bulk.wait_group 0`: the stores are already done.
     ///
     /// # Safety
     /// As on the GPU.
-    pub unsafe fn wait_all() {
-        current().unsupported(FEATURE)
-    }
+    pub unsafe fn wait_all() {}
 }

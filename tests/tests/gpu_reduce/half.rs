@@ -18,7 +18,7 @@ use ferrocuda::DeviceSlice;
 use ferrocuda::Gpu;
 use ferrocuda::runtime::element::{Bf16, Element, F16};
 use ferrocuda_lessons::cpu::SplitMix64;
-use ferrocuda_tests::TestResult;
+use ferrocuda_tests::{TestResult, scaled};
 
 /// The two types, for the generic tests: a value from its 16 bits, and as an `f32` (exact).
 pub trait HalfFloat: Element {
@@ -86,7 +86,7 @@ pub fn sums_are_exact<T: HalfFloat>(gpu: &Gpu) -> TestResult {
         "empty sum"
     );
     let mut cases = 0;
-    for (i, &n) in SIZES.iter().enumerate() {
+    for (i, n) in SIZES.iter().map(|&n| scaled(n)).enumerate() {
         let host: Vec<T> = (0..n)
             .map(|_| T::of((1 + rng.next_u64() % 3) as f32))
             .collect();
@@ -161,7 +161,7 @@ fn fold<T: HalfFloat>(x: &[T], max: bool) -> T {
 pub fn min_max_match_cpu<T: HalfFloat>(gpu: &Gpu) -> TestResult {
     let mut rng = SplitMix64::new(0x3c1d ^ T::TYPE as u64);
     let mut cases = 0;
-    for (i, &n) in SIZES.iter().enumerate() {
+    for (i, n) in SIZES.iter().map(|&n| scaled(n)).enumerate() {
         let mut host: Vec<T> = (0..n)
             // Any bit pattern of the type: NaNs, infinities, subnormals, zeros included.
             .map(|_| T::from_bits(rng.next_u64() as u16))
@@ -224,7 +224,7 @@ pub fn reproducible_matches_cpu<T: HalfFloat>(gpu: &Gpu) -> TestResult {
         ferrocuda::reduce::sum_reproducible_to_f32(gpu, &empty)? == 0.0,
         "empty reproducible sum"
     );
-    for (i, &n) in SIZES.iter().enumerate() {
+    for (i, n) in SIZES.iter().map(|&n| scaled(n)).enumerate() {
         let host: Vec<T> = (0..n)
             .map(|_| T::of((rng.next_u64() >> 11) as f32 / (1u64 << 52) as f32 * 2.0 - 1.0))
             .collect();

@@ -756,7 +756,6 @@ unsafe fn launch(
         Err(fault) => {
             let status = match fault {
                 Fault::InvalidLaunch(_) => INVALID,
-                Fault::Unsupported(_) => CUresult::CUDA_ERROR_NOT_SUPPORTED,
                 Fault::Trap(_) => CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION,
                 Fault::Deadlock(_) | Fault::Contract(_) => CUresult::CUDA_ERROR_LAUNCH_FAILED,
             };
@@ -961,24 +960,32 @@ unsafe extern "C" fn cuOccupancyMaxActiveClusters(
 }
 
 /// Live allocations: address to size (device memory and pinned host memory alike).
-static ALLOCATIONS: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
+static ALLOCATIONS: Mutex<BTreeMap<usize, Allocation>> = Mutex::new(BTreeMap::new());
+
+/// One live allocation: its size, and whether it is device memory (`cuMemAlloc`) rather than
+/// page-locked host memory (`cuMemHostAlloc`), which the device's free memory does not count.
+#[derive(Clone, Copy)]
+struct Allocation {
+    bytes: usize,
+    device: bool,
+}
 
 /// The alignment of an allocation, as `cuMemAlloc` gives.
 const ALIGN: usize = 256;
 
-fn allocate(bytes: usize) -> Option<usize> {
+fn allocate(bytes: usize, device: bool) -> Option<usize> {
     let layout = std::alloc::Layout::from_size_align(bytes.max(1), ALIGN).ok()?;
     // SAFETY: a non-zero size.
     let p = unsafe { std::alloc::alloc(layout) };
     if p.is_null() {
         return None;
     }
-    lock(&ALLOCATIONS).insert(p as usize, bytes);
+    lock(&ALLOCATIONS).insert(p as usize, Allocation { bytes, device });
     Some(p as usize)
 }
 
 fn free(address: usize) -> CUresult {
-    let Some(bytes) = lock(&ALLOCATIONS).remove(&address) else {
+    let Some(Allocation { bytes, .. }) = lock(&ALLOCATIONS).remove(&address) else {
         return INVALID;
     };
     let layout = std::alloc::Layout::from_size_align(bytes.max(1), ALIGN).expect("its layout");
@@ -991,7 +998,7 @@ unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize) -> CUre
     if bytes == 0 {
         return INVALID;
     }
-    match allocate(bytes) {
+    match allocate(bytes, true) {
         Some(p) => unsafe { put(dptr, p as CUdeviceptr) },
         None => CUresult::CUDA_ERROR_OUT_OF_MEMORY,
     }
@@ -1017,7 +1024,7 @@ unsafe extern "C" fn cuMemFreeAsync(dptr: CUdeviceptr, _s: CUstream) -> CUresult
 }
 
 unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytes: usize) -> CUresult {
-    match allocate(bytes) {
+    match allocate(bytes, false) {
         Some(p) => unsafe { put(pp, p as *mut c_void) },
         None => CUresult::CUDA_ERROR_OUT_OF_MEMORY,
     }
@@ -1059,7 +1066,11 @@ unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CUr
     // The host's memory as the device's, less what is allocated on it: a program's own
     // allocations move it, and nothing else does.
     let t = host_memory();
-    let used: usize = lock(&ALLOCATIONS).values().sum();
+    let used: usize = lock(&ALLOCATIONS)
+        .values()
+        .filter(|a| a.device)
+        .map(|a| a.bytes)
+        .sum();
     let f = t.saturating_sub(used);
     unsafe {
         put(free, f);
@@ -1184,7 +1195,7 @@ unsafe extern "C" fn cuPointerGetAttribute(
     let known = lock(&ALLOCATIONS)
         .range(..=ptr as usize)
         .next_back()
-        .is_some_and(|(&a, &n)| (ptr as usize) < a + n.max(1));
+        .is_some_and(|(&a, n)| (ptr as usize) < a + n.bytes.max(1));
     if !known {
         return INVALID;
     }

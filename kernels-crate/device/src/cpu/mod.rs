@@ -151,8 +151,6 @@ pub enum Fault {
     Deadlock(String),
     /// A warp collective or barrier used against its contract (a mask naming an exited lane).
     Contract(String),
-    /// The kernel used a feature the CPU device does not emulate.
-    Unsupported(String),
     /// A thread panicked (a trap on a GPU: `CUDA_ERROR_ILLEGAL_INSTRUCTION`).
     Trap(String),
 }
@@ -163,7 +161,6 @@ impl fmt::Display for Fault {
             Fault::InvalidLaunch(m) => write!(f, "invalid launch: {m}"),
             Fault::Deadlock(m) => write!(f, "deadlock: {m}"),
             Fault::Contract(m) => write!(f, "{m}"),
-            Fault::Unsupported(m) => write!(f, "not emulated by the CPU device: {m}"),
             Fault::Trap(m) => write!(f, "trap: {m}"),
         }
     }
@@ -268,6 +265,17 @@ pub struct Context {
     live: Cell<u64>,
     /// The first contract violation a device function found (raised after its thread stops).
     fault: RefCell<Option<Fault>>,
+    /// The transaction barriers (`mbarrier`) of the group, by address.
+    mbarriers: RefCell<Vec<(usize, Mbarrier)>>,
+}
+
+/// An `mbarrier`'s state: its phase completes when `pending` arrivals and `tx` bytes are in.
+#[derive(Clone, Copy, Debug)]
+struct Mbarrier {
+    count: u32,
+    pending: u32,
+    tx: i64,
+    phase: u32,
 }
 
 thread_local! {
@@ -497,12 +505,46 @@ impl Context {
         }
     }
 
-    /// Fails the launch: the kernel reached a feature the CPU device does not emulate.
-    pub fn unsupported(&self, feature: &str) -> ! {
-        self.raise(Fault::Unsupported(format!(
-            "{} uses {feature}",
-            self.launch.config()
-        )))
+    /// `mbarrier.init` of the barrier at `address`: phases of `count` arrivals.
+    pub fn mbarrier_init(&self, address: usize, count: u32) {
+        let state = Mbarrier {
+            count,
+            pending: count,
+            tx: 0,
+            phase: 0,
+        };
+        let mut all = self.mbarriers.borrow_mut();
+        match all.iter_mut().find(|(a, _)| *a == address) {
+            Some((_, m)) => *m = state,
+            None => all.push((address, state)),
+        }
+    }
+
+    /// One arrival at the barrier at `address` (`arrivals` 1) announcing `bytes`, or bulk
+    /// copies that delivered `-bytes` (`arrivals` 0); the phase completes when both are in.
+    pub fn mbarrier_update(&self, address: usize, arrivals: u32, bytes: i64) {
+        let mut all = self.mbarriers.borrow_mut();
+        let Some((_, m)) = all.iter_mut().find(|(a, _)| *a == address) else {
+            drop(all);
+            self.raise(Fault::Contract(format!(
+                "{}: an mbarrier at {address:#x} used before mbarrier.init",
+                self.launch.config()
+            )));
+        };
+        m.pending = m.pending.saturating_sub(arrivals);
+        m.tx += bytes;
+        if m.pending == 0 && m.tx == 0 {
+            m.phase += 1;
+            m.pending = m.count;
+        }
+    }
+
+    /// The number of completed phases of the barrier at `address`.
+    pub fn mbarrier_phase(&self, address: usize) -> u32 {
+        let all = self.mbarriers.borrow();
+        all.iter()
+            .find(|(a, _)| *a == address)
+            .map_or(0, |(_, m)| m.phase)
     }
 }
 
@@ -686,6 +728,7 @@ fn run_group(
         cluster_phase: Cell::new(0),
         live: Cell::new((group.len() * per_block) as u64),
         fault: RefCell::new(None),
+        mbarriers: RefCell::new(Vec::new()),
     };
     let n = context.threads.len();
     let ctx: *const Context = &context;
