@@ -1066,11 +1066,13 @@ unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CUr
     // The host's memory as the device's, less what is allocated on it: a program's own
     // allocations move it, and nothing else does.
     let t = host_memory();
+    // In 2 MiB pages, as the NVIDIA driver reports it: a few bytes held by a cache do not show.
     let used: usize = lock(&ALLOCATIONS)
         .values()
         .filter(|a| a.device)
         .map(|a| a.bytes)
-        .sum();
+        .sum::<usize>()
+        .next_multiple_of(2 << 20);
     let f = t.saturating_sub(used);
     unsafe {
         put(free, f);
