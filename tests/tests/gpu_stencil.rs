@@ -48,7 +48,7 @@ use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::{DeviceBuffer, DeviceSlice, ViewMut};
 use ferrocuda::{Error, Gpu, with_elem_type};
 use ferrocuda_lessons::cpu::{self, SplitMix64, StencilPoint};
-use ferrocuda_lessons::kernels::config::STENCIL_RADII;
+use ferrocuda_lessons::kernels::config::{STENCIL_FAST_VECTORS_PER_THREAD, STENCIL_RADII};
 use ferrocuda_lessons::stencil::{self, Boundary, StencilRun, StencilVariant, Taps};
 use ferrocuda_tests::{TestResult, arch_allows, gpu_test, random_vec, run_gpu_suite, scaled};
 
@@ -144,7 +144,6 @@ fn main() -> ExitCode {
 /// unwritten).
 fn one_block_per_tile<T: Element>(gpu: &Gpu) -> TestResult {
     use ferrocuda::stencil::StencilGrid;
-    use ferrocuda_lessons::kernels::config::STENCIL_FAST_VECTORS_PER_THREAD;
     let pool = pool::<T>(gpu)?;
     let lanes = 16 / size_of::<T>();
     let taps = Taps::Sum { radius: 3 };
@@ -227,8 +226,10 @@ fn pool<T: Element>(gpu: &Gpu) -> anyhow::Result<&'static Pool<T>> {
             .downcast_ref()
             .expect("pools are keyed by their element type"));
     }
-    // The largest input plus room to start it at 4096 offsets.
-    let host: Vec<T> = random_vec(scaled(LARGEST) + 4096, 0x57e9 + T::TYPE as u64);
+    // The largest input (of the sweeps, scaled on the CPU device, or of the fixed-grid test,
+    // never scaled) plus room to start it at 4096 offsets.
+    let len = scaled(LARGEST).max(FIXED_GRID_LARGEST) + 4096;
+    let host: Vec<T> = random_vec(len, 0x57e9 + T::TYPE as u64);
     let input = gpu.upload(&host, &format!("{} stencil input pool", T::TYPE))?;
     let output = gpu.alloc(OUT_POOL_LEN, &format!("{} stencil output pool", T::TYPE))?;
     // A synchronous copy from pageable memory may return before its DMA lands, and the
@@ -622,6 +623,10 @@ fn rejects_unsupported(gpu: &Gpu) -> TestResult {
     }
     Ok(())
 }
+
+/// The longest input of [`fast_on_a_fixed_grid`]: 12 tiles of 256 threads' vectors on each
+/// of 4 blocks, 16-byte vectors of 2-byte elements, and 5 more.
+const FIXED_GRID_LARGEST: usize = 12 * 4 * 256 * STENCIL_FAST_VECTORS_PER_THREAD * 8 + 5;
 
 /// The fast kernel on a fixed grid of 4 blocks (`StencilGrid::Blocks`): each block loops over
 /// a dozen tiles a grid apart, loading the next one into registers ahead (the 16-bit floats:
