@@ -172,12 +172,12 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
             }
             Entries::GridStride(first, finish) => {
                 let (first, finish) = (crate::kernel(gpu, first)?, crate::kernel(gpu, finish)?);
-                let configs = grid_stride_configs(&first, &finish, block);
+                let configs = grid_stride_configs(gpu, &first, &finish, block);
                 Plan::GridStride {
                     first,
                     finish,
                     configs,
-                    partials: poisoned(REDUCE_STATIC_GRID as usize, "per-block partials")?,
+                    partials: poisoned(configs[0].grid[0] as usize, "per-block partials")?,
                 }
             }
             Entries::GridStrideStatic(first, finish, partials) => {
@@ -188,7 +188,7 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                     ));
                 }
                 let (first, finish) = (crate::kernel(gpu, first)?, crate::kernel(gpu, finish)?);
-                let configs = grid_stride_configs(&first, &finish, block);
+                let configs = grid_stride_configs(gpu, &first, &finish, block);
                 let partials = first.device_global(&partials)?;
                 Plan::GridStrideStatic {
                     first,
@@ -370,7 +370,7 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                 } => {
                     let partials = partials.as_device_ptr();
                     first.launch(configs[0], (input, n, partials))?;
-                    finish.launch(configs[1], (partials, REDUCE_STATIC_GRID as usize, out))
+                    finish.launch(configs[1], (partials, configs[0].grid[0] as usize, out))
                 }
                 Plan::GridStrideStatic {
                     first,
@@ -379,7 +379,7 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                     partials,
                 } => {
                     first.launch(configs[0], (input, n))?;
-                    finish.launch(configs[1], (*partials, REDUCE_STATIC_GRID as usize, out))
+                    finish.launch(configs[1], (*partials, configs[0].grid[0] as usize, out))
                 }
                 Plan::Fast {
                     kernel,
@@ -469,17 +469,30 @@ pub fn rounding_depth(
     d + 1.0
 }
 
-/// The launches of the notes' grid-stride reduction: `REDUCE_STATIC_GRID` blocks of `block`
-/// threads, then one block of 1024 over the partials.
+/// The launches of the notes' grid-stride reduction: [`static_grid`] blocks of `block` threads,
+/// then one block of 1024 over the partials.
 fn grid_stride_configs(
+    gpu: &Gpu,
     first: &KernelFunction,
     finish: &KernelFunction,
     block: u32,
 ) -> [LaunchConfig; 2] {
     [
-        first.config(REDUCE_STATIC_GRID, block),
+        first.config(static_grid(gpu), block),
         finish.config(1, ARCH_MAX_THREADS_PER_BLOCK),
     ]
+}
+
+/// The grid of the notes' grid-stride reduction (樊哲勇《CUDA编程基础与实践》第10章): a
+/// fixed `REDUCE_STATIC_GRID` blocks, whatever the input's size. On the CPU device, which runs
+/// every thread one after another, 1024 times fewer (10 blocks): a grid-stride loop covers any
+/// input with any grid, and each of 10240 blocks would mostly find nothing to add.
+pub fn static_grid(gpu: &Gpu) -> u32 {
+    if gpu.is_cpu() {
+        REDUCE_STATIC_GRID / 1024
+    } else {
+        REDUCE_STATIC_GRID
+    }
 }
 
 /// The host's sum of per-block partials: in order, wrapping for integers; floats accumulate
