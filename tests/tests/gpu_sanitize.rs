@@ -1,13 +1,16 @@
-//! compute-sanitizer bites: `racecheck` reports hazards on both broken-on-purpose kernels
+//! The race checkers bite: `racecheck` reports hazards on both broken-on-purpose kernels
 //! (the stencil without `syncthreads`, the `volatile` warp unrolling without `syncwarp`).
-//! Needs the `ferrocuda` binary (`FERROCUDA_BIN`, set by the GPU bundle, or the one next to
-//! this test's build) and `compute-sanitizer` on the GPU machine.
+//! On a GPU, NVIDIA's compute-sanitizer (needs the `ferrocuda` binary: `FERROCUDA_BIN`, set by
+//! the GPU bundle, or the one next to this test's build); on the CPU device, its own
+//! racecheck, which must also find every library kernel clean.
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, ensure};
-use ferrocuda_cli::sanitize::{broken_kernels, parse_report, sanitizer_command};
-use ferrocuda_tests::{TestResult, hardware_test, run_gpu_suite};
+use ferrocuda_cli::sanitize::{
+    broken_cases, broken_kernels, library_cases, library_kernels, parse_report, sanitizer_command,
+};
+use ferrocuda_tests::{TestResult, gpu_test, run_gpu_suite};
 
 fn ferrocuda_bin() -> anyhow::Result<PathBuf> {
     if let Ok(p) = std::env::var("FERROCUDA_BIN") {
@@ -60,10 +63,88 @@ fn racecheck_flags_both_broken_kernels(_gpu: &ferrocuda::Gpu) -> TestResult {
     Ok(())
 }
 
+/// Runs `f` under the CPU device's racecheck, findings not failing the launches; returns what
+/// it returned and the findings.
+fn under_cpu_racecheck<R>(
+    f: impl FnOnce() -> ferrocuda::runtime::error::Result<R>,
+) -> anyhow::Result<(R, Vec<ferrocuda::runtime::driver::cpu::Finding>)> {
+    use ferrocuda::runtime::driver::cpu;
+    cpu::take_findings();
+    cpu::racecheck(true);
+    cpu::fail_on_findings(false);
+    let r = f();
+    cpu::racecheck(false);
+    cpu::fail_on_findings(true);
+    Ok((r?, cpu::take_findings()))
+}
+
+/// The CPU device's racecheck flags each broken kernel, by name, and only them.
+fn cpu_racecheck_flags_both_broken_kernels(gpu: &ferrocuda::Gpu) -> TestResult {
+    if !gpu.is_cpu() {
+        return racecheck_flags_both_broken_kernels(gpu);
+    }
+    let ((), findings) = under_cpu_racecheck(|| broken_cases(gpu))?;
+    let text: Vec<String> = findings.iter().map(ToString::to_string).collect();
+    for k in broken_kernels().map(|k| k.symbol) {
+        ensure!(
+            text.iter()
+                .any(|f| f.starts_with("racecheck: ") && f.contains(&format!("{k}<<<"))),
+            "the CPU device's racecheck did not flag {k}:\n{}",
+            text.join("\n")
+        );
+    }
+    Ok(())
+}
+
+/// Every library kernel on the sanitizer's cases: each result right; on the CPU device, under
+/// its racecheck, with no hazard and no synccheck finding (on a GPU, `ferrocuda sanitize` runs
+/// the same cases under compute-sanitizer).
+fn library_kernels_right_and_race_free(gpu: &ferrocuda::Gpu) -> TestResult {
+    let (results, findings) = if gpu.is_cpu() {
+        under_cpu_racecheck(|| library_cases(gpu))?
+    } else {
+        (library_cases(gpu)?, Vec::new())
+    };
+    let failed: Vec<&String> = results
+        .iter()
+        .filter(|(_, ok)| !**ok)
+        .map(|(k, _)| k)
+        .collect();
+    ensure!(
+        failed.is_empty(),
+        "wrong results under racecheck: {failed:?}"
+    );
+    ensure!(
+        findings.is_empty(),
+        "{} findings on library kernels:\n{}",
+        findings.len(),
+        findings
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let missing: Vec<&str> = library_kernels()
+        .iter()
+        .map(|e| e.symbol)
+        .filter(|k| !results.contains_key(*k))
+        .collect();
+    ensure!(
+        missing.is_empty(),
+        "kernels the cases did not run: {missing:?}"
+    );
+    Ok(())
+}
+
 fn main() -> ExitCode {
-    run_gpu_suite(vec![hardware_test(
-        "racecheck_reports_hazards_on_both_broken_kernels",
-        "compute-sanitizer",
-        racecheck_flags_both_broken_kernels,
-    )])
+    run_gpu_suite(vec![
+        gpu_test(
+            "racecheck_reports_hazards_on_both_broken_kernels",
+            cpu_racecheck_flags_both_broken_kernels,
+        ),
+        gpu_test(
+            "every_library_kernel_is_right_and_race_free_on_the_sanitizer_cases",
+            library_kernels_right_and_race_free,
+        ),
+    ])
 }

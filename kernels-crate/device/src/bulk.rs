@@ -270,10 +270,11 @@ mod cpu {
     /// # Safety
     /// As on the GPU.
     pub unsafe fn load<T>(dst: *mut T, src: *const T, bytes: u32, barrier: Mbarrier) {
-        // SAFETY: the caller's contract: both ranges valid, not overlapping.
-        unsafe {
+        // SAFETY: the caller's contract: both ranges valid, not overlapping. The copy is the
+        // device's, not an access of the issuing thread.
+        crate::cpu::racecheck::unwatched(|| unsafe {
             core::ptr::copy_nonoverlapping(src.cast::<u8>(), dst.cast::<u8>(), bytes as usize)
-        };
+        });
         current().mbarrier_update(barrier.address, 0, -i64::from(bytes));
     }
 
@@ -282,10 +283,11 @@ mod cpu {
     /// # Safety
     /// As on the GPU.
     pub unsafe fn store<T>(dst: *mut T, src: *const T, bytes: u32) {
-        // SAFETY: the caller's contract: both ranges valid, not overlapping.
-        unsafe {
+        // SAFETY: the caller's contract: both ranges valid, not overlapping. The copy is the
+        // device's, not an access of the issuing thread.
+        crate::cpu::racecheck::unwatched(|| unsafe {
             core::ptr::copy_nonoverlapping(src.cast::<u8>(), dst.cast::<u8>(), bytes as usize)
-        };
+        });
     }
 
     /// `cp.async.bulk.commit_group`: the stores are already done.

@@ -54,6 +54,16 @@ pub fn library_kernels() -> Vec<&'static EntryInfo> {
 /// (small, because the tools slow every launch down by orders of magnitude).
 pub const CASE_SIZES: [usize; 2] = [33, 4099];
 
+/// [`CASE_SIZES`] on `gpu`; on the CPU device, whose racecheck stops at every shared memory
+/// access, the second is `1024 + 3` (still several blocks, still a tail for every width).
+pub fn case_sizes(gpu: &Gpu) -> [usize; 2] {
+    if gpu.is_cpu() {
+        [CASE_SIZES[0], 1024 + 3]
+    } else {
+        CASE_SIZES
+    }
+}
+
 /// The fast reduction's extra sizes, in tiles of its block (a tile is `block * ITEMS` 16-byte
 /// vectors): `3 tiles + 5` runs several blocks, so the ticket path and the last block's combine;
 /// `resident blocks * tiles + 1 tile + 7` makes a block loop over two tiles. Both have a ragged
@@ -72,7 +82,7 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
     let mut record = |symbol: &str, ok: bool| {
         *results.entry(symbol.to_string()).or_insert(true) &= ok;
     };
-    for n in CASE_SIZES {
+    for n in case_sizes(gpu) {
         let r = ferrocuda_lessons::smoke::run(gpu, n, 100, 0, n as u64)?;
         record(smoke_saxpy().symbol(), r.mismatches == 0);
     }
@@ -131,7 +141,11 @@ fn reproducible_cases<T: Reproducible>(
         .map(|_| ferrocuda_lessons::cpu::from_random_bits::<T>(rng.next_u64()))
         .collect();
     let input = gpu.upload(&host, "sanitize reproducible input")?;
-    for (lo, hi) in [(0, CASE_SIZES[1]), (0, 3 * chunk + 5), (1, 3 * chunk + 6)] {
+    for (lo, hi) in [
+        (0, case_sizes(gpu)[1]),
+        (0, 3 * chunk + 5),
+        (1, 3 * chunk + 6),
+    ] {
         let got = ferrocuda_lessons::reduce::sum_reproducible(gpu, &input.index(lo..hi))?;
         let want = ferrocuda_lessons::cpu::reproducible::sum_reproducible(&host[lo..hi]);
         record(
@@ -168,8 +182,8 @@ fn half_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Res
     host[longest / 3] = T::from_f64(5.0);
     let input = gpu.upload(&host, "sanitize half-precision input")?;
     for n in [
-        CASE_SIZES[0],
-        CASE_SIZES[1],
+        case_sizes(gpu)[0],
+        case_sizes(gpu)[1],
         3 * tile + 5,
         resident * tile + tile + 7,
     ] {
@@ -196,7 +210,11 @@ fn half_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Res
     let chunk = reduce_repro_chunk(size_of::<f32>());
     let repro =
         k::reduce_reproducible_half::<T>().map_or("reduce_reproducible_half", |e| e.symbol());
-    for (lo, hi) in [(0, CASE_SIZES[1]), (4, 3 * chunk + 9), (1, 3 * chunk + 6)] {
+    for (lo, hi) in [
+        (0, case_sizes(gpu)[1]),
+        (4, 3 * chunk + 9),
+        (1, 3 * chunk + 6),
+    ] {
         let widened: Vec<f32> = host[lo..hi].iter().map(|v| v.to_f64() as f32).collect();
         let want = ferrocuda_lessons::cpu::reproducible::sum_reproducible(&widened);
         let got = lib::sum_reproducible_to_f32(gpu, &input.index(lo..hi))?;
@@ -208,6 +226,7 @@ fn half_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Res
 fn reduce_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Result<()> {
     let mut rng = SplitMix64::new(7);
     let fast_sizes = fast_path_sizes::<T>(gpu)?;
+    let cases = case_sizes(gpu);
     let host: Vec<T> = (0..fast_sizes[1] + 1)
         .map(|_| ferrocuda_lessons::cpu::from_random_bits::<T>(rng.next_u64()))
         .collect();
@@ -225,9 +244,9 @@ fn reduce_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> R
         for op in ReduceOp::ALL.into_iter().filter(|&o| v.supports_op(o)) {
             for &block in &blocks {
                 let sizes: &[usize] = if fast {
-                    &[CASE_SIZES[0], CASE_SIZES[1], fast_sizes[0], fast_sizes[1]]
+                    &[cases[0], cases[1], fast_sizes[0], fast_sizes[1]]
                 } else {
-                    &CASE_SIZES
+                    &cases
                 };
                 for &n in sizes {
                     // Offset 1: an odd start, so the vector paths take their scalar head.
@@ -249,7 +268,7 @@ fn reduce_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> R
 
 fn stencil_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Result<()> {
     let mut rng = SplitMix64::new(9);
-    let n_max = CASE_SIZES[1];
+    let n_max = case_sizes(gpu)[1];
     let host: Vec<T> = (0..n_max)
         .map(|_| ferrocuda_lessons::cpu::from_random_bits::<T>(rng.next_u64() & 0xFF))
         .collect();
@@ -273,9 +292,9 @@ fn stencil_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> 
                 }
                 // The bulk-copy stencil reuses each stage only past `STAGES` tiles per block:
                 // one size with more tiles than three per resident block (R = 3, f32).
-                let mut sizes = CASE_SIZES.to_vec();
+                let mut sizes = case_sizes(gpu).to_vec();
                 if v == StencilVariant::Bulk && T::TYPE == ElemType::F32 && radius == 3 {
-                    sizes.push(BULK_STAGE_REUSE_SIZE);
+                    sizes.push(bulk_stage_reuse_size(gpu));
                 }
                 for boundary in Boundary::ALL {
                     for &n in &sizes {
@@ -301,7 +320,7 @@ fn stencil_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> 
                         // The fast kernel on two blocks that loop over the tiles, where `f32`,
                         // `f64` and `i32` load the next tile ahead and the 16-bit floats load
                         // each tile as they reach it (the library's grid has one tile a block).
-                        if v == StencilVariant::Fast && n == CASE_SIZES[1] {
+                        if v == StencilVariant::Fast && n == case_sizes(gpu)[1] {
                             gpu.poison_async(&mut output)?;
                             let mut run = ferrocuda::stencil::StencilRun::with_grid(
                                 gpu,
@@ -327,9 +346,17 @@ fn stencil_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> 
     Ok(())
 }
 
-/// A stencil size past three tiles of the bulk-copy stencil per resident block on a GPU of up
-/// to 144 SMs (tiles of 1024 `f32`, at most 16 blocks an SM), with a ragged tail.
-const BULK_STAGE_REUSE_SIZE: usize = (1 << 23) + 5;
+/// A stencil size past three tiles of the bulk-copy stencil per resident block (tiles of 1024
+/// `f32`, at most 16 blocks an SM), with a ragged tail: `2^23 + 5` on GPUs of up to 144 SMs,
+/// and as many tiles as the SMs need on a device with more (or, like the CPU device, fewer).
+fn bulk_stage_reuse_size(gpu: &Gpu) -> usize {
+    let sms = gpu.props().sm_count as usize;
+    if sms <= 144 && !gpu.is_cpu() {
+        (1 << 23) + 5
+    } else {
+        (sms * 16 * 3 + 1) * 1024 + 5
+    }
+}
 
 /// `n` elements of input: `host` when long enough, else `host` repeated.
 fn stencil_input<T: Element>(host: &[T], n: usize) -> std::borrow::Cow<'_, [T]> {
@@ -365,9 +392,9 @@ fn copy_cases(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Result<()> {
     // 5 tiles and a ragged end at offset 1: the library's grid with several blocks, block 0
     // copying the head and the tail while the others issue their bulk copies.
     for (n, offset) in [
-        (CASE_SIZES[0], 0),
-        (CASE_SIZES[1], 0),
-        (CASE_SIZES[1], 3),
+        (case_sizes(gpu)[0], 0),
+        (case_sizes(gpu)[1], 0),
+        (case_sizes(gpu)[1], 3),
         (5 * tile + 3, 1),
         (big, 1),
     ] {

@@ -29,7 +29,8 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use cust::sys::*;
-use ferrocuda_device::cpu::{Fault, Finding, Launch, Schedule};
+pub use ferrocuda_device::cpu::Finding;
+use ferrocuda_device::cpu::{Fault, Launch, Schedule};
 use ferrocuda_device::entry::{DEVICE_GLOBALS, ENTRY_POINTS, EntryInfo};
 
 use super::launch::{
@@ -44,6 +45,10 @@ pub const CHECK_ENV: &str = "FERROCUDA_CPU_CHECK";
 
 /// `in-order` (the default) or `random:SEED`.
 pub const SCHEDULE_ENV: &str = "FERROCUDA_CPU_SCHEDULE";
+
+/// `FERROCUDA_CPU_RACECHECK=1`: every launch runs under the CPU device's racecheck (slow: meant
+/// for small launches, as compute-sanitizer's is).
+pub const RACECHECK_ENV: &str = "FERROCUDA_CPU_RACECHECK";
 
 /// The CPU device's name, as `cuDeviceGetName` gives it.
 pub const NAME: &str = "ferrocuda CPU device (emulated; timings are not GPU timings)";
@@ -99,7 +104,17 @@ pub fn fail_on_findings(fail: bool) {
     FAIL_ON_FINDINGS.store(fail, Ordering::Relaxed);
 }
 
-/// The `synccheck` findings of the launches since the last call, oldest first.
+static RACECHECK: std::sync::LazyLock<AtomicBool> = std::sync::LazyLock::new(|| {
+    AtomicBool::new(std::env::var(RACECHECK_ENV).is_ok_and(|v| v.trim() == "1"))
+});
+
+/// Whether the launches that follow run under racecheck: every shared memory access of every
+/// thread checked against the other threads' since the last barrier, each hazard a finding.
+pub fn racecheck(on: bool) {
+    RACECHECK.store(on, Ordering::Relaxed);
+}
+
+/// The `synccheck` and `racecheck` findings of the launches since the last call, oldest first.
 pub fn take_findings() -> Vec<Finding> {
     std::mem::take(&mut *lock(&FINDINGS))
 }
@@ -720,6 +735,7 @@ unsafe fn launch(
     config.cooperative = cooperative;
     config.cluster = cluster;
     config.schedule = schedule();
+    config.racecheck = RACECHECK.load(Ordering::Relaxed);
     if !f.info.params.is_empty() && params.is_null() {
         return INVALID;
     }

@@ -40,6 +40,7 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 pub mod intrinsics;
 pub mod print;
+pub mod racecheck;
 mod schedule;
 
 pub use schedule::Schedule;
@@ -85,6 +86,8 @@ pub struct Launch {
     pub warp_size: u32,
     /// The order threads and blocks run in.
     pub schedule: Schedule,
+    /// Whether [`racecheck`] watches the block's shared memory.
+    pub racecheck: bool,
 }
 
 impl Launch {
@@ -100,6 +103,7 @@ impl Launch {
             cluster: [1, 1, 1],
             warp_size: DEFAULT_WARP_SIZE,
             schedule: Schedule::InOrder,
+            racecheck: false,
         }
     }
 
@@ -173,7 +177,12 @@ impl std::error::Error for Fault {}
 pub struct Outcome {
     /// Synccheck and racecheck findings, in the order they were made.
     pub findings: Vec<Finding>,
+    /// Racecheck hazards past the first [`HAZARDS_SHOWN`] of the launch (counted, not shown).
+    pub more_hazards: usize,
 }
+
+/// Racecheck hazards a launch reports one by one; the rest are counted in one line.
+pub const HAZARDS_SHOWN: usize = 16;
 
 /// A warp collective (`shfl`, `vote`, `match`, `syncwarp`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,10 +243,11 @@ struct Thread {
 /// One block of the running group.
 struct Block {
     idx: [u32; 3],
-    /// Dynamic shared memory first, then the static arrays as they are first reached.
-    shared: Box<[u8]>,
-    /// Offset of the arena's first aligned byte.
-    shared_base: usize,
+    /// Its shared memory (aligned to `SHARED_ALIGN`): dynamic shared memory first, then the
+    /// static arrays as they are first reached.
+    shared: *mut u8,
+    /// Bytes at `shared`.
+    shared_len: usize,
     /// `(key, offset)` of each static array reached so far.
     statics: RefCell<Vec<(usize, usize)>>,
     /// Bytes of the arena in use (dynamic plus static so far).
@@ -267,6 +277,8 @@ pub struct Context {
     fault: RefCell<Option<Fault>>,
     /// The transaction barriers (`mbarrier`) of the group, by address.
     mbarriers: RefCell<Vec<(usize, Mbarrier)>>,
+    /// Warp collectives completed by each warp of the group (racecheck's order within a warp).
+    warp_epochs: RefCell<Vec<u64>>,
 }
 
 /// An `mbarrier`'s state: its phase completes when `pending` arrivals and `tx` bytes are in.
@@ -346,8 +358,7 @@ impl Context {
 
     /// Base of this block's dynamic shared memory.
     pub fn dynamic_shared(&self) -> *mut u8 {
-        let b = self.block();
-        b.shared.as_ptr().wrapping_add(b.shared_base).cast_mut()
+        self.block().shared
     }
 
     /// The static shared array `key` (the address of its declaration) of `bytes` bytes aligned
@@ -376,18 +387,18 @@ impl Context {
                 }
                 b.used.set(o + bytes);
                 b.statics.borrow_mut().push((key, o));
-                // As uninitialised as the GPU's, but visibly so.
-                let start = b.shared.as_ptr().wrapping_add(b.shared_base + o).cast_mut();
+                // As uninitialised as the GPU's, but visibly so (a write of the device's,
+                // not of the thread that reached the array first).
+                let start = b.shared.wrapping_add(o);
                 // SAFETY: inside the arena (checked against the limit above, which the arena
                 // holds).
-                unsafe { std::ptr::write_bytes(start, SHARED_POISON, bytes) };
+                racecheck::unwatched(|| unsafe {
+                    std::ptr::write_bytes(start, SHARED_POISON, bytes)
+                });
                 o
             }
         };
-        b.shared
-            .as_ptr()
-            .wrapping_add(b.shared_base + offset)
-            .cast_mut()
+        b.shared.wrapping_add(offset)
     }
 
     /// This block's rank in its cluster (`%cluster_ctarank`).
@@ -404,9 +415,8 @@ impl Context {
     /// (`mapa.shared::cluster`).
     pub fn map_shared_rank(&self, p: *mut u8, rank: u32) -> *mut u8 {
         let me = self.block();
-        let base = |b: &Block| b.shared.as_ptr() as usize + b.shared_base;
-        let offset = (p as usize).wrapping_sub(base(me));
-        if offset >= me.shared.len() - me.shared_base || rank >= self.cluster_blocks() {
+        let offset = (p as usize).wrapping_sub(me.shared as usize);
+        if offset >= me.shared_len || rank >= self.cluster_blocks() {
             self.raise(Fault::Contract(format!(
                 "{}: map_shared_rank of {p:p}, rank {rank}: not a shared address of this block, \
                  or no such block in a cluster of {}",
@@ -415,12 +425,9 @@ impl Context {
             )));
         }
         let first = self.thread().block - me.cluster_rank as usize;
-        let other = &self.blocks[first + rank as usize];
-        other
+        self.blocks[first + rank as usize]
             .shared
-            .as_ptr()
-            .wrapping_add(other.shared_base + offset)
-            .cast_mut()
+            .wrapping_add(offset)
     }
 
     /// Stops the running thread with `fault`, which fails the launch.
@@ -500,7 +507,9 @@ impl Context {
     /// `barrier.cluster.wait` for the phase of this thread's last arrive.
     pub fn cluster_wait(&self) {
         let phase = self.thread().arrived_phase.get();
-        if self.cluster_phase.get() <= phase {
+        // Under racecheck every thread stops here, so that what it does after the barrier is
+        // checked after the barrier.
+        if self.cluster_phase.get() <= phase || self.launch.racecheck {
             self.suspend(Wait::Cluster { phase });
         }
     }
@@ -569,6 +578,16 @@ pub fn run(launch: &Launch, body: &dyn Fn()) -> Result<Outcome, Fault> {
     debug_assert!(groups.iter().all(|g| g.len() == per_group));
     for group in groups {
         run_group(launch, &group, body, &mut outcome)?;
+    }
+    if outcome.more_hazards > 0 {
+        outcome.findings.push(Finding {
+            tool: "racecheck",
+            message: format!(
+                "{}: {} more shared addresses with hazards",
+                launch.config(),
+                outcome.more_hazards
+            ),
+        });
     }
     Ok(outcome)
 }
@@ -692,18 +711,38 @@ fn run_group(
 ) -> Result<(), Fault> {
     let per_block = launch.threads_per_block();
     let [bx, by, _] = launch.block;
-    let arena = launch.dynamic_shared.max(launch.shared_limit) + SHARED_ALIGN;
+    let usable = launch.dynamic_shared.max(launch.shared_limit);
+    // Under racecheck, the blocks' shared memory is one watched mapping; otherwise arenas
+    // reused from earlier groups.
+    let mut race = if launch.racecheck {
+        Some(
+            racecheck::Racecheck::new(group.len(), usable)
+                .map_err(|why| Fault::InvalidLaunch(format!("{}: {why}", launch.config())))?,
+        )
+    } else {
+        None
+    };
+    let mut arenas = Vec::new();
     let mut blocks = Vec::with_capacity(group.len());
     let mut threads = Vec::with_capacity(group.len() * per_block);
     for (i, &idx) in group.iter().enumerate() {
-        let mut shared = take_arena(arena);
-        let shared_base = shared.as_ptr().align_offset(SHARED_ALIGN);
+        let (shared, shared_len) = match &race {
+            Some(r) => r.slot(i),
+            None => {
+                let mut arena = take_arena(usable + SHARED_ALIGN);
+                let base = arena.as_ptr().align_offset(SHARED_ALIGN);
+                let p = arena.as_mut_ptr().wrapping_add(base);
+                arenas.push(arena);
+                (p, usable)
+            }
+        };
         // The dynamic part now; each static array when it is placed.
-        shared[shared_base..shared_base + launch.dynamic_shared].fill(SHARED_POISON);
+        // SAFETY: `shared_len >= dynamic_shared` bytes at `shared`, owned by this group.
+        unsafe { std::ptr::write_bytes(shared, SHARED_POISON, launch.dynamic_shared) };
         blocks.push(Block {
             idx,
             shared,
-            shared_base,
+            shared_len,
             statics: RefCell::new(Vec::new()),
             used: Cell::new(launch.dynamic_shared),
             first_thread: threads.len(),
@@ -718,7 +757,7 @@ fn run_group(
             });
         }
     }
-    let mut context = Context {
+    let context = Context {
         launch: launch.clone(),
         threads,
         blocks,
@@ -729,6 +768,11 @@ fn run_group(
         live: Cell::new((group.len() * per_block) as u64),
         fault: RefCell::new(None),
         mbarriers: RefCell::new(Vec::new()),
+        warp_epochs: RefCell::new(vec![
+            0;
+            group.len()
+                * per_block.div_ceil(launch.warp_size as usize)
+        ]),
     };
     let n = context.threads.len();
     let ctx: *const Context = &context;
@@ -756,6 +800,7 @@ fn run_group(
     let mut order: Vec<usize> = (0..n).collect();
     let mut rng = launch.schedule.rng(group[0]);
     let mut result = Ok(());
+    let mut cluster_seen = context.cluster_phase.get();
 
     'rounds: loop {
         if let Some(rng) = rng.as_mut() {
@@ -770,8 +815,16 @@ fn run_group(
             context.running.set(t);
             let fiber = fibers[t].as_mut().expect("a live fiber");
             // The yielder pointer is re-read by the fiber itself on its first resume.
-            let resumed =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fiber.resume(input)));
+            let mut run =
+                || std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fiber.resume(input)));
+            let resumed = match race.as_mut() {
+                None => run(),
+                Some(r) => {
+                    let (resumed, accesses) = r.watch(run);
+                    check_accesses(&context, r, t, &accesses, &mut cluster_seen);
+                    resumed
+                }
+            };
             match resumed {
                 Ok(CoroutineResult::Yield(w)) => {
                     states[t] = match w {
@@ -810,7 +863,7 @@ fn run_group(
         if ran && states.iter().any(|s| matches!(s, State::Runnable(_))) {
             continue;
         }
-        match release(&context, &mut states, outcome) {
+        match release(&context, &mut states, outcome, race.as_mut()) {
             Ok(true) => {}
             Ok(false) => {
                 result = Err(Fault::Deadlock(describe_waits(&context, &states)));
@@ -836,16 +889,110 @@ fn run_group(
     }
     drop(_clear);
     ARENAS.with(|a| {
-        a.borrow_mut().extend(
-            context
-                .blocks
-                .iter_mut()
-                .map(|b| std::mem::take(&mut b.shared)),
-        );
+        a.borrow_mut().extend(arenas);
         // A grid run at once (a cooperative launch) needs many; keep only a few.
         a.borrow_mut().truncate(64);
     });
+    if let Some(r) = race {
+        report_hazards(&context, &r, outcome);
+    }
     result
+}
+
+/// Checks the shared memory accesses thread `t` made in the stretch it just ran, after the
+/// cluster barrier's phase moved on if it did.
+fn check_accesses(
+    ctx: &Context,
+    race: &mut racecheck::Racecheck,
+    t: usize,
+    accesses: &[(usize, bool)],
+    cluster_seen: &mut u64,
+) {
+    let ws = ctx.launch.warp_size;
+    let per_block = ctx.launch.threads_per_block() as u32;
+    let warps_per_block = per_block.div_ceil(ws);
+    let warp_of = |t: u32| {
+        let th = &ctx.threads[t as usize];
+        th.block as u32 * warps_per_block + th.rank / ws
+    };
+    let my_warp = warp_of(t as u32);
+    let epoch = ctx.warp_epochs.borrow()[my_warp as usize];
+    for &(address, write) in accesses {
+        race.check(address, write, t as u32, epoch, |other| {
+            warp_of(other) == my_warp
+        });
+    }
+    let phase = ctx.cluster_phase.get();
+    if phase != *cluster_seen {
+        *cluster_seen = phase;
+        race.cluster_barrier();
+    }
+}
+
+/// Racecheck's hazards as findings, one line each, naming the block, the threads and the
+/// shared address.
+fn report_hazards(ctx: &Context, race: &racecheck::Racecheck, outcome: &mut Outcome) {
+    let what = |write: bool| if write { "wrote" } else { "read" };
+    let shown = outcome
+        .findings
+        .iter()
+        .filter(|f| f.tool == "racecheck")
+        .count();
+    outcome.more_hazards += race.more
+        + race
+            .hazards
+            .len()
+            .saturating_sub(HAZARDS_SHOWN - shown.min(HAZARDS_SHOWN));
+    for h in race
+        .hazards
+        .iter()
+        .take(HAZARDS_SHOWN - shown.min(HAZARDS_SHOWN))
+    {
+        let Some(b) = race.block_of(h.address) else {
+            continue;
+        };
+        let block = &ctx.blocks[b];
+        let rank = |t: u32| {
+            let th = &ctx.threads[t as usize];
+            let bi = ctx.blocks[th.block].idx;
+            if th.block == b {
+                format!("thread {}", th.rank)
+            } else {
+                format!(
+                    "thread {} of block ({}, {}, {})",
+                    th.rank, bi[0], bi[1], bi[2]
+                )
+            }
+        };
+        outcome.findings.push(Finding {
+            tool: "racecheck",
+            message: format!(
+                "{}: block ({}, {}, {}): {} hazard at shared memory offset {:#x}: {} {} it and \
+                 {} {} it with no barrier between",
+                ctx.launch.config(),
+                block.idx[0],
+                block.idx[1],
+                block.idx[2],
+                h.kind,
+                h.address - block.shared as usize,
+                rank(h.first.0),
+                what(h.first.1),
+                rank(h.second.0),
+                what(h.second.1),
+            ),
+        });
+    }
+    if race.lost() > 0 {
+        outcome.findings.push(Finding {
+            tool: "racecheck",
+            message: format!(
+                "{}: {} shared memory accesses were not checked (a thread made too many \
+                 between two switches)",
+                ctx.launch.config(),
+                race.lost()
+            ),
+        });
+    }
 }
 
 fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
@@ -860,7 +1007,12 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 
 /// Releases every barrier and collective whose threads have all arrived. Returns whether any
 /// thread became runnable.
-fn release(ctx: &Context, states: &mut [State], outcome: &mut Outcome) -> Result<bool, Fault> {
+fn release(
+    ctx: &Context,
+    states: &mut [State],
+    outcome: &mut Outcome,
+    mut race: Option<&mut racecheck::Racecheck>,
+) -> Result<bool, Fault> {
     let mut released = false;
     let per_block = ctx.launch.threads_per_block();
     let ws = ctx.launch.warp_size as usize;
@@ -913,6 +1065,7 @@ fn release(ctx: &Context, states: &mut [State], outcome: &mut Outcome) -> Result
                     }
                 }
                 complete_warp(ctx, states, base + w0, mask);
+                ctx.warp_epochs.borrow_mut()[bi * per_block.div_ceil(ws) + w0 / ws] += 1;
                 released = true;
             }
         }
@@ -922,7 +1075,7 @@ fn release(ctx: &Context, states: &mut [State], outcome: &mut Outcome) -> Result
     }
 
     // Block barriers: released when every live thread of the block waits at one.
-    for block in &ctx.blocks {
+    for (bi, block) in ctx.blocks.iter().enumerate() {
         let range = block.first_thread..block.first_thread + per_block;
         let waiting: Vec<usize> = range
             .clone()
@@ -988,6 +1141,9 @@ fn release(ctx: &Context, states: &mut [State], outcome: &mut Outcome) -> Result
         }
         for t in waiting {
             states[t] = State::Runnable(count);
+        }
+        if let Some(r) = race.as_deref_mut() {
+            r.barrier(bi);
         }
         released = true;
     }
