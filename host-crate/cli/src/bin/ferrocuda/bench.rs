@@ -62,6 +62,23 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
+    /// The defaults on the CPU device, which runs every thread in turn and whose times are not
+    /// GPU times: sizes 1024 times smaller than a GPU's smallest (`2^10` to `2^18`), 3 timed
+    /// repetitions, one round, 20 calls an `api` row. What `is_default` says was not given keeps
+    /// its default; what was given is kept.
+    pub fn cpu_defaults(&mut self, is_default: impl Fn(&str) -> bool) {
+        let set = |id: &str, apply: &mut dyn FnMut()| {
+            if is_default(id) {
+                apply();
+            }
+        };
+        set("sizes", &mut || self.sizes = "2^10,2^14,2^16+3".into());
+        set("api_sizes", &mut || self.api_sizes = "2^10,2^14".into());
+        set("reps", &mut || self.reps = 3);
+        set("rounds", &mut || self.rounds = 1);
+        set("api_calls", &mut || self.api_calls = 20);
+    }
+
     /// Parses and checks everything that needs no GPU.
     pub fn config(&self) -> Result<BenchConfig> {
         let list = |s: &str| {

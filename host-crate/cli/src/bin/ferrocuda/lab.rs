@@ -17,7 +17,7 @@ use ferrocuda_lessons::timing::time_on_stream;
 pub struct StreamsArgs {
     /// Elements (f32) copied, and elements of the stencil's input.
     #[arg(long, default_value = "2^26", value_parser = ferrocuda_cli::args::parse_count)]
-    n: usize,
+    pub(crate) n: usize,
     /// Stencil launches in the kernel part (enough to last about as long as the copy).
     #[arg(long, default_value_t = 20)]
     kernels: usize,
@@ -234,7 +234,7 @@ pub fn warp(gpu: &Gpu, a: &WarpArgs) -> Result<()> {
 pub struct DivergenceArgs {
     /// Elements (enough to fill the GPU).
     #[arg(long, default_value = "2^24", value_parser = ferrocuda_cli::args::parse_count)]
-    n: usize,
+    pub(crate) n: usize,
     /// Threads per block.
     #[arg(long, default_value_t = 128)]
     block: u32,

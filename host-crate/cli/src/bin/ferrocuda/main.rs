@@ -8,7 +8,8 @@ mod profile;
 mod sanitize;
 
 use anyhow::{Context as _, Result, bail};
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use ferrocuda::DeviceBuffer;
 use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::runtime::gpu::{EMBEDDED_PTX, Gpu};
@@ -230,13 +231,55 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let mut cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    if ferrocuda::runtime::driver::cpu::selected()
+        && let Some((_, sub)) = matches.subcommand()
+    {
+        let is_default = |id: &str| {
+            sub.try_get_raw(id).is_ok_and(|v| v.is_some())
+                && sub.value_source(id) == Some(ValueSource::DefaultValue)
+        };
+        if is_default("n") {
+            scale_default_size(&mut cli.command);
+        }
+        if let Command::Bench(a) = &mut cli.command {
+            a.cpu_defaults(is_default);
+        }
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// A lesson's default size on the CPU device, which runs every thread one after another:
+/// 1024 times smaller (`2^24` -> `2^14`), so that it finishes in seconds; a size given with
+/// `--n` is kept.
+fn cpu_default_size(n: &mut usize) {
+    let was = *n;
+    *n = (was >> 10).max(1);
+    eprintln!(
+        "CPU device: n = {} (the default {was}, 1024 times smaller: the CPU device runs every \
+         thread in turn; its times are not GPU times)",
+        *n
+    );
+}
+
+fn scale_default_size(command: &mut Command) {
+    match command {
+        Command::Smoke { n, .. } | Command::Reduce { n, .. } | Command::Stencil { n, .. } => {
+            cpu_default_size(n)
+        }
+        Command::Divergence(a) => cpu_default_size(&mut a.n),
+        Command::Streams(a) => cpu_default_size(&mut a.n),
+        _ => {}
     }
 }
 

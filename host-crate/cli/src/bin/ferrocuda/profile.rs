@@ -56,6 +56,12 @@ pub fn cases(gpu: &Gpu) -> Result<()> {
 /// Runs `profile-cases` under `ncu`, writes the raw report and the table, prints the table
 /// (or, with `--report`, prints the table of a saved report).
 pub fn profile(device: u32, a: &ProfileArgs) -> Result<()> {
+    if a.report.is_none() && ferrocuda::runtime::driver::cpu::selected() {
+        bail!(
+            "profile needs an NVIDIA GPU and ncu: the CPU device has no hardware counters \
+             (`--report FILE` prints a saved report without either)"
+        );
+    }
     if let Some(path) = &a.report {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading the ncu report {}", path.display()))?;

@@ -117,13 +117,133 @@ fn run_tool(
     Ok((text, kernels, results_ok))
 }
 
+/// The tools the CPU device has of its own.
+const CPU_TOOLS: [&str; 2] = ["racecheck", "synccheck"];
+
+/// Findings per kernel and tool: a finding's message starts with the kernel's launch,
+/// `symbol<<<...>>>`.
+fn count_findings(
+    findings: &[ferrocuda::runtime::driver::cpu::Finding],
+) -> std::collections::BTreeMap<(String, &'static str), usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for f in findings {
+        let kernel = f.message.split("<<<").next().unwrap_or("").to_string();
+        *counts.entry((kernel, f.tool)).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// `sanitize` on the CPU device: its own racecheck and synccheck, in this process, over the
+/// same cases (memcheck and initcheck are compute-sanitizer's only: skipped, by name).
+fn sanitize_cpu(gpu: &Gpu, tools: &[&str], a: &SanitizeArgs) -> Result<()> {
+    use ferrocuda::runtime::driver::cpu;
+    for t in tools.iter().filter(|t| !CPU_TOOLS.contains(t)) {
+        println!(
+            "SKIPPED {t}: compute-sanitizer's tool; the CPU device has racecheck and synccheck"
+        );
+    }
+    let tools: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|t| CPU_TOOLS.contains(t))
+        .collect();
+    if tools.is_empty() {
+        bail!(
+            "none of the tools asked for runs on the CPU device ({})",
+            CPU_TOOLS.join(", ")
+        );
+    }
+    eprintln!(
+        "CPU device {}: every library kernel, then the broken-on-purpose ones ...",
+        tools.join(", ")
+    );
+    cpu::take_findings();
+    cpu::fail_on_findings(false);
+    cpu::racecheck(tools.contains(&"racecheck"));
+    let results = sanitize::library_cases(gpu);
+    let library = cpu::take_findings();
+    let broken = sanitize::broken_cases(gpu);
+    let broken_findings = cpu::take_findings();
+    cpu::racecheck(false);
+    let (results, ()) = (results?, broken?);
+    for f in &library {
+        eprintln!("{f}");
+    }
+    let counts = count_findings(&library);
+    let broken_counts = count_findings(&broken_findings);
+    let mut md = format!(
+        "| kernel | result | {} |\n|---|---|{}\n",
+        tools.join(" | "),
+        "---:|".repeat(tools.len())
+    );
+    let mut dirty = 0;
+    let mut wrong = Vec::new();
+    for (k, ok) in &results {
+        let c: Vec<usize> = tools
+            .iter()
+            .map(|t| counts.get(&(k.clone(), *t)).copied().unwrap_or(0))
+            .collect();
+        dirty += usize::from(c.iter().any(|&c| c > 0));
+        if !ok {
+            wrong.push(k.as_str());
+        }
+        let c: Vec<String> = c.iter().map(usize::to_string).collect();
+        md.push_str(&format!(
+            "| {k} | {} | {} |\n",
+            if *ok { "PASS" } else { "FAIL" },
+            c.join(" | ")
+        ));
+    }
+    md.push_str(&format!(
+        "\nLibrary kernels: {} checked on the CPU device, {dirty} with findings.\n",
+        results.len()
+    ));
+    md.push_str(
+        "\nBroken on purpose (must be flagged):\n\n| kernel | tool | findings |\n|---|---|---:|\n",
+    );
+    let mut unflagged = Vec::new();
+    for k in broken_kernels().map(|k| k.symbol) {
+        let mut any = false;
+        for t in &tools {
+            let c = broken_counts
+                .get(&(k.to_string(), *t))
+                .copied()
+                .unwrap_or(0);
+            any |= c > 0;
+            md.push_str(&format!("| {k} | {t} | {c} |\n"));
+        }
+        if !any {
+            unflagged.push(k);
+        }
+    }
+    print!("{md}");
+    if let Some(path) = &a.out {
+        std::fs::write(path, &md).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if dirty > 0 || !wrong.is_empty() || !unflagged.is_empty() {
+        bail!(
+            "sanitize failed: {dirty} library kernels with findings; wrong results {wrong:?}; \
+             broken kernels not flagged {unflagged:?}"
+        );
+    }
+    println!(
+        "PASS: no finding on any library kernel under the CPU device's {}; both broken kernels flagged",
+        tools.join(" and ")
+    );
+    Ok(())
+}
+
 /// Runs every tool over the library's kernels and the broken ones; prints the table.
 pub fn sanitize(device: u32, a: &SanitizeArgs) -> Result<()> {
-    let sanitizer = find_sanitizer(&a.sanitizer)?;
     let tools: Vec<&str> = a.tools.split(',').map(str::trim).collect();
     if let Some(t) = tools.iter().find(|t| !TOOLS.contains(t)) {
         bail!("unknown tool `{t}` ({})", TOOLS.join(", "));
     }
+    if ferrocuda::runtime::driver::cpu::selected() {
+        let gpu = Gpu::new(device).context("opening the CPU device")?;
+        return sanitize_cpu(&gpu, &tools, a);
+    }
+    let sanitizer = find_sanitizer(&a.sanitizer)?;
     // The tools run side by side (one process each) and the broken cases after them.
     eprintln!(
         "compute-sanitizer --tool {{{}}}: every library kernel, then the broken-on-purpose ones ...",
