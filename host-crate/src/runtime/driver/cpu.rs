@@ -1232,7 +1232,7 @@ unsafe extern "C" fn cuPointerGetAttribute(
 }
 
 unsafe extern "C" fn cuGetErrorName(status: CUresult, text: *mut *const c_char) -> CUresult {
-    unsafe { put(text, super::status_name(status).as_ptr()) }
+    unsafe { put(text, super::status::status_name(status).as_ptr()) }
 }
 
 /// The status's name, or for the status of this thread's last failed launch, the fault that
@@ -1241,7 +1241,7 @@ unsafe extern "C" fn cuGetErrorString(status: CUresult, text: *mut *const c_char
     let fault = LAST_FAULT
         .with(|l| *l.borrow())
         .filter(|&(s, _)| s == status);
-    let found = fault.map_or_else(|| super::status_name(status), |(_, text)| text);
+    let found = fault.map_or_else(|| super::status::status_name(status), |(_, text)| text);
     unsafe { put(text, found.as_ptr()) }
 }
 

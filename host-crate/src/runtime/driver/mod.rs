@@ -21,6 +21,7 @@ use cust::sys::*;
 pub mod cpu;
 pub mod cuda12;
 pub mod launch;
+mod status;
 
 /// The library the NVIDIA driver installs; the unversioned `libcuda.so` is a development link.
 pub const DRIVER_LIBRARY: &str = "libcuda.so.1";
@@ -204,27 +205,9 @@ unsafe fn status_text_without_driver(status: CUresult, text: *mut *const c_char)
         return CUresult::CUDA_ERROR_INVALID_VALUE;
     }
     // SAFETY: non-null and writable (the caller's contract).
-    unsafe { *text = status_name(status).as_ptr() };
+    unsafe { *text = status::status_name(status).as_ptr() };
     CUresult::CUDA_SUCCESS
 }
 
 error_text!(cuGetErrorString, cuGetErrorName);
 
-/// `CUDA_ERROR_...` for `status`, as a C string that lives as long as the process (one per
-/// distinct status, made once).
-pub(crate) fn status_name(status: CUresult) -> &'static CStr {
-    static NAMES: std::sync::Mutex<Vec<(CUresult, &'static CStr)>> =
-        std::sync::Mutex::new(Vec::new());
-    let mut names = NAMES
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((_, name)) = names.iter().find(|(known, _)| *known == status) {
-        return name;
-    }
-    let name = std::ffi::CString::new(format!("{status:?}"))
-        .unwrap_or_default()
-        .into_boxed_c_str();
-    let name: &'static CStr = Box::leak(name);
-    names.push((status, name));
-    name
-}
