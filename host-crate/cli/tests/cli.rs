@@ -572,15 +572,24 @@ fn the_lessons_page_has_every_lesson_in_the_notes_order() {
         .iter()
         .map(|args| args.join(" "))
         .collect();
+    // The subcommand, after a `--device X` that comes first.
     let subcommands: Vec<&str> = lessons
         .iter()
-        .map(|l| l.split(' ').next().unwrap())
+        .map(|l| {
+            let words: Vec<&str> = l.split(' ').collect();
+            if words[0] == "--device" {
+                words[2]
+            } else {
+                words[0]
+            }
+        })
         .collect();
     assert_eq!(
         subcommands,
         [
             "print-indices",
             "divergence",
+            "waves",
             "warp",
             "stencil",
             "sanitize",
@@ -671,7 +680,8 @@ fn every_lesson_help_names_the_book_chapter_it_reproduces() {
     const PRO: &str = "《CUDA C编程权威指南》3.4";
     const EXEC: &str = "《CUDA执行模型》";
     const MXMACA: &str = "沐曦 MXMACA 教材第5章";
-    let lessons: [(&str, &[&str], &[&str]); 9] = [
+    let lessons: [(&str, &[&str], &[&str]); 10] = [
+        ("waves", &[MXMACA], &["docs/cpu-device.md"]),
         (
             "reduce",
             &[PRO, EXEC, FAN, MXMACA],

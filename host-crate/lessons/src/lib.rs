@@ -21,6 +21,7 @@ pub mod reduce;
 pub mod smoke;
 pub mod stencil;
 pub mod timing;
+pub mod waves;
 
 pub use ferrocuda_lesson_kernels as kernels;
 

@@ -514,7 +514,11 @@ impl Gpu {
         let device = Device::get_device(ordinal).call("cuDeviceGet")?;
         let context = Context::new(device).call("cuDevicePrimaryCtxRetain")?;
         let props = DeviceProps::query(ordinal, device)?;
-        props.check_warp_size()?;
+        // The CPU device may have 64-wide waves: a kernel written for 32 lanes is refused there
+        // when it calls a warp function, by name.
+        if !crate::runtime::driver::cpu::selected() {
+            props.check_warp_size()?;
+        }
         let ptx = best_ptx_for(props.compute_capability).ok_or_else(|| Error::NoPtxForDevice {
             device: props.name.clone(),
             compute_capability: props.compute_capability,

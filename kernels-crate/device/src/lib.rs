@@ -69,6 +69,7 @@ pub mod sync;
 pub mod thread;
 pub mod vector;
 pub mod warp;
+pub mod wave;
 
 /// A panic in a kernel (there are none in correct code: no bounds checks, no `unwrap`) traps:
 /// the launch fails with `CUDA_ERROR_ILLEGAL_INSTRUCTION`. Defined here so that every kernel

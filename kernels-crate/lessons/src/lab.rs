@@ -198,3 +198,95 @@ pub unsafe fn print_thread_indices(tag: u32) {
         grid_dim_x()
     );
 }
+
+/// The most threads a block of the wave lessons has (each thread one slot of shared memory).
+pub const WAVE_LESSON_MAX_BLOCK: usize = 1024;
+
+crate::shared_array!(
+    /// The slots of [`wave_rotate`]: one per thread of the block.
+    fn wave_rotate_slots() -> [u32; WAVE_LESSON_MAX_BLOCK]
+);
+
+/// 沐曦 MXMACA 教材第5章: how a block is cut into waves. Thread `t` writes
+/// `wave_id << 16 | wave_lane` at `out[t]`, and lane 0 of each wave writes the wave's lane
+/// count (the population of its mask) at `out[blockDim.x + wave_id]`. 200 threads on a device
+/// of 64-wide waves are waves of 64, 64, 64 and 8 lanes; on NVIDIA's 32-wide warps, six of 32
+/// and one of 8.
+///
+/// # Launch
+/// `<<<1, B>>>`, `1 <= B <= 1024`, no dynamic shared memory.
+///
+/// # Safety
+/// `out` holds `B + ceil(B / 32)` words.
+#[kernel]
+pub unsafe fn wave_layout(out: *mut u32) {
+    use crate::device::wave;
+    let t = thread_idx_x();
+    let b = crate::device::thread::block_dim_x();
+    let (id, lane) = (wave::wave_id(), wave::wave_lane());
+    // SAFETY: `out` holds `B` words and then one per wave of at least 32 lanes.
+    unsafe {
+        *out.add(t as usize) = id << 16 | lane;
+        if lane == 0 {
+            *out.add((b + id) as usize) = wave::wave_mask_for_lanes(b).count_ones();
+        }
+    }
+}
+
+/// `__syncwave` with a 64-bit mask (沐曦 MXMACA 教材第5章): each thread writes `3 t + 1` to its
+/// slot of shared memory, the lanes of its wave meet at `syncwave(mask)`, and each reads the
+/// slot of the next lane of its wave (the last lane wraps to the first): `out[t]` is
+/// `3 t' + 1` for that lane `t'`. Without the `syncwave` a lane could read a slot its neighbour
+/// has not written yet.
+///
+/// # Launch
+/// `<<<1, B>>>`, `1 <= B <= 1024`, no dynamic shared memory.
+///
+/// # Safety
+/// `out` holds `B` words.
+#[kernel]
+pub unsafe fn wave_rotate(out: *mut u32) {
+    use crate::device::wave;
+    let t = thread_idx_x();
+    let slots = wave_rotate_slots();
+    let mask = wave::wave_mask_for_lanes(crate::device::thread::block_dim_x());
+    let lanes = mask.count_ones();
+    let first = wave::wave_id() * wave::wave_size();
+    let next = first + (wave::wave_lane() + 1) % lanes;
+    // SAFETY: `t` and `next` are threads of the block (at most 1024 slots); `mask` names the
+    // lanes of this wave that exist, and each of them calls `syncwave` with it.
+    unsafe {
+        *slots.add(t as usize) = 3 * t + 1;
+        wave::syncwave(mask);
+        *out.add(t as usize) = *slots.add(next as usize);
+    }
+}
+
+/// Divergence inside one wave (沐曦 MXMACA 教材第5章 线程束分化): lanes `0..32` take one
+/// branch and lanes `32..` the other. On NVIDIA's 32-wide warps that split follows the warps
+/// (no warp diverges); on a 64-wide wave both sides are in one wave, which runs them one after
+/// the other. Lane 0 of each wave writes the ballot of `lane < 32` at `out[wave_id]`: a mask
+/// that is neither 0 nor all the lanes is a divergent wave. Thread `t` writes its side's result
+/// (`t + 1000` on the first side, `2 t` on the other) at `c[t]`.
+///
+/// # Launch
+/// `<<<1, B>>>`, `1 <= B <= 1024`, no dynamic shared memory.
+///
+/// # Safety
+/// `out` holds `ceil(B / 32)` words, `c` holds `B`.
+#[kernel]
+pub unsafe fn wave_halves(out: *mut u64, c: *mut u32) {
+    use crate::device::wave;
+    let t = thread_idx_x();
+    let lane = wave::wave_lane();
+    let mask = wave::wave_mask_for_lanes(crate::device::thread::block_dim_x());
+    // SAFETY: `mask` names the existing lanes of this wave, each calling the ballot with it;
+    // `out` and `c` hold what the launch section says.
+    unsafe {
+        let first_half = wave::ballot_wave(mask, lane < 32);
+        *c.add(t as usize) = if lane < 32 { t + 1000 } else { 2 * t };
+        if lane == 0 {
+            *out.add(wave::wave_id() as usize) = first_half;
+        }
+    }
+}

@@ -53,6 +53,46 @@ pub const RACECHECK_ENV: &str = "FERROCUDA_CPU_RACECHECK";
 /// The CPU device's name, as `cuDeviceGetName` gives it.
 pub const NAME: &str = "ferrocuda CPU device (emulated; timings are not GPU timings)";
 
+/// The name of the CPU device with 64-wide waves (`cpu:64`).
+pub const NAME_WAVE64: &str =
+    "ferrocuda CPU device, 64-wide waves (emulated; timings are not GPU timings)";
+
+/// The lanes of the CPU device's waves: 32 (NVIDIA's warp), or 64 (沐曦 MXMACA's wave) when
+/// chosen as `cpu:64`.
+static WAVE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(32);
+
+/// The CPU device's wave width (32 unless chosen as `cpu:64`).
+pub fn wave_width() -> u32 {
+    WAVE.load(Ordering::Relaxed)
+}
+
+/// The wave width a device choice names: `cpu` 32, `cpu:64` 64, `cpu:32` 32; `None` for
+/// anything else.
+pub fn parse_choice(text: &str) -> Option<u32> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "cpu" | "cpu:32" => Some(32),
+        "cpu:64" => Some(64),
+        _ => None,
+    }
+}
+
+/// Chooses the CPU device with waves of `width` lanes (32 or 64) for this process. Returns
+/// whether it is the process's device with that width: false when the NVIDIA driver already
+/// answered a call, or the CPU device was chosen with another width.
+pub fn select_with_waves(width: u32) -> bool {
+    if width != 32 && width != 64 {
+        return false;
+    }
+    match CHOICE.load(Ordering::Acquire) {
+        CPU => wave_width() == width,
+        NVIDIA => false,
+        _ => {
+            WAVE.store(width, Ordering::Relaxed);
+            select()
+        }
+    }
+}
+
 /// Multiprocessors the CPU device reports: fixed, so that the grids the library sizes from it,
 /// and so the order of a float sum's partials, are the same on every host.
 pub const SM_COUNT: i32 = 4;
@@ -70,10 +110,10 @@ pub fn selected() -> bool {
     match CHOICE.load(Ordering::Acquire) {
         CPU => true,
         NVIDIA => false,
-        _ => {
-            std::env::var(DEVICE_ENV).is_ok_and(|v| v.trim().eq_ignore_ascii_case("cpu"))
-                && select()
-        }
+        _ => std::env::var(DEVICE_ENV)
+            .ok()
+            .and_then(|v| parse_choice(&v))
+            .is_some_and(select_with_waves),
     }
 }
 
@@ -248,7 +288,12 @@ unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevic
     if name.is_null() || len <= 0 {
         return INVALID;
     }
-    let bytes = NAME.as_bytes();
+    let bytes = if wave_width() == 64 {
+        NAME_WAVE64
+    } else {
+        NAME
+    }
+    .as_bytes();
     let n = bytes.len().min(len as usize - 1);
     // SAFETY: `name` holds `len` bytes (the caller's contract).
     unsafe {
@@ -299,7 +344,7 @@ fn attribute(a: c_int) -> i32 {
         x if x == A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR as c_int => {
             228 * 1024
         }
-        x if x == A::CU_DEVICE_ATTRIBUTE_WARP_SIZE as c_int => 32,
+        x if x == A::CU_DEVICE_ATTRIBUTE_WARP_SIZE as c_int => wave_width() as c_int,
         x if x == A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT as c_int => SM_COUNT,
         x if x == A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR as c_int => 9,
         x if x == A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR as c_int => 0,
@@ -736,6 +781,7 @@ unsafe fn launch(
     config.cluster = cluster;
     config.schedule = schedule();
     config.racecheck = RACECHECK.load(Ordering::Relaxed);
+    config.warp_size = wave_width();
     if !f.info.params.is_empty() && params.is_null() {
         return INVALID;
     }
@@ -892,8 +938,10 @@ fn blocks_per_sm(threads: c_int, shared: usize) -> c_int {
     if threads <= 0 {
         return 0;
     }
-    let warps = (threads + 31) / 32;
-    let by_warps = 2048 / 32 / warps;
+    // Threads are allotted by whole waves, 2048 threads an SM.
+    let wave = wave_width() as c_int;
+    let warps = (threads + wave - 1) / wave;
+    let by_warps = 2048 / wave / warps;
     let by_shared = if shared == 0 {
         c_int::MAX
     } else {

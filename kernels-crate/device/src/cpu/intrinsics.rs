@@ -46,7 +46,9 @@ pub mod nvptx {
 /// `%laneid`.
 #[inline]
 pub unsafe fn read_laneid() -> u32 {
-    current().lane_id()
+    let c = current();
+    c.require_32_lanes("lane_id");
+    c.lane_id()
 }
 
 macro_rules! shuffle {
@@ -55,7 +57,9 @@ macro_rules! shuffle {
         #[inline]
         #[track_caller]
         pub unsafe fn $name(mask: u32, v: u32, b: u32, c: u32) -> u32 {
-            current().warp(WarpOp::$op, u64::from(mask), u64::from(v), b, c) as u32
+            let ctx = current();
+            ctx.require_32_lanes(stringify!($name));
+            ctx.warp(WarpOp::$op, u64::from(mask), u64::from(v), b, c) as u32
         }
     )*};
 }
@@ -70,6 +74,7 @@ shuffle! {
 #[inline]
 #[track_caller]
 pub unsafe fn vote_ballot_sync(mask: u32, predicate: bool) -> u32 {
+    current().require_32_lanes("ballot_sync");
     current().warp(WarpOp::Ballot, u64::from(mask), u64::from(predicate), 0, 0) as u32
 }
 
@@ -77,6 +82,7 @@ pub unsafe fn vote_ballot_sync(mask: u32, predicate: bool) -> u32 {
 #[inline]
 #[track_caller]
 pub unsafe fn vote_any_sync(mask: u32, predicate: bool) -> bool {
+    current().require_32_lanes("any_sync");
     current().warp(WarpOp::Any, u64::from(mask), u64::from(predicate), 0, 0) != 0
 }
 
@@ -84,6 +90,7 @@ pub unsafe fn vote_any_sync(mask: u32, predicate: bool) -> bool {
 #[inline]
 #[track_caller]
 pub unsafe fn vote_all_sync(mask: u32, predicate: bool) -> bool {
+    current().require_32_lanes("all_sync");
     current().warp(WarpOp::All, u64::from(mask), u64::from(predicate), 0, 0) != 0
 }
 
@@ -91,6 +98,7 @@ pub unsafe fn vote_all_sync(mask: u32, predicate: bool) -> bool {
 #[inline]
 #[track_caller]
 pub unsafe fn bar_warp_sync(mask: u32) {
+    current().require_32_lanes("syncwarp");
     current().warp(WarpOp::Sync, u64::from(mask), 0, 0, 0);
 }
 

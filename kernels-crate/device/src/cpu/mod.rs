@@ -11,10 +11,12 @@
 //!   atomic, a spin on global memory); there it suspends and the scheduler runs another.
 //!   A switch costs a few nanoseconds, so a block of 1024 threads is 1024 fibers, not 1024 OS
 //!   threads. HIP-CPU models threads the same way, and for the same reason.
-//! - **Lanes are not lock-step.** CUDA's old device emulation ran a warp's lanes together and
-//!   hid the warp-synchronous bugs that Volta's independent thread scheduling (独立线程调度)
-//!   exposes. Here each lane runs on its own until it meets the others at a `syncwarp`,
-//!   a shuffle or a vote, so code that assumes lock-step sees the values a GPU may give it.
+//! - **Lanes are not lock-step.** CUDA's old device emulation ran the threads one after
+//!   another, so warp-synchronous code that the GPUs of its day ran right (their lanes were in
+//!   lock-step) failed under it, and samples added `__syncthreads()` for emulation only. Since
+//!   Volta's independent thread scheduling (独立线程调度) that code is wrong on the GPU too.
+//!   Here each lane runs on its own until it meets the others at a `syncwarp`, a shuffle or a
+//!   vote, as the GPU's rules say, so code that assumes lock-step sees values a GPU may give it.
 //! - **A block runs alone**, from its first thread to its last, unless its threads must meet
 //!   threads of other blocks: the blocks of a thread block cluster run together (distributed
 //!   shared memory), and under a cooperative launch the whole grid runs together (grid sync).
@@ -428,6 +430,27 @@ impl Context {
         self.blocks[first + rank as usize]
             .shared
             .wrapping_add(offset)
+    }
+
+    /// Refuses `what`, a 32-lane warp function (32-bit masks), on a device whose waves are
+    /// wider: the kernel was written for NVIDIA's warps.
+    #[track_caller]
+    pub fn require_32_lanes(&self, what: &str) {
+        if self.launch.warp_size != 32 {
+            let b = self.block().idx;
+            self.raise(Fault::Contract(format!(
+                "{}: block ({}, {}, {}) thread {}: {what} at {} is a warp function of 32 lanes \
+                 (32-bit masks) and this device's waves are {} lanes wide; the kernel is written \
+                 for NVIDIA's warps (the `wave` functions work for both)",
+                self.launch.config(),
+                b[0],
+                b[1],
+                b[2],
+                self.thread().rank,
+                Location::caller(),
+                self.launch.warp_size
+            )));
+        }
     }
 
     /// Stops the running thread with `fault`, which fails the launch.

@@ -459,3 +459,85 @@ fn sweep(gpu: &Gpu) -> Result<()> {
     }
     Ok(())
 }
+
+/// `ferrocuda waves`.
+#[derive(Args)]
+pub struct WavesArgs {
+    /// Threads in the block (1 to 1024); the notes use 200.
+    #[arg(long, default_value_t = ferrocuda_lessons::waves::NOTES_BLOCK)]
+    block: u32,
+}
+
+impl WavesArgs {
+    /// Checks the arguments without a GPU.
+    pub fn validate(&self) -> Result<()> {
+        if self.block == 0 || self.block > 1024 {
+            bail!(
+                "waves needs 1 to 1024 threads per block, not {}",
+                self.block
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Runs the waves lesson and prints each part.
+pub fn waves(gpu: &Gpu, a: &WavesArgs) -> Result<()> {
+    let w = ferrocuda_lessons::waves::run(gpu, a.block)?;
+    println!(
+        "{} threads on {}: warpSize = {}",
+        w.block,
+        gpu.props().name,
+        w.width
+    );
+    println!("\nwave  threads    lanes  ballot(lane < 32)");
+    for (i, &(first, last, lanes)) in w.waves.iter().enumerate() {
+        let ballot = w.first_half[i];
+        let split = if ballot == 0 || ballot.count_ones() == lanes {
+            "one side: no divergence"
+        } else {
+            "both sides: divergent, run one after the other"
+        };
+        println!("{i:>4}  {first:>3}-{last:<3}    {lanes:>5}  {ballot:#018x}  {split}");
+    }
+    println!(
+        "\nsyncwave(mask) then read the next lane's slot: {}",
+        if w.rotate_ok {
+            "every lane read its neighbour's value"
+        } else {
+            "WRONG"
+        }
+    );
+    println!(
+        "\nkernel        block  waves/block  blocks/SM  waves/SM  occupancy  (driver == calculation)"
+    );
+    for o in &w.occupancy {
+        let waves = o.block.div_ceil(w.width);
+        println!(
+            "{:<12}  {:>5}  {:>11}  {:>9}  {:>8}  {:>8.0}%  {}",
+            "wave_layout",
+            o.block,
+            waves,
+            o.active_blocks,
+            o.active_blocks * waves,
+            100.0 * o.occupancy,
+            if o.active_blocks == o.computed_blocks {
+                "yes"
+            } else {
+                "NO"
+            }
+        );
+    }
+    if !w.mismatches.is_empty() {
+        bail!(
+            "the waves lesson differs from what a wave of {} implies:\n  {}",
+            w.width,
+            w.mismatches.join("\n  ")
+        );
+    }
+    println!(
+        "\nPASS: every thread's wave and lane, the syncwave exchange, the ballots and the occupancy match a wave of {} lanes",
+        w.width
+    );
+    Ok(())
+}

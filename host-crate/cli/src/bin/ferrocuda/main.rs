@@ -29,7 +29,7 @@ use ferrocuda_lessons::timing;
 )]
 struct Cli {
     /// CUDA device ordinal, or `cpu` for the CPU device (the kernels emulated on the host; its
-    /// times are not GPU times).
+    /// times are not GPU times), `cpu:64` for the CPU device with 64-wide waves (沐曦 MXMACA).
     #[arg(long, global = true, default_value = "0", value_parser = device_arg)]
     device: u32,
     #[command(subcommand)]
@@ -160,6 +160,16 @@ enum Command {
     ///
     /// Explained in (讲解): docs/device-layer.md
     PrintIndices(lab::PrintIndicesArgs),
+    /// Waves of the device's width: a block cut into waves, __syncwave with a 64-bit mask,
+    /// divergence inside one wave, occupancy counted in waves (run it with `--device cpu:64`).
+    ///
+    /// Reproduces: the 64-wide waves of the MetaX book, ch. 5 (沐曦 MXMACA 教材第5章: 200 threads
+    /// as 64/64/64/8, __syncwave, 线程束分化 with 32 and 32 lanes in one wave, the occupancy API).
+    ///
+    /// 复现：沐曦 MXMACA 教材第5章的 64 线程 wave：200 个线程分成 64/64/64/8，64 位掩码的 __syncwave，一个 wave 内 32 与 32 个 lane 的分化，以 wave 计的占用率 API。
+    ///
+    /// Explained in (讲解): docs/cpu-device.md
+    Waves(lab::WavesArgs),
     /// Streams and events: a host-to-device copy and a kernel, alone, on one stream, on two.
     ///
     /// Reproduces: streams, events and system-level synchronisation in the MetaX book, ch. 5
@@ -306,6 +316,10 @@ fn run(cli: Cli) -> Result<()> {
         Command::Streams(a) => {
             a.validate()?;
             lab::streams(&open(cli.device)?, &a)
+        }
+        Command::Waves(a) => {
+            a.validate()?;
+            lab::waves(&open(cli.device)?, &a)
         }
         Command::PrintIndices(a) => {
             a.validate()?;
@@ -854,14 +868,14 @@ fn stencil(
 /// `--device`: an ordinal, or `cpu`, which chooses the CPU device for the process (as
 /// `FERROCUDA_DEVICE=cpu` does) and is its ordinal 0.
 fn device_arg(text: &str) -> std::result::Result<u32, String> {
-    if text.trim().eq_ignore_ascii_case("cpu") {
-        if !ferrocuda::runtime::driver::cpu::select() {
+    if let Some(width) = ferrocuda::runtime::driver::cpu::parse_choice(text) {
+        if !ferrocuda::runtime::driver::cpu::select_with_waves(width) {
             return Err("the NVIDIA driver is already in use".to_owned());
         }
         return Ok(0);
     }
     text.parse()
-        .map_err(|_| format!("`{text}` is not a device ordinal or `cpu`"))
+        .map_err(|_| format!("`{text}` is not a device ordinal, `cpu` or `cpu:64`"))
 }
 
 fn open(device: u32) -> Result<Gpu> {
