@@ -717,10 +717,15 @@ fn every_lesson_help_names_the_book_chapter_it_reproduces() {
     }
     // Every lesson on the lessons page is one of those checked above.
     for args in lesson_commands(LESSONS_PAGE) {
+        // The subcommand, after a `--device X` that comes first.
+        let lesson = if args[0] == "--device" {
+            &args[2]
+        } else {
+            &args[0]
+        };
         assert!(
-            lessons.iter().any(|(lesson, ..)| *lesson == args[0]),
-            "the lessons page runs `{}`, whose --help is not checked here",
-            args[0]
+            lessons.iter().any(|(l, ..)| l == lesson),
+            "the lessons page runs `{lesson}`, whose --help is not checked here"
         );
     }
 }
@@ -835,4 +840,46 @@ fn multi_says_in_one_line_what_is_missing() {
     // `--elements` is `--n` under a name torchrun does not take for one of its own options.
     let o = run(&["--elements", "2^10", "--n", "2^11"], &[]);
     assert_clean_failure(&o, &["--n", "cannot be used multiple times"]);
+}
+
+/// The waves lesson on the CPU device with 64-wide waves (沐曦 MXMACA 教材第5章): 200 threads as
+/// waves of 64, 64, 64 and 8, each full wave divergent on `lane < 32`, the syncwave exchange and
+/// the occupancy checked. Runs with or without a GPU.
+#[test]
+fn waves_on_64_wide_waves_cut_200_threads_as_the_chapter_says() {
+    let o = ferrocuda(&["--device", "cpu:64", "waves"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|w| w.len() > 3 && w[0].parse::<u32>().is_ok() && w[1].contains('-'))
+        .collect();
+    let lanes: Vec<&str> = rows.iter().map(|w| w[2]).collect();
+    assert_eq!(lanes, ["64", "64", "64", "8"], "{out}");
+    assert!(
+        rows[..3]
+            .iter()
+            .all(|w| w[3] == "0x00000000ffffffff" && w[4] == "both"),
+        "{out}"
+    );
+    assert!(
+        out.contains("warpSize = 64") && out.contains("PASS"),
+        "{out}"
+    );
+}
+
+/// A kernel written for 32 lanes (its warp functions take 32-bit masks) is refused on 64-wide
+/// waves, naming the kernel, its launch and the function.
+#[test]
+fn a_32_lane_kernel_is_refused_by_name_on_64_wide_waves() {
+    assert_clean_failure(
+        &ferrocuda(&["--device", "cpu:64", "warp"]),
+        &[
+            warp_functions_demo().symbol(),
+            "<<<(1, 1, 1), (16, 1, 1), 0>>>",
+            "ballot_sync",
+            "64 lanes wide",
+        ],
+    );
 }

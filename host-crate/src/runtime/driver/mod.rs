@@ -210,4 +210,3 @@ unsafe fn status_text_without_driver(status: CUresult, text: *mut *const c_char)
 }
 
 error_text!(cuGetErrorString, cuGetErrorName);
-

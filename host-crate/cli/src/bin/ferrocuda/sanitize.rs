@@ -243,6 +243,12 @@ pub fn sanitize(device: u32, a: &SanitizeArgs) -> Result<()> {
         let gpu = Gpu::new(device).context("opening the CPU device")?;
         return sanitize_cpu(&gpu, &tools, a);
     }
+    if let Err(e) = ferrocuda::runtime::driver::load() {
+        bail!(
+            "{e}. compute-sanitizer needs an NVIDIA GPU; `ferrocuda --device cpu sanitize` \
+             runs the CPU device's racecheck and synccheck"
+        );
+    }
     let sanitizer = find_sanitizer(&a.sanitizer)?;
     // The tools run side by side (one process each) and the broken cases after them.
     eprintln!(
