@@ -14,7 +14,9 @@ use ferrocuda_lessons::kernels::broken::{
 };
 use ferrocuda_lessons::kernels::config::STENCIL_RADII;
 use ferrocuda_lessons::kernels::config::{REDUCE_FAST_ITEMS, reduce_repro_chunk};
-use ferrocuda_lessons::kernels::lab::{print_thread_indices, warp_functions_demo};
+use ferrocuda_lessons::kernels::lab::{
+    print_thread_indices, warp_functions_demo, wave_halves, wave_layout, wave_rotate,
+};
 use ferrocuda_lessons::kernels::smoke::smoke_saxpy;
 use ferrocuda_lessons::kernels::timing::timing_spin;
 
@@ -113,6 +115,11 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
         .zip(demo.expected())
         .all(|(g, w)| g.iter().zip(w).all(|(&g, w)| w.is_none_or(|w| w == g)));
     record(warp_functions_demo().symbol(), ok);
+    let waves = ferrocuda_lessons::waves::run(gpu, ferrocuda_lessons::waves::NOTES_BLOCK)?;
+    for k in [wave_layout(), wave_rotate()] {
+        record(k.symbol(), waves.mismatches.is_empty());
+    }
+    record(wave_halves().symbol(), waves.mismatches.is_empty());
     for row in ferrocuda_lessons::lab::divergence(gpu, 1000, 128, 4, 1)? {
         record(row.kernel, row.mismatches == 0);
     }
