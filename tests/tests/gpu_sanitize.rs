@@ -63,14 +63,15 @@ fn racecheck_flags_both_broken_kernels(_gpu: &ferrocuda::Gpu) -> TestResult {
     Ok(())
 }
 
-/// Runs `f` under the CPU device's racecheck, findings not failing the launches; returns what
-/// it returned and the findings.
-fn under_cpu_racecheck<R>(
+/// Runs `f` on the CPU device, its findings not failing the launches (under racecheck when
+/// `racecheck`); returns what it returned and the findings.
+fn cpu_findings<R>(
+    racecheck: bool,
     f: impl FnOnce() -> ferrocuda::runtime::error::Result<R>,
 ) -> anyhow::Result<(R, Vec<ferrocuda::runtime::driver::cpu::Finding>)> {
     use ferrocuda::runtime::driver::cpu;
     cpu::take_findings();
-    cpu::racecheck(true);
+    cpu::racecheck(racecheck);
     cpu::fail_on_findings(false);
     let r = f();
     cpu::racecheck(false);
@@ -83,7 +84,7 @@ fn cpu_racecheck_flags_both_broken_kernels(gpu: &ferrocuda::Gpu) -> TestResult {
     if !gpu.is_cpu() {
         return racecheck_flags_both_broken_kernels(gpu);
     }
-    let ((), findings) = under_cpu_racecheck(|| broken_cases(gpu))?;
+    let ((), findings) = cpu_findings(true, || broken_cases(gpu))?;
     let text: Vec<String> = findings.iter().map(ToString::to_string).collect();
     for k in broken_kernels().map(|k| k.symbol) {
         ensure!(
@@ -105,12 +106,7 @@ fn cpu_racecheck_flags_both_broken_kernels(gpu: &ferrocuda::Gpu) -> TestResult {
 /// once.
 fn library_kernels_right_and_race_free(gpu: &ferrocuda::Gpu) -> TestResult {
     let (results, findings) = if gpu.is_cpu() {
-        use ferrocuda::runtime::driver::cpu;
-        cpu::take_findings();
-        cpu::fail_on_findings(false);
-        let results = library_cases(gpu);
-        cpu::fail_on_findings(true);
-        (results?, cpu::take_findings())
+        cpu_findings(false, || library_cases(gpu))?
     } else {
         (library_cases(gpu)?, Vec::new())
     };

@@ -6,7 +6,6 @@
 use ferrocuda::runtime::config::LaunchConfig;
 use ferrocuda::runtime::error::{Error, Result};
 use ferrocuda::runtime::gpu::Gpu;
-use ferrocuda_kernels::entry::Entry;
 use ferrocuda_lesson_kernels::lab::{WAVE_LESSON_MAX_BLOCK, wave_halves, wave_layout, wave_rotate};
 
 use crate::occupancy::{self, Occupancy};
@@ -38,10 +37,6 @@ pub struct Waves {
     pub mismatches: Vec<String>,
 }
 
-fn kernel_of<Args>(gpu: &Gpu, e: Entry<Args>) -> Result<ferrocuda::Kernel<'_, Args>> {
-    crate::kernel(gpu, e)
-}
-
 /// Runs the lesson with `block` threads (1 to 1024).
 pub fn run(gpu: &Gpu, block: u32) -> Result<Waves> {
     if block == 0 || block as usize > WAVE_LESSON_MAX_BLOCK {
@@ -60,7 +55,7 @@ pub fn run(gpu: &Gpu, block: u32) -> Result<Waves> {
 
     // How the block is cut into waves.
     let out = gpu.upload(&vec![u32::MAX; b + b.div_ceil(32)], "wave layout output")?;
-    let k = kernel_of(gpu, wave_layout())?;
+    let k = crate::kernel(gpu, wave_layout())?;
     // SAFETY: `out` holds `B + ceil(B / 32)` words.
     unsafe { k.launch_and_wait(config, (out.as_device_ptr(),))? };
     let words = gpu.download(&out)?;
@@ -94,7 +89,7 @@ pub fn run(gpu: &Gpu, block: u32) -> Result<Waves> {
 
     // `syncwave`: each thread reads the next lane's slot.
     let out = gpu.upload(&vec![u32::MAX; b], "wave rotate output")?;
-    let k = kernel_of(gpu, wave_rotate())?;
+    let k = crate::kernel(gpu, wave_rotate())?;
     // SAFETY: `out` holds `B` words.
     unsafe { k.launch_and_wait(config, (out.as_device_ptr(),))? };
     let got = gpu.download(&out)?;
@@ -117,7 +112,7 @@ pub fn run(gpu: &Gpu, block: u32) -> Result<Waves> {
     // Divergence inside a wave.
     let ballots = gpu.upload(&vec![u64::MAX; b.div_ceil(32)], "wave ballots")?;
     let c = gpu.upload(&vec![u32::MAX; b], "wave branch results")?;
-    let k = kernel_of(gpu, wave_halves())?;
+    let k = crate::kernel(gpu, wave_halves())?;
     // SAFETY: `ballots` holds `ceil(B / 32)` words, `c` holds `B`.
     unsafe { k.launch_and_wait(config, (ballots.as_device_ptr(), c.as_device_ptr()))? };
     let first_half: Vec<u64> = gpu.download(&ballots)?[..count].to_vec();
