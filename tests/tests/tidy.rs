@@ -1012,7 +1012,10 @@ fn cited_results(text: &str) -> Vec<String> {
     let mut cited = Vec::new();
     for (at, _) in text.match_indices("results/") {
         let before = &text[..at];
-        if before.ends_with("docs/results/") || before.ends_with('/') && !before.ends_with("docs/")
+        // `docs/results/...`, `results/...` and, from `docs/en/`, `../results/...`; not a
+        // longer path that merely holds a `results/` folder.
+        if before.ends_with("docs/results/")
+            || before.ends_with('/') && !before.ends_with("docs/") && !before.ends_with("../")
         {
             continue;
         }
@@ -1039,7 +1042,8 @@ enum Quantity {
 }
 
 /// Units after which a number is a measurement: time, bandwidth, size per second, share, ratio.
-const UNITS: [(&str, Quantity); 12] = [
+/// The Chinese pages write the same units (`微秒`, `毫秒`, `％`, `倍`).
+const UNITS: [(&str, Quantity); 16] = [
     ("us", Quantity::Measure),
     ("µs", Quantity::Measure),
     ("ns", Quantity::Measure),
@@ -1052,6 +1056,10 @@ const UNITS: [(&str, Quantity); 12] = [
     ("x", Quantity::Ratio),
     ("×", Quantity::Ratio),
     ("times", Quantity::Ratio),
+    ("微秒", Quantity::Measure),
+    ("毫秒", Quantity::Measure),
+    ("％", Quantity::Measure),
+    ("倍", Quantity::Ratio),
 ];
 
 /// The measured numbers of a piece of text: each number followed by a unit of time,
@@ -1097,7 +1105,9 @@ fn numbers_with_units(text: &str) -> Vec<(String, Quantity)> {
     while i < c.len() {
         let starts = c[i].is_ascii_digit()
             && (i == 0
-                || !(c[i - 1].is_alphanumeric()
+                // A number right after a Chinese character (`耗时238 us`) is a number; after
+                // a Latin letter or digit (`sm_90`, `x86`) it is part of a word.
+                || !(c[i - 1].is_ascii_alphanumeric()
                     || matches!(c[i - 1], '^' | '.' | '_')
                     || (c[i - 1] == ',' && i >= 2 && c[i - 2].is_ascii_digit())));
         if !starts {
@@ -1122,7 +1132,7 @@ fn numbers_with_units(text: &str) -> Vec<(String, Quantity)> {
         let unit = UNITS.into_iter().find(|(u, _)| {
             rest.starts_with(u)
                 && (*u != "x" || j == k)
-                && (*u != "times" || number.contains('.'))
+                && (!matches!(*u, "times" | "倍") || number.contains('.'))
                 && !rest[u.len()..]
                     .chars()
                     .next()
@@ -1419,6 +1429,19 @@ fn the_citation_check_rejects_a_wrong_number_and_a_missing_file() {
         check("`ferrocuda bench --blocks 1x` is refused (`results/h200/bench-report.md`).")
             .is_empty()
     );
+    // The Chinese pages: a number right after a Chinese character, Chinese units, and a
+    // citation from the English tree (`docs/en/`).
+    for wrong in ["耗时233.89 us", "快1.2倍", "为180％", "用时9.9微秒"] {
+        let text = format!("快速求和{wrong}（`results/h200/bench-report.md`）。");
+        assert_eq!(check(&text).len(), 1, "{wrong}");
+    }
+    assert!(check("快速求和耗时233.98 us，为复制的108％，是 CUB 的1.02倍（`results/h200/bench-report.md`）。").is_empty());
+    let en = |text: &str| {
+        let page = vec![("docs/en/x.md".to_string(), text.to_string())];
+        citation_problems(&page, &results, &every)
+    };
+    assert!(en("233.98 us ([run](../results/h200/bench-report.md)).").is_empty());
+    assert_eq!(en("233.89 us ([run](../results/h200/bench-report.md)).").len(), 1);
     assert_eq!(
         numbers_with_units("2^20 elements, 5.5 us, 1.09-1.18x, sm_90, 16 x 16")
             .into_iter()

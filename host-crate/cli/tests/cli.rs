@@ -552,7 +552,7 @@ fn profile_prints_the_table_of_a_saved_report() {
 }
 
 /// The lessons page, read when the test is built so that the GPU bundle carries it.
-const LESSONS_PAGE: &str = include_str!("../../../docs/lessons.md");
+const LESSONS_PAGE: &str = include_str!("../../../docs/en/lessons.md");
 
 /// The lessons page's commands, `cargo run --release -p ferrocuda-cli -- ARGS`, as ARGS.
 fn lesson_commands(page: &str) -> Vec<Vec<String>> {
