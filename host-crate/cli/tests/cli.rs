@@ -13,6 +13,9 @@ fn ferrocuda(args: &[&str]) -> Output {
     Command::new(bin)
         .args(args)
         .env("RUST_BACKTRACE", "1")
+        .env_remove("LC_ALL")
+        .env_remove("LC_MESSAGES")
+        .env_remove("LANG")
         .output()
         .expect("runs")
 }
@@ -114,6 +117,9 @@ fn ferrocuda_without_driver(args: &[&str]) -> Output {
     Command::new(bin)
         .args(args)
         .env("FERROCUDA_LIBCUDA", "/nonexistent/libcuda.so.1")
+        .env_remove("LC_ALL")
+        .env_remove("LC_MESSAGES")
+        .env_remove("LANG")
         .output()
         .expect("runs")
 }
@@ -882,4 +888,103 @@ fn a_32_lane_kernel_is_refused_by_name_on_64_wide_waves() {
             "64 lanes wide",
         ],
     );
+}
+
+/// Whether `text` holds Chinese characters beyond the words that head every error (`错误`,
+/// `（英文原文）`, `（原文）`, `参数错误`).
+fn explains_in_chinese(text: &str) -> bool {
+    ["参数错误", "错误", "（英文原文）", "（原文）"]
+        .iter()
+        .fold(text.to_string(), |t, w| t.replace(w, ""))
+        .chars()
+        .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c))
+}
+
+/// With `--lang zh` (or `LANG=zh_CN.UTF-8`), every error a learner can meet on a lesson's
+/// arguments is explained in Chinese, with the English message (which names the kernel and
+/// launch configuration) beneath it; without, the message is English only.
+#[test]
+fn the_errors_a_learner_meets_are_explained_in_chinese() {
+    let cases: &[&[&str]] = &[
+        &["--device", "cpu", "smoke", "--block", "0"],
+        &["--device", "cpu", "smoke", "--block", "2048"],
+        &["--device", "cpu", "divergence", "--block", "0"],
+        &["--device", "cpu", "divergence", "--block", "2048"],
+        &["--device", "cpu", "warp", "--width", "3"],
+        &["--device", "cpu", "warp", "--block", "0"],
+        &["--device", "cpu", "occupancy", "--kernel", "nope"],
+        &["--device", "cpu", "occupancy", "--block", "0"],
+        &["--device", "cpu", "stencil", "--radius", "5"],
+        &[
+            "--device",
+            "cpu",
+            "stencil",
+            "--type",
+            "i32",
+            "--weights",
+            "1,2,1",
+        ],
+        &["--device", "cpu", "reduce", "--variant", "nope"],
+        &["--device", "cpu", "reduce", "--type", "i33"],
+        &["--device", "cpu", "reduce", "--op", "mean"],
+        &["--device", "cpu", "reduce", "--reps", "0"],
+        &[
+            "--device",
+            "cpu",
+            "reduce",
+            "--type",
+            "i32",
+            "--variant",
+            "reproducible",
+        ],
+        &[
+            "--device",
+            "cpu",
+            "print-indices",
+            "--grid",
+            "100000",
+            "--block",
+            "1024",
+        ],
+        &["--device", "cpu:64", "warp"],
+        &["--device", "7", "warp"],
+        &["warp", "--bogus"],
+        &["reduce", "--n", "many"],
+    ];
+    let mut unexplained = Vec::new();
+    for args in cases {
+        let zh: Vec<&str> = ["--lang", "zh"]
+            .into_iter()
+            .chain(args.iter().copied())
+            .collect();
+        let o = ferrocuda(&zh);
+        assert_clean_failure(&o, &["错误"]);
+        let err = stderr(&o);
+        if !explains_in_chinese(&err) {
+            unexplained.push(format!("ferrocuda {}: {err}", zh.join(" ")));
+        }
+        let en = ferrocuda(args);
+        assert_clean_failure(&en, &[]);
+        assert!(
+            !explains_in_chinese(&stderr(&en)) && !stderr(&en).contains("错误"),
+            "English by default: {}",
+            stderr(&en)
+        );
+    }
+    assert!(
+        unexplained.is_empty(),
+        "errors without a Chinese explanation:\n{}",
+        unexplained.join("\n")
+    );
+    // The environment chooses Chinese too.
+    let bin =
+        std::env::var("FERROCUDA_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_ferrocuda").into());
+    let o = Command::new(bin)
+        .args(["--device", "cpu", "reduce", "--variant", "nope"])
+        .env_remove("LC_ALL")
+        .env_remove("LC_MESSAGES")
+        .env("LANG", "zh_CN.UTF-8")
+        .output()
+        .expect("runs");
+    assert!(explains_in_chinese(&stderr(&o)), "{}", stderr(&o));
 }

@@ -14,8 +14,10 @@
 //! Their kernels are a kernel crate of their own, `ferrocuda-lesson-kernels` (re-exported as
 //! [`kernels`]), built to PTX by this package's `build.rs` and loaded by [`kernel`] on a
 //! [`Gpu`]'s first use of it, next to the library's module.
+pub mod as_printed;
 pub mod cpu;
 pub mod lab;
+pub mod lang;
 pub mod occupancy;
 pub mod reduce;
 pub mod smoke;

@@ -72,7 +72,7 @@ pub unsafe fn warp_functions_demo(out: *mut u32, width: u32, src_lane: u32, offs
 /// turn into a select (with the book's one-assignment bodies the branch disappears into
 /// predication and there is no divergence left to see).
 #[inline(always)]
-fn side(seed: f32, work: u32) -> f32 {
+pub(crate) fn side(seed: f32, work: u32) -> f32 {
     let mut v = seed;
     for _ in 0..work {
         v = v * 0.999 + 1.0;

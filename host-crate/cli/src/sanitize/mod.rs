@@ -10,7 +10,7 @@ use ferrocuda::DeviceBuffer;
 use ferrocuda::kernels::entry::EntryInfo;
 use ferrocuda::kernels::reduce::{reduce_fast_sum_i32_to_i64, reduce_reproducible};
 use ferrocuda_lessons::kernels::broken::{
-    broken_reduce_volatile_warp_i32, broken_stencil_1d_no_sync_f32,
+    broken_reduce_v_loop_f32, broken_reduce_volatile_warp_i32, broken_stencil_1d_no_sync_f32,
 };
 use ferrocuda_lessons::kernels::config::STENCIL_RADII;
 use ferrocuda_lessons::kernels::config::{REDUCE_FAST_ITEMS, reduce_repro_chunk};
@@ -32,11 +32,13 @@ use ferrocuda_lessons::stencil::{Boundary, StencilGrid, StencilRun, StencilVaria
 /// The sanitizer tools, in the order of the table.
 pub const TOOLS: [&str; 4] = ["memcheck", "racecheck", "synccheck", "initcheck"];
 
-/// The demonstration kernels that must be flagged (wrong on purpose).
-pub fn broken_kernels() -> [&'static EntryInfo; 2] {
+/// The notes' racy listings as printed, which the race checker must flag (the other listings
+/// of `broken`, wrong answers rather than races, are caught by `--as-printed`'s oracle).
+pub fn broken_kernels() -> [&'static EntryInfo; 3] {
     [
         broken_stencil_1d_no_sync_f32().info(),
         broken_reduce_volatile_warp_i32().info(),
+        broken_reduce_v_loop_f32().info(),
     ]
 }
 
@@ -47,7 +49,9 @@ pub fn library_kernels() -> Vec<&'static EntryInfo> {
     entry_points()
         .into_iter()
         .filter(|e| {
-            !e.module.ends_with("::selftest") && !broken.iter().any(|b| b.symbol == e.symbol)
+            !e.module.ends_with("::selftest")
+                && !e.module.ends_with("::broken")
+                && !broken.iter().any(|b| b.symbol == e.symbol)
         })
         .collect()
 }
@@ -453,6 +457,15 @@ pub fn broken_cases(gpu: &Gpu) -> Result<()> {
         k.launch_and_wait(
             k.config(grid, block),
             (di.as_device_ptr(), partials.as_device_ptr(), n),
+        )?
+    };
+    let fpartials = gpu.alloc::<f32>(grid as usize, "broken v loop partials")?;
+    let k = ferrocuda_lessons::kernel(gpu, broken_reduce_v_loop_f32())?;
+    // SAFETY: `n` floats in, one partial per block out.
+    unsafe {
+        k.launch_and_wait(
+            k.config(grid, block),
+            (d.as_device_ptr(), fpartials.as_device_ptr(), n),
         )?
     };
     Ok(())

@@ -144,6 +144,11 @@ pub fn fail_on_findings(fail: bool) {
     FAIL_ON_FINDINGS.store(fail, Ordering::Relaxed);
 }
 
+/// Whether a launch with a finding fails ([`fail_on_findings`]).
+pub fn fails_on_findings() -> bool {
+    FAIL_ON_FINDINGS.load(Ordering::Relaxed)
+}
+
 static RACECHECK: std::sync::LazyLock<AtomicBool> = std::sync::LazyLock::new(|| {
     AtomicBool::new(std::env::var(RACECHECK_ENV).is_ok_and(|v| v.trim() == "1"))
 });

@@ -5,6 +5,7 @@ use ferrocuda::Gpu;
 use ferrocuda::kernels::entry::entry_point;
 use ferrocuda::kernels::reduce::{Sum, reduce_fast};
 use ferrocuda_lessons::all_entry_points as entry_points;
+use ferrocuda_lessons::as_printed;
 use ferrocuda_lessons::cpu::SplitMix64;
 use ferrocuda_lessons::kernels::lab::print_thread_indices;
 use ferrocuda_lessons::lab::{self, WARP_DEMO_COLUMNS, WarpDemo};
@@ -244,6 +245,10 @@ pub struct DivergenceArgs {
     /// Timed repetitions.
     #[arg(long, default_value_t = 20)]
     reps: usize,
+    /// Run the book's `mathKernel4` as printed (its precedence bug) beside the corrected one
+    /// (按原样运行书中有错的 mathKernel4).
+    #[arg(long)]
+    pub(crate) as_printed: bool,
 }
 
 impl DivergenceArgs {
@@ -275,6 +280,9 @@ impl DivergenceArgs {
 
 /// Times the four `simpleDivergence` kernels and checks their results.
 pub fn divergence(gpu: &Gpu, a: &DivergenceArgs) -> Result<()> {
+    if a.as_printed {
+        return as_printed(gpu, as_printed::Chapter::Divergence);
+    }
     let rows = lab::divergence(gpu, a.n, a.block, a.work, a.reps)?;
     println!(
         "simpleDivergence on {}: n = {}, block {}, {} steps per branch side, median of {} event-timed runs",
@@ -539,5 +547,124 @@ pub fn waves(gpu: &Gpu, a: &WavesArgs) -> Result<()> {
         "\nPASS: every thread's wave and lane, the syncwave exchange, the ballots and the occupancy match a wave of {} lanes",
         w.width
     );
+    Ok(())
+}
+
+/// `--as-printed`: the chapter's wrong listings of the notes, each run as printed beside its
+/// corrected kernel and the CPU, and what caught it. Fails when a listing went uncaught or a
+/// corrected kernel is wrong.
+pub fn as_printed(gpu: &Gpu, chapter: as_printed::Chapter) -> Result<()> {
+    use ferrocuda_lessons::lang::tr;
+    println!(
+        "{}",
+        ferrocuda_lessons::tf!(
+            "The notes' listings as printed, beside the corrected kernels, on {}:",
+            "笔记中有错的代码按原样运行，与修正后的核函数对照，设备：{}",
+            gpu.props().name
+        )
+    );
+    let mut uncaught = Vec::new();
+    for listing in as_printed::listings(chapter) {
+        let o = as_printed::run(gpu, &listing)?;
+        println!();
+        println!("{} ({})", listing.name, listing.source);
+        println!("  {} {}", tr("printed:   ", "原文：    "), listing.printed);
+        println!(
+            "  {} {}",
+            tr("corrected: ", "修正：    "),
+            listing.corrected
+        );
+        println!("  n = {}", o.n);
+        let mark = |ok: bool| if ok { "PASS" } else { "WRONG" };
+        println!(
+            "  {:<14}{}  [{}]",
+            tr("as printed", "原样运行"),
+            o.as_printed,
+            mark(!o.wrong)
+        );
+        println!(
+            "  {:<14}{}  [{}]",
+            tr("corrected", "修正后"),
+            o.corrected,
+            mark(o.corrected_ok)
+        );
+        println!("  {:<14}{}", tr("CPU", "CPU 参考"), o.expected);
+        let (why_en, why_zh) = listing.why;
+        println!("  {} {}", tr("why:", "原因："), tr(why_en, why_zh));
+        match (&o.hazards, o.wrong) {
+            (Some(h), _) if !h.is_empty() => {
+                println!(
+                    "  {}",
+                    ferrocuda_lessons::tf!(
+                        "caught by: the CPU device's racecheck on this launch, hazards at {} shared addresses; the first:",
+                        "发现者：CPU 设备对这次启动运行的 racecheck，{} 个共享内存地址上有竞争；第一处：",
+                        o.hazard_addresses()
+                    )
+                );
+                println!("    {}", h[0]);
+                if o.wrong {
+                    println!(
+                        "  {}",
+                        tr(
+                            "and by the oracle: the answer differs from the CPU's",
+                            "同时也被结果检查发现：答案与 CPU 的不同"
+                        )
+                    );
+                }
+            }
+            (_, true) => println!(
+                "  {}",
+                tr(
+                    "caught by: the oracle, the answer differs from the CPU's",
+                    "发现者：结果检查（与 CPU 的答案不同）"
+                )
+            ),
+            (_, false) if listing.catch == as_printed::Catch::Racecheck && !gpu.is_cpu() => {
+                println!(
+                    "  {}",
+                    tr(
+                        "caught by: the race checker, not by this answer (its lanes happened to run in step): \
+                         `ferrocuda sanitize --tools racecheck` reports the hazards of this kernel",
+                        "发现者：竞争检查，而不是这次的答案（这次各线程恰好同步前进，结果碰巧正确）：\
+                         `ferrocuda sanitize --tools racecheck` 会报告这个核函数的竞争"
+                    )
+                );
+            }
+            _ => {
+                println!("  {}", tr("NOT CAUGHT on this run", "这次运行没有发现错误"));
+                uncaught.push(listing.name);
+            }
+        }
+        if !o.corrected_ok {
+            bail!(
+                "{}",
+                ferrocuda_lessons::tf!(
+                    "the corrected kernel of {} gave {}, the CPU {}",
+                    "{} 的修正核函数得到 {}，CPU 得到 {}",
+                    listing.name,
+                    o.corrected,
+                    o.expected
+                )
+            );
+        }
+    }
+    println!();
+    ferrocuda_lessons::lang::look_at(
+        "each listing's `as printed` line against the `CPU` line, and `caught by`: a wrong \
+         answer is caught by comparing with the CPU; a race may give the right answer and is \
+         caught by the race checker",
+        "每段代码的“原样运行”一行与“CPU 参考”一行的差别，以及“发现者”：答案错误靠与 CPU 对照发现；\
+         竞争可能碰巧得到正确答案，要靠竞争检查（racecheck）发现",
+    );
+    if !uncaught.is_empty() {
+        bail!(
+            "{}",
+            ferrocuda_lessons::tf!(
+                "not caught on this run: {}",
+                "这次运行没有发现的错误：{}",
+                uncaught.join(", ")
+            )
+        );
+    }
     Ok(())
 }

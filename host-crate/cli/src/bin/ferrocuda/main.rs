@@ -2,7 +2,9 @@
 use std::process::ExitCode;
 
 mod bench;
+mod errors_zh;
 mod lab;
+mod lesson_text;
 mod multi;
 mod profile;
 mod sanitize;
@@ -17,6 +19,7 @@ use ferrocuda_cli::args::parse_count;
 use ferrocuda_cli::bench::reproducible::{self, Measured, REPRODUCIBLE};
 use ferrocuda_lessons::cpu::reproducible::Reproducible;
 use ferrocuda_lessons::cpu::{ReduceReference, book_input};
+use ferrocuda_lessons::lang::{self, Lang};
 use ferrocuda_lessons::reduce::{self, ReduceOp, ReduceVariant};
 use ferrocuda_lessons::smoke;
 use ferrocuda_lessons::timing;
@@ -32,6 +35,11 @@ struct Cli {
     /// times are not GPU times), `cpu:64` for the CPU device with 64-wide waves (沐曦 MXMACA).
     #[arg(long, global = true, default_value = "0", value_parser = device_arg)]
     device: u32,
+    /// The language of the lessons' output: `en` or `zh` (中文). Default: Chinese when `LANG`
+    /// (or `LC_ALL`, `LC_MESSAGES`) starts with `zh`, English otherwise.
+    /// 输出语言：`--lang zh` 为中文。
+    #[arg(long, global = true, value_parser = lang_arg)]
+    lang: Option<Lang>,
     #[command(subcommand)]
     command: Command,
 }
@@ -95,6 +103,10 @@ enum Command {
         /// Seed of the random input.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Run the notes' wrong reductions as printed beside the corrected kernels
+        /// (按原样运行笔记中有错的归约代码).
+        #[arg(long)]
+        as_printed: bool,
     },
     /// Run 1D stencil variants, time them and check every output against the CPU.
     ///
@@ -132,6 +144,10 @@ enum Command {
         /// Seed of the random input.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Run the notes' stencil without `__syncthreads()` as printed beside the corrected one
+        /// (按原样运行笔记中缺少 __syncthreads() 的模板).
+        #[arg(long)]
+        as_printed: bool,
     },
     /// The notes' warp-function program: vote and shuffle results per lane, checked.
     ///
@@ -240,8 +256,39 @@ enum Command {
     Multi(multi::MultiArgs),
 }
 
+fn lang_arg(s: &str) -> Result<Lang, String> {
+    Lang::from_name(s).ok_or_else(|| format!("`{s}` is not a language: en or zh (中文)"))
+}
+
+/// `--lang X` or `--lang=X` among the arguments, read before clap parses them so that its
+/// errors are explained in the chosen language too.
+fn lang_of_args() -> Option<Lang> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().enumerate().find_map(|(i, a)| {
+        if a == "--lang" {
+            args.get(i + 1).and_then(|v| Lang::from_name(v))
+        } else {
+            a.strip_prefix("--lang=").and_then(Lang::from_name)
+        }
+    })
+}
+
 fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
+    lang::set(lang_of_args().unwrap_or_else(Lang::from_env));
+    let matches = match Cli::command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if lang::chinese()
+                && !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+            {
+                eprintln!(
+                    "参数错误：下面是英文原文；`ferrocuda --help` 与 `ferrocuda <课程> --help` 列出每个参数。"
+                );
+            }
+            e.exit()
+        }
+    };
     let mut cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -263,7 +310,12 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            let message = format!("{e:#}");
+            match (lang::chinese(), errors_zh::explain(&message)) {
+                (true, Some(zh)) => eprintln!("错误：{zh}\n（原文）error: {message}"),
+                (true, None) => eprintln!("错误（英文原文）：{message}"),
+                (false, _) => eprintln!("error: {message}"),
+            }
             ExitCode::FAILURE
         }
     }
@@ -275,11 +327,18 @@ fn main() -> ExitCode {
 fn cpu_default_size(n: &mut usize) {
     let was = *n;
     *n = (was >> 10).max(1);
-    eprintln!(
-        "CPU device: n = {} (the default {was}, 1024 times smaller: the CPU device runs every \
-         thread in turn; its times are not GPU times)",
-        *n
-    );
+    if lang::chinese() {
+        eprintln!(
+            "CPU 设备：n = {}（默认值 {was} 的 1/1024：CPU 设备逐个运行每个线程；它的时间不是 GPU 的时间）",
+            *n
+        );
+    } else {
+        eprintln!(
+            "CPU device: n = {} (the default {was}, 1024 times smaller: the CPU device runs every \
+             thread in turn; its times are not GPU times)",
+            *n
+        );
+    }
 }
 
 fn scale_default_size(command: &mut Command) {
@@ -293,7 +352,37 @@ fn scale_default_size(command: &mut Command) {
     }
 }
 
+/// The lesson a command runs (its subcommand), and whether it runs the notes' listings as
+/// printed.
+fn lesson_of(command: &Command) -> Option<(&'static str, bool)> {
+    Some(match command {
+        Command::PrintIndices(_) => ("print-indices", false),
+        Command::Divergence(a) => ("divergence", a.as_printed),
+        Command::Waves(_) => ("waves", false),
+        Command::Warp(_) => ("warp", false),
+        Command::Stencil { as_printed, .. } => ("stencil", *as_printed),
+        Command::Reduce { as_printed, .. } => ("reduce", *as_printed),
+        Command::Occupancy(_) => ("occupancy", false),
+        Command::Streams(_) => ("streams", false),
+        Command::Sanitize(_) => ("sanitize", false),
+        Command::Profile(_) => ("profile", false),
+        _ => return None,
+    })
+}
+
 fn run(cli: Cli) -> Result<()> {
+    let lesson = lesson_of(&cli.command);
+    if let Some((name, as_printed)) = lesson {
+        lesson_text::intro(name, as_printed);
+    }
+    run_command(cli)?;
+    if let Some((name, false)) = lesson {
+        lesson_text::look_at(name);
+    }
+    Ok(())
+}
+
+fn run_command(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Bench(a) => {
             let cfg = a.config()?;
@@ -370,7 +459,12 @@ fn run(cli: Cli) -> Result<()> {
             op,
             reps,
             seed,
+            as_printed,
         } => {
+            if as_printed {
+                let gpu = open(cli.device)?;
+                return lab::as_printed(&gpu, ferrocuda_lessons::as_printed::Chapter::Reduce);
+            }
             let (ty, args) = reduce_args(&variant, n, block, &ty, &op, reps, seed)?;
             let gpu = open(cli.device)?;
             let passed = match ty {
@@ -395,6 +489,25 @@ fn run(cli: Cli) -> Result<()> {
             weights,
             reps,
             seed,
+            as_printed: true,
+        } => {
+            let _ = (variant, radius, n, block, ty, boundary, weights, reps, seed);
+            lab::as_printed(
+                &open(cli.device)?,
+                ferrocuda_lessons::as_printed::Chapter::Stencil,
+            )
+        }
+        Command::Stencil {
+            variant,
+            radius,
+            n,
+            block,
+            ty,
+            boundary,
+            weights,
+            reps,
+            seed,
+            as_printed: false,
         } => stencil(
             cli.device,
             &variant,
