@@ -24,7 +24,119 @@ fn main() -> ExitCode {
             "occupancy_of_every_kernel_matches_the_host_calculation_at_blocks_32_to_1024",
             occupancy_everywhere,
         ),
+        gpu_test(
+            "the_pictures_drawn_from_runs_match_what_the_notes_say_each_kernel_does",
+            pictures,
+        ),
+        gpu_test(
+            "every_listing_as_printed_is_caught_and_its_corrected_kernel_is_right",
+            listings_as_printed,
+        ),
     ])
+}
+
+/// The pictures of `--draw`, each from a run of the kernel, equal the notes' account of it:
+/// the trees of the three pairings at every block size, the lanes of each divergence kernel,
+/// the stencil's tiles with their halos, the shuffles' sources.
+fn pictures(gpu: &Gpu) -> TestResult {
+    use ferrocuda_lessons::draw;
+    for block in [64, 128, 256, 1024] {
+        for k in 0..draw::TREES.len() {
+            let got = draw::reduce_tree(gpu, k, block)?;
+            ensure!(
+                got == draw::tree_model(k, block),
+                "{} at block {block}:\n{}",
+                got.kernel,
+                draw::tree_text(&got)
+            );
+        }
+    }
+    // What the trees teach: neighbored keeps both warps of a 64-thread block busy until the
+    // last step; neighbored_less and interleaved leave one warp idle from the first.
+    let warps = |k| {
+        draw::tree_model(k, 64)
+            .steps
+            .iter()
+            .map(|s| draw::step_counts(s).1)
+            .collect::<Vec<_>>()
+    };
+    ensure!(warps(0) == [2, 2, 2, 2, 2, 1], "{:?}", warps(0));
+    ensure!(warps(1) == [1, 1, 1, 1, 1, 1], "{:?}", warps(1));
+    ensure!(warps(2) == [1, 1, 1, 1, 1, 1], "{:?}", warps(2));
+    let d = draw::divergence_masks(gpu, 64)?;
+    let divergent: Vec<usize> = d.iter().map(draw::Divergence::divergent_warps).collect();
+    ensure!(divergent == [2, 0, 2, 0], "divergent warps {divergent:?}");
+    ensure!(
+        d[0].masks() == [0x5555_5555, 0x5555_5555],
+        "{:x?}",
+        d[0].masks()
+    );
+    for (n, block) in [(20, 8), (33, 32), (1, 3), (7, 7)] {
+        let got = draw::stencil_tiles(gpu, n, block)?;
+        ensure!(
+            got == draw::tiles_model(n, block),
+            "n = {n}, block {block}:\n{}",
+            draw::tiles_text(&got)
+        );
+    }
+    for demo in [
+        WarpDemo::NOTES,
+        WarpDemo {
+            block: 32,
+            width: 32,
+            src_lane: 0,
+            offset: 1,
+        },
+        WarpDemo {
+            block: 32,
+            width: 16,
+            src_lane: 0,
+            offset: 5,
+        },
+    ] {
+        for sh in draw::shuffles(gpu, demo)? {
+            let want = draw::shuffle_model(sh.name, demo.block, demo.width, demo.offset);
+            ensure!(
+                sh.source == want,
+                "{demo:?} {}: {:?} != {want:?}",
+                sh.name,
+                sh.source
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Each of the notes' wrong listings, run as printed: a wrong answer where the oracle is to
+/// catch it; on the CPU device, racecheck hazards where a race is; the corrected kernel right.
+fn listings_as_printed(gpu: &Gpu) -> TestResult {
+    use ferrocuda_lessons::as_printed::{self, Catch};
+    for listing in as_printed::LISTINGS {
+        let o = as_printed::run(gpu, &listing)?;
+        ensure!(
+            o.corrected_ok,
+            "{}: corrected {} != CPU {}",
+            listing.name,
+            o.corrected,
+            o.expected
+        );
+        match listing.catch {
+            Catch::Oracle => ensure!(
+                o.wrong,
+                "{}: as printed gave the CPU's answer {}",
+                listing.name,
+                o.as_printed
+            ),
+            Catch::Racecheck if gpu.is_cpu() => ensure!(
+                o.hazard_addresses() > 0,
+                "{}: the CPU device's racecheck saw no hazard",
+                listing.name
+            ),
+            // On a GPU the race checker is compute-sanitizer's (the sanitizer test).
+            Catch::Racecheck => {}
+        }
+    }
+    Ok(())
 }
 
 fn check_demo(gpu: &Gpu, demo: WarpDemo) -> TestResult {

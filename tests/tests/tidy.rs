@@ -1441,7 +1441,10 @@ fn the_citation_check_rejects_a_wrong_number_and_a_missing_file() {
         citation_problems(&page, &results, &every)
     };
     assert!(en("233.98 us ([run](../results/h200/bench-report.md)).").is_empty());
-    assert_eq!(en("233.89 us ([run](../results/h200/bench-report.md)).").len(), 1);
+    assert_eq!(
+        en("233.89 us ([run](../results/h200/bench-report.md)).").len(),
+        1
+    );
     assert_eq!(
         numbers_with_units("2^20 elements, 5.5 us, 1.09-1.18x, sm_90, 16 x 16")
             .into_iter()

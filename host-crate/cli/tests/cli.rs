@@ -988,3 +988,79 @@ fn the_errors_a_learner_meets_are_explained_in_chinese() {
         .expect("runs");
     assert!(explains_in_chinese(&stderr(&o)), "{}", stderr(&o));
 }
+
+/// The pictures in `docs/pictures/` are what `--draw --svg` draws from a run today: each
+/// lesson's pictures are drawn again (on the GPU, or on the CPU device without one) and must
+/// equal the committed files byte for byte; the command fails when a picture differs from the
+/// notes' account of the kernel.
+#[test]
+fn the_docs_pictures_are_drawn_by_the_lessons_from_runs() {
+    // Read when the test is built, so that the GPU bundle carries them.
+    const PICTURES: [(&str, &str); 6] = [
+        (
+            "divergence-masks.svg",
+            include_str!("../../../docs/pictures/divergence-masks.svg"),
+        ),
+        (
+            "reduce-tree-interleaved.svg",
+            include_str!("../../../docs/pictures/reduce-tree-interleaved.svg"),
+        ),
+        (
+            "reduce-tree-neighbored.svg",
+            include_str!("../../../docs/pictures/reduce-tree-neighbored.svg"),
+        ),
+        (
+            "reduce-tree-neighbored_less.svg",
+            include_str!("../../../docs/pictures/reduce-tree-neighbored_less.svg"),
+        ),
+        (
+            "stencil-tiles.svg",
+            include_str!("../../../docs/pictures/stencil-tiles.svg"),
+        ),
+        (
+            "warp-shuffles.svg",
+            include_str!("../../../docs/pictures/warp-shuffles.svg"),
+        ),
+    ];
+    let mut seen = 0;
+    let out = std::env::temp_dir().join(format!("ferrocuda-pictures-{}", std::process::id()));
+    let device = if machine_has_driver() { "0" } else { "cpu" };
+    for lesson in ["reduce", "divergence", "stencil", "warp"] {
+        let dir = out.join(lesson);
+        let o = ferrocuda(&[
+            "--device",
+            device,
+            lesson,
+            "--draw",
+            "--svg",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{lesson} --draw: {}", stderr(&o));
+        let drawn: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert!(!drawn.is_empty(), "{lesson} --draw --svg wrote nothing");
+        for path in drawn {
+            let name = path.file_name().unwrap();
+            let committed = PICTURES
+                .iter()
+                .find(|(n, _)| *n == name.to_string_lossy())
+                .unwrap_or_else(|| panic!("docs/pictures/{} is missing", name.to_string_lossy()))
+                .1;
+            seen += 1;
+            assert_eq!(
+                std::fs::read_to_string(&path).unwrap(),
+                committed,
+                "docs/pictures/{} is not what `ferrocuda {lesson} --draw --svg` draws",
+                name.to_string_lossy()
+            );
+        }
+    }
+    assert_eq!(
+        seen,
+        PICTURES.len(),
+        "a picture of docs/pictures/ is no longer drawn"
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+}

@@ -16,6 +16,7 @@
 //! [`Gpu`]'s first use of it, next to the library's module.
 pub mod as_printed;
 pub mod cpu;
+pub mod draw;
 pub mod lab;
 pub mod lang;
 pub mod occupancy;

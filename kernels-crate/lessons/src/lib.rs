@@ -25,6 +25,8 @@ pub mod broken;
 
 pub mod lab;
 
+pub mod probe;
+
 pub mod reduce;
 
 pub mod selftest;

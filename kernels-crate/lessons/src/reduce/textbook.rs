@@ -23,6 +23,7 @@ use super::Element;
 use crate::device::sync::{syncthreads, syncwarp};
 use crate::device::thread::{block_dim_x, block_idx_x, thread_idx_x};
 use crate::device::warp::FULL_MASK;
+use crate::probe::{NoProbe, Probe};
 
 /// The elements of a chunk of `chunk` starting at `start` that exist in an input of `n`.
 #[inline(always)]
@@ -55,20 +56,30 @@ unsafe fn write_partial<T: Element>(idata: *const T, g_odata: *mut T) {
 /// `reduceNeighbored`: stride 1, 2, 4, ...; the thread with `tid % (2 * stride) == 0` adds
 /// its neighbour. Active threads are scattered over every warp: divergence in every step.
 #[inline(always)]
-pub unsafe fn neighbored<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
+///
+/// `probe` marks `(step, tid)` for each thread that adds in a step.
+pub unsafe fn neighbored<T: Element, P: Probe>(
+    g_idata: *mut T,
+    g_odata: *mut T,
+    n: usize,
+    probe: P,
+) {
     let (tid, bd) = (thread_idx_x(), block_dim_x());
     let start = block_idx_x() as usize * bd as usize;
     let len = valid_len(n, start, bd as usize);
     let idata = g_idata.wrapping_add(start);
     let mut stride = 1;
+    let mut step = 0;
     while stride < bd {
         if tid % (2 * stride) == 0 {
+            probe.mark(step, tid as usize, 1);
             // SAFETY: see `combine_pair`.
             unsafe { combine_pair(idata, tid, stride, len) };
         }
         // SAFETY: every thread of the block reaches this barrier.
         unsafe { syncthreads() };
         stride *= 2;
+        step += 1;
     }
     // SAFETY: as documented on `write_partial`.
     unsafe { write_partial(idata, g_odata) };
@@ -77,21 +88,31 @@ pub unsafe fn neighbored<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize)
 /// `reduceNeighboredLess`: the same pairs, but thread `tid` handles pair `index = 2 * stride *
 /// tid`, so the active threads are the first ones and whole warps retire together.
 #[inline(always)]
-pub unsafe fn neighbored_less<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
+///
+/// `probe` marks `(step, tid)` for each thread that adds in a step.
+pub unsafe fn neighbored_less<T: Element, P: Probe>(
+    g_idata: *mut T,
+    g_odata: *mut T,
+    n: usize,
+    probe: P,
+) {
     let (tid, bd) = (thread_idx_x(), block_dim_x());
     let start = block_idx_x() as usize * bd as usize;
     let len = valid_len(n, start, bd as usize);
     let idata = g_idata.wrapping_add(start);
     let mut stride = 1;
+    let mut step = 0;
     while stride < bd {
         let index = 2 * stride * tid;
         if index < bd {
+            probe.mark(step, tid as usize, 1);
             // SAFETY: see `combine_pair`.
             unsafe { combine_pair(idata, index, stride, len) };
         }
         // SAFETY: every thread of the block reaches this barrier.
         unsafe { syncthreads() };
         stride *= 2;
+        step += 1;
     }
     // SAFETY: as documented on `write_partial`.
     unsafe { write_partial(idata, g_odata) };
@@ -100,29 +121,55 @@ pub unsafe fn neighbored_less<T: Element>(g_idata: *mut T, g_odata: *mut T, n: u
 /// The interleaved tree over the first `len` slots of `idata`, strides `from`, `from / 2`, ...
 /// down to (excluding) `until`, with a barrier after each step.
 #[inline(always)]
-unsafe fn interleaved_tree<T: Element>(idata: *mut T, tid: u32, len: u32, from: u32, until: u32) {
+///
+/// `probe` marks `(step, tid)` for each thread that adds in a step.
+unsafe fn interleaved_tree<T: Element, P: Probe>(
+    idata: *mut T,
+    tid: u32,
+    len: u32,
+    from: u32,
+    until: u32,
+    probe: P,
+) {
     let mut stride = from;
+    let mut step = 0;
     while stride > until {
         if tid < stride {
+            probe.mark(step, tid as usize, 1);
             // SAFETY: see `combine_pair`.
             unsafe { combine_pair(idata, tid, stride, len) };
         }
         // SAFETY: every thread of the block reaches this barrier.
         unsafe { syncthreads() };
         stride >>= 1;
+        step += 1;
     }
 }
 
 /// `reduceInterleaved`: stride `blockDim / 2` halving; thread `tid` adds `tid + stride`.
 /// Active threads are contiguous and the accesses of a warp are coalesced.
 #[inline(always)]
-pub unsafe fn interleaved<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
+///
+/// `probe` marks `(step, tid)` for each thread that adds in a step.
+pub unsafe fn interleaved<T: Element, P: Probe>(
+    g_idata: *mut T,
+    g_odata: *mut T,
+    n: usize,
+    probe: P,
+) {
     let (tid, bd) = (thread_idx_x(), block_dim_x());
     let start = block_idx_x() as usize * bd as usize;
     let idata = g_idata.wrapping_add(start);
     // SAFETY: the tree stays inside this block's chunk; all threads reach its barriers.
     unsafe {
-        interleaved_tree(idata, tid, valid_len(n, start, bd as usize), bd / 2, 0);
+        interleaved_tree(
+            idata,
+            tid,
+            valid_len(n, start, bd as usize),
+            bd / 2,
+            0,
+            probe,
+        );
         write_partial(idata, g_odata);
     }
 }
@@ -177,7 +224,7 @@ pub unsafe fn unrolling<T: Element, const U: usize>(g_idata: *mut T, g_odata: *m
     // SAFETY: all threads reach every barrier; accesses are bounded by `n` and the chunk.
     unsafe {
         let (idata, len) = unroll_into_place::<T, U>(g_idata, n);
-        interleaved_tree(idata, thread_idx_x(), len, block_dim_x() / 2, 0);
+        interleaved_tree(idata, thread_idx_x(), len, block_dim_x() / 2, 0, NoProbe);
         write_partial(idata, g_odata);
     }
 }
@@ -208,7 +255,7 @@ pub unsafe fn unroll_warps8<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usi
     // SAFETY: all threads reach every barrier; accesses are bounded by `n` and the chunk.
     unsafe {
         let (idata, len) = unroll_into_place::<T, 8>(g_idata, n);
-        interleaved_tree(idata, tid, len, block_dim_x() / 2, 32);
+        interleaved_tree(idata, tid, len, block_dim_x() / 2, 32, NoProbe);
         last_warp(idata, tid, len);
         write_partial(idata, g_odata);
     }

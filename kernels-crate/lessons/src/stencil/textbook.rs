@@ -6,6 +6,11 @@
 //! `(block + 2R) * size_of::<T>()` bytes of dynamic shared memory
 //! ([`stencil_shared_tile_len`](crate::config::stencil_shared_tile_len)).
 use crate::device::shared::dynamic_shared;
+use crate::probe::Probe;
+
+/// Added to a staged cell's index in a probe's mark, so that the cells past the left end (down
+/// to `-R`) are positive and `0` stays "nothing staged".
+pub const STAGED_BIAS: isize = 1024;
 use crate::device::sync::syncthreads;
 use crate::device::thread::{block_dim_x, block_idx_x, index_1d, thread_idx_x};
 use ferrocuda_kernels::stencil::{Element, Ones, Taps, fetch, point};
@@ -35,12 +40,16 @@ pub unsafe fn naive<T: Element, const R: usize>(input: *const T, out: *mut T, n:
 /// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`;
 /// `blockDim.x >= R`; the dynamic shared memory holds `blockDim.x + 2R` elements.
 #[inline(always)]
-pub unsafe fn shared_tile<T: Element, P: Taps<T>, const R: usize>(
+///
+/// `probe` marks `(blockIdx.x, slot)` with `i + STAGED_BIAS` for each tile slot a thread
+/// stages from input cell `i` (`i` is negative, or `n` and past, for a halo beyond an end).
+pub unsafe fn shared_tile<T: Element, P: Taps<T>, const R: usize, Q: Probe>(
     input: *const T,
     out: *mut T,
     n: usize,
     mode: u32,
     taps: P,
+    probe: Q,
 ) {
     let temp = dynamic_shared::<T>();
     let (tid, block) = (thread_idx_x() as usize, block_dim_x() as usize);
@@ -51,9 +60,13 @@ pub unsafe fn shared_tile<T: Element, P: Taps<T>, const R: usize>(
     // because `block >= R`); `fetch` only reads below `n`; every thread reaches the barrier.
     unsafe {
         *temp.add(lindex) = fetch(input, n, g, mode);
+        let bid = block_idx_x() as usize;
+        probe.mark(bid, lindex, (g + STAGED_BIAS) as u32);
         if tid < R {
             *temp.add(lindex - R) = fetch(input, n, g - r, mode);
             *temp.add(lindex + block) = fetch(input, n, g + b, mode);
+            probe.mark(bid, lindex - R, (g - r + STAGED_BIAS) as u32);
+            probe.mark(bid, lindex + block, (g + b + STAGED_BIAS) as u32);
         }
         syncthreads();
         if gindex < n {

@@ -148,6 +148,12 @@ pub struct WarpArgs {
     /// Delta of `shfl_up_sync`/`shfl_down_sync`, lane mask of `shfl_xor_sync`.
     #[arg(long, default_value_t = WarpDemo::NOTES.offset)]
     offset: u32,
+    /// Draw what the kernels do, from a run (画出核函数实际做了什么).
+    #[arg(long)]
+    pub(crate) draw: bool,
+    /// With --draw: also write the pictures as SVG files into this folder.
+    #[arg(long, requires = "draw")]
+    pub(crate) svg: Option<std::path::PathBuf>,
 }
 
 impl WarpArgs {
@@ -169,6 +175,9 @@ impl WarpArgs {
 /// Runs the warp-function demo and prints every lane, each column checked against the model.
 pub fn warp(gpu: &Gpu, a: &WarpArgs) -> Result<()> {
     let demo = a.demo();
+    if a.draw {
+        return draw(gpu, Picture::Shuffles(demo), a.svg.as_deref());
+    }
     let got = demo.run(gpu)?;
     let want = demo.expected();
     println!(
@@ -249,6 +258,12 @@ pub struct DivergenceArgs {
     /// (按原样运行书中有错的 mathKernel4).
     #[arg(long)]
     pub(crate) as_printed: bool,
+    /// Draw what the kernels do, from a run (画出核函数实际做了什么).
+    #[arg(long)]
+    pub(crate) draw: bool,
+    /// With --draw: also write the pictures as SVG files into this folder.
+    #[arg(long, requires = "draw")]
+    pub(crate) svg: Option<std::path::PathBuf>,
 }
 
 impl DivergenceArgs {
@@ -282,6 +297,9 @@ impl DivergenceArgs {
 pub fn divergence(gpu: &Gpu, a: &DivergenceArgs) -> Result<()> {
     if a.as_printed {
         return as_printed(gpu, as_printed::Chapter::Divergence);
+    }
+    if a.draw {
+        return draw(gpu, Picture::Divergence, a.svg.as_deref());
     }
     let rows = lab::divergence(gpu, a.n, a.block, a.work, a.reps)?;
     println!(
@@ -663,6 +681,90 @@ pub fn as_printed(gpu: &Gpu, chapter: as_printed::Chapter) -> Result<()> {
                 "not caught on this run: {}",
                 "这次运行没有发现的错误：{}",
                 uncaught.join(", ")
+            )
+        );
+    }
+    Ok(())
+}
+
+/// Which lesson's pictures `--draw` shows.
+#[derive(Clone, Copy)]
+pub enum Picture {
+    /// The reduction trees.
+    Trees,
+    /// The divergent warps' lane masks.
+    Divergence,
+    /// The stencil's tiles and halos.
+    Tiles,
+    /// The warp demo's shuffles.
+    Shuffles(WarpDemo),
+}
+
+/// `--draw [--svg DIR]`: the lesson's pictures, drawn from a run, as text; with `--svg`, the
+/// same pictures as SVG files in `DIR`. Fails when a picture differs from the CPU's model of
+/// what the kernel does.
+pub fn draw(gpu: &Gpu, picture: Picture, svg_dir: Option<&std::path::Path>) -> Result<()> {
+    use ferrocuda_lessons::draw;
+    let mut files: Vec<(String, String)> = Vec::new();
+    let mut wrong = Vec::new();
+    match picture {
+        Picture::Trees => {
+            for (k, t) in draw::reduce_trees(gpu, 64)?.into_iter().enumerate() {
+                print!("{}", draw::tree_text(&t));
+                println!();
+                if t != draw::tree_model(k, 64) {
+                    wrong.push(t.kernel.to_string());
+                }
+                files.push((format!("reduce-tree-{}.svg", t.kernel), draw::tree_svg(&t)));
+            }
+        }
+        Picture::Divergence => {
+            let d = draw::divergence_masks(gpu, 64)?;
+            print!("{}", draw::divergence_text(&d));
+            for (ki, k) in d.iter().enumerate() {
+                let if_value = lab::divergence_side(100.0, 4).to_bits();
+                let expected: Vec<bool> = (0..64)
+                    .map(|tid| lab::divergence_expected(ki, tid, 4).to_bits() == if_value)
+                    .collect();
+                if k.if_side != expected {
+                    wrong.push(k.kernel.to_string());
+                }
+            }
+            files.push(("divergence-masks.svg".into(), draw::divergence_svg(&d)));
+        }
+        Picture::Tiles => {
+            let t = draw::stencil_tiles(gpu, 20, 8)?;
+            print!("{}", draw::tiles_text(&t));
+            if t != draw::tiles_model(20, 8) {
+                wrong.push("stencil_1d_shared".into());
+            }
+            files.push(("stencil-tiles.svg".into(), draw::tiles_svg(&t)));
+        }
+        Picture::Shuffles(demo) => {
+            let s = draw::shuffles(gpu, demo)?;
+            print!("{}", draw::shuffles_text(&s));
+            for sh in &s {
+                if sh.source != draw::shuffle_model(sh.name, demo.block, demo.width, demo.offset) {
+                    wrong.push(sh.name.to_string());
+                }
+            }
+            files.push(("warp-shuffles.svg".into(), draw::shuffles_svg(&s)));
+        }
+    }
+    if let Some(dir) = svg_dir {
+        std::fs::create_dir_all(dir)?;
+        for (name, text) in &files {
+            std::fs::write(dir.join(name), text)?;
+            eprintln!("wrote {}", dir.join(name).display());
+        }
+    }
+    if !wrong.is_empty() {
+        bail!(
+            "{}",
+            ferrocuda_lessons::tf!(
+                "the pictures of {} differ from the CPU's model of what the kernel does",
+                "{} 的图与 CPU 模型推算出的结果不同",
+                wrong.join(", ")
             )
         );
     }

@@ -86,6 +86,35 @@ const LESSONS: &[Words] = &[
     ),
 ];
 
+/// The pictures of `--draw`: `(subcommand, Chinese heading, what to look at in English, in
+/// Chinese)`.
+const PICTURES: &[PictureWords] = &[
+    (
+        "reduce",
+        "归约树：每一步哪些线程在做加法（由核函数实际运行记录）",
+        "neighbored keeps both warps of the block busy until the last step, with half their lanes idle or worse; neighbored_less and interleaved do the same adds with the active threads packed into the first warp, so a whole warp retires after the first step",
+        "neighbored 一直让两个线程束都忙到最后一步，但其中大半线程空闲；neighbored_less 与 interleaved 做同样多的加法，却把活跃线程集中在第一个线程束里，第一步之后整个第二个线程束就退出了",
+    ),
+    (
+        "divergence",
+        "分支发散：每个线程束中哪些线程走 if 分支（由每个线程实际写出的结果得到）",
+        "math_kernel1 and math_kernel3 split every warp (mask 0x55555555), so each warp runs both sides one after the other; math_kernel2 and math_kernel4 keep each warp on one side",
+        "math_kernel1 与 math_kernel3 把每个线程束一分为二（掩码 0x55555555），每个线程束要先后执行两个分支；math_kernel2 与 math_kernel4 让每个线程束只走一边",
+    ),
+    (
+        "stencil",
+        "一维模板的共享内存 tile：每个线程块的 tile 装了输入的哪些元素（由核函数实际运行记录）",
+        "each block stages its own 8 cells and R = 3 more on each side, its halos, which belong to its neighbours; block 0's left halo (-3..-1) and the last block's right halo lie outside the input and hold the boundary's zeros",
+        "每个线程块装入自己的 8 个元素，再在两边各多装 R = 3 个，即光环（halo），它们属于相邻的线程块；0 号线程块左边的光环（-3..-1）和最后一个线程块右边的光环在输入之外，装的是边界值 0",
+    ),
+    (
+        "warp",
+        "洗牌函数：每个线程读到的是哪个线程的值（由演示程序的输出得到）",
+        "shfl_xor with mask 4 swaps lanes 0-3 with 4-7 inside each segment of 8; shfl_up and shfl_down read their own lane where the source would leave the segment",
+        "掩码为 4 的 shfl_xor 在每 8 个线程的段内把 0-3 号与 4-7 号交换；shfl_up、shfl_down 的源线程若落在段外，就读自己的值",
+    ),
+];
+
 const AS_PRINTED: Words = (
     "--as-printed",
     "笔记中有错的代码，按原样运行",
@@ -98,25 +127,61 @@ fn words(lesson: &str) -> Option<&'static Words> {
     LESSONS.iter().find(|w| w.0 == lesson)
 }
 
+/// How a lesson runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The lesson itself.
+    Lesson,
+    /// `--as-printed`: the notes' wrong listings.
+    AsPrinted,
+    /// `--draw`: its pictures.
+    Draw,
+}
+
+type PictureWords = (&'static str, &'static str, &'static str, &'static str);
+
+fn picture(lesson: &str) -> Option<&'static PictureWords> {
+    PICTURES.iter().find(|p| p.0 == lesson)
+}
+
 /// Before a lesson's output, in Chinese: its heading and what the columns mean.
-pub fn intro(lesson: &str, as_printed: bool) {
+pub fn intro(lesson: &str, mode: Mode) {
     if !lang::chinese() {
         return;
     }
-    let w = if as_printed {
-        Some(&AS_PRINTED)
-    } else {
-        words(lesson)
-    };
-    if let Some(&(_, heading, columns, _, _)) = w {
-        println!("【{heading}】");
-        println!("{columns}");
+    match mode {
+        Mode::Lesson | Mode::AsPrinted => {
+            let w = if mode == Mode::AsPrinted {
+                Some(&AS_PRINTED)
+            } else {
+                words(lesson)
+            };
+            if let Some(&(_, heading, columns, _, _)) = w {
+                println!("【{heading}】");
+                println!("{columns}");
+            }
+        }
+        Mode::Draw => {
+            if let Some(&(_, heading, _, _)) = picture(lesson) {
+                println!("【{heading}】");
+            }
+        }
     }
 }
 
-/// After a lesson's output: what to look at.
-pub fn look_at(lesson: &str) {
-    if let Some(&(_, _, _, en, zh)) = words(lesson) {
-        lang::look_at(en, zh);
+/// After a lesson's output: what to look at (`--as-printed` prints its own).
+pub fn look_at(lesson: &str, mode: Mode) {
+    match mode {
+        Mode::Lesson => {
+            if let Some(&(_, _, _, en, zh)) = words(lesson) {
+                lang::look_at(en, zh);
+            }
+        }
+        Mode::Draw => {
+            if let Some(&(_, _, en, zh)) = picture(lesson) {
+                lang::look_at(en, zh);
+            }
+        }
+        Mode::AsPrinted => {}
     }
 }

@@ -107,6 +107,12 @@ enum Command {
         /// (按原样运行笔记中有错的归约代码).
         #[arg(long)]
         as_printed: bool,
+        /// Draw what the kernels do, from a run (画出核函数实际做了什么).
+        #[arg(long)]
+        draw: bool,
+        /// With --draw: also write the pictures as SVG files into this folder.
+        #[arg(long, requires = "draw")]
+        svg: Option<std::path::PathBuf>,
     },
     /// Run 1D stencil variants, time them and check every output against the CPU.
     ///
@@ -148,6 +154,12 @@ enum Command {
         /// (按原样运行笔记中缺少 __syncthreads() 的模板).
         #[arg(long)]
         as_printed: bool,
+        /// Draw what the kernels do, from a run (画出核函数实际做了什么).
+        #[arg(long)]
+        draw: bool,
+        /// With --draw: also write the pictures as SVG files into this folder.
+        #[arg(long, requires = "draw")]
+        svg: Option<std::path::PathBuf>,
     },
     /// The notes' warp-function program: vote and shuffle results per lane, checked.
     ///
@@ -352,32 +364,46 @@ fn scale_default_size(command: &mut Command) {
     }
 }
 
-/// The lesson a command runs (its subcommand), and whether it runs the notes' listings as
-/// printed.
-fn lesson_of(command: &Command) -> Option<(&'static str, bool)> {
+/// The lesson a command runs (its subcommand), and how: the lesson itself, the notes'
+/// listings as printed, or its pictures.
+fn lesson_of(command: &Command) -> Option<(&'static str, lesson_text::Mode)> {
+    use lesson_text::Mode;
+    let mode = |as_printed: bool, draw: bool| {
+        if as_printed {
+            Mode::AsPrinted
+        } else if draw {
+            Mode::Draw
+        } else {
+            Mode::Lesson
+        }
+    };
     Some(match command {
-        Command::PrintIndices(_) => ("print-indices", false),
-        Command::Divergence(a) => ("divergence", a.as_printed),
-        Command::Waves(_) => ("waves", false),
-        Command::Warp(_) => ("warp", false),
-        Command::Stencil { as_printed, .. } => ("stencil", *as_printed),
-        Command::Reduce { as_printed, .. } => ("reduce", *as_printed),
-        Command::Occupancy(_) => ("occupancy", false),
-        Command::Streams(_) => ("streams", false),
-        Command::Sanitize(_) => ("sanitize", false),
-        Command::Profile(_) => ("profile", false),
+        Command::PrintIndices(_) => ("print-indices", Mode::Lesson),
+        Command::Divergence(a) => ("divergence", mode(a.as_printed, a.draw)),
+        Command::Waves(_) => ("waves", Mode::Lesson),
+        Command::Warp(a) => ("warp", mode(false, a.draw)),
+        Command::Stencil {
+            as_printed, draw, ..
+        } => ("stencil", mode(*as_printed, *draw)),
+        Command::Reduce {
+            as_printed, draw, ..
+        } => ("reduce", mode(*as_printed, *draw)),
+        Command::Occupancy(_) => ("occupancy", Mode::Lesson),
+        Command::Streams(_) => ("streams", Mode::Lesson),
+        Command::Sanitize(_) => ("sanitize", Mode::Lesson),
+        Command::Profile(_) => ("profile", Mode::Lesson),
         _ => return None,
     })
 }
 
 fn run(cli: Cli) -> Result<()> {
     let lesson = lesson_of(&cli.command);
-    if let Some((name, as_printed)) = lesson {
-        lesson_text::intro(name, as_printed);
+    if let Some((name, mode)) = lesson {
+        lesson_text::intro(name, mode);
     }
     run_command(cli)?;
-    if let Some((name, false)) = lesson {
-        lesson_text::look_at(name);
+    if let Some((name, mode)) = lesson {
+        lesson_text::look_at(name, mode);
     }
     Ok(())
 }
@@ -460,10 +486,15 @@ fn run_command(cli: Cli) -> Result<()> {
             reps,
             seed,
             as_printed,
+            draw,
+            svg,
         } => {
             if as_printed {
                 let gpu = open(cli.device)?;
                 return lab::as_printed(&gpu, ferrocuda_lessons::as_printed::Chapter::Reduce);
+            }
+            if draw {
+                return lab::draw(&open(cli.device)?, lab::Picture::Trees, svg.as_deref());
             }
             let (ty, args) = reduce_args(&variant, n, block, &ty, &op, reps, seed)?;
             let gpu = open(cli.device)?;
@@ -490,6 +521,7 @@ fn run_command(cli: Cli) -> Result<()> {
             reps,
             seed,
             as_printed: true,
+            ..
         } => {
             let _ = (variant, radius, n, block, ty, boundary, weights, reps, seed);
             lab::as_printed(
@@ -508,6 +540,25 @@ fn run_command(cli: Cli) -> Result<()> {
             reps,
             seed,
             as_printed: false,
+            draw: true,
+            svg,
+        } => {
+            let _ = (variant, radius, n, block, ty, boundary, weights, reps, seed);
+            lab::draw(&open(cli.device)?, lab::Picture::Tiles, svg.as_deref())
+        }
+        Command::Stencil {
+            variant,
+            radius,
+            n,
+            block,
+            ty,
+            boundary,
+            weights,
+            reps,
+            seed,
+            as_printed: false,
+            draw: false,
+            ..
         } => stencil(
             cli.device,
             &variant,
