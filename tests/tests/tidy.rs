@@ -1453,3 +1453,51 @@ fn the_citation_check_rejects_a_wrong_number_and_a_missing_file() {
         ["5.5", "1.09", "1.18"]
     );
 }
+
+/// Chinese characters (CJK ideographs) and English words (runs of Latin letters) of a page.
+fn han_and_english_words(text: &str) -> (usize, usize) {
+    let han = text
+        .chars()
+        .filter(|c| ('\u{4e00}'..='\u{9fff}').contains(c))
+        .count();
+    let words = text
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| !w.is_empty())
+        .count();
+    (han, words)
+}
+
+/// The lesson pages are Chinese first: every page of `docs/` with an English twin in
+/// `docs/en/` has more Chinese characters than English words (code, commands and outputs
+/// included), and every English page has its Chinese one.
+#[test]
+fn every_lesson_page_is_chinese_first_with_its_english_twin() {
+    let files = text_files();
+    let page = |path: &str| files.iter().find(|(p, _)| p == path).map(|(_, t)| t);
+    let mut twins = 0;
+    let mut problems = Vec::new();
+    for (path, _) in files
+        .iter()
+        .filter(|(p, _)| p.starts_with("docs/en/") && p.ends_with(".md"))
+    {
+        let chinese = path.replacen("docs/en/", "docs/", 1);
+        match page(&chinese) {
+            None => problems.push(format!("{path} has no Chinese page {chinese}")),
+            Some(text) => {
+                twins += 1;
+                let (han, words) = han_and_english_words(text);
+                if han <= words {
+                    problems.push(format!(
+                        "{chinese}: {han} Chinese characters, {words} English words"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(twins >= 12, "only {twins} lesson pages have both languages");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert_eq!(
+        han_and_english_words("共享内存 shared memory, `__syncthreads()`"),
+        (4, 3)
+    );
+}

@@ -557,7 +557,9 @@ fn profile_prints_the_table_of_a_saved_report() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The lessons page, read when the test is built so that the GPU bundle carries it.
+/// The lessons pages, Chinese and English, read when the test is built so that the GPU bundle
+/// carries them.
+const LESSONS_PAGE_ZH: &str = include_str!("../../../docs/lessons.md");
 const LESSONS_PAGE: &str = include_str!("../../../docs/en/lessons.md");
 
 /// The lessons page's commands, `cargo run --release -p ferrocuda-cli -- ARGS`, as ARGS.
@@ -595,10 +597,17 @@ fn the_lessons_page_has_every_lesson_in_the_notes_order() {
         [
             "print-indices",
             "divergence",
+            "divergence",
+            "divergence",
             "waves",
             "warp",
+            "warp",
+            "stencil",
+            "stencil",
             "stencil",
             "sanitize",
+            "reduce",
+            "reduce",
             "reduce",
             "reduce",
             "reduce",
@@ -608,9 +617,15 @@ fn the_lessons_page_has_every_lesson_in_the_notes_order() {
         ],
         "{lessons:#?}"
     );
+    assert_eq!(
+        lesson_commands(LESSONS_PAGE_ZH),
+        lesson_commands(LESSONS_PAGE),
+        "the Chinese and English lessons pages run the same commands"
+    );
 }
 
-/// Every command on `docs/lessons.md` runs. On a GPU (`FERROCUDA_REQUIRE_GPU=1`, as in the
+/// Every command on the lessons pages runs, in both languages: the English page's as written,
+/// the Chinese page's (`docs/lessons.md`) with `--lang zh`. On a GPU (`FERROCUDA_REQUIRE_GPU=1`, as in the
 /// bundle) each must succeed, and its output is saved under `FERROCUDA_LESSONS_OUT` when that
 /// is set. Without a GPU each must stop for want of the device or of the CUDA tool it drives,
 /// never on its arguments; the test says loudly what it could not run.
@@ -618,11 +633,21 @@ fn the_lessons_page_has_every_lesson_in_the_notes_order() {
 fn every_command_on_the_lessons_page_runs() {
     let require_gpu = std::env::var("FERROCUDA_REQUIRE_GPU").as_deref() == Ok("1");
     let save = std::env::var_os("FERROCUDA_LESSONS_OUT").map(std::path::PathBuf::from);
-    let commands = lesson_commands(LESSONS_PAGE);
-    assert!(commands.len() >= 9, "{commands:?}");
+    let mut commands: Vec<(Vec<String>, &str)> = Vec::new();
+    for (page, lang) in [(LESSONS_PAGE, "en"), (LESSONS_PAGE_ZH, "zh")] {
+        for args in lesson_commands(page) {
+            let lead: Vec<String> = if lang == "zh" {
+                vec!["--lang".into(), "zh".into()]
+            } else {
+                Vec::new()
+            };
+            commands.push((lead.into_iter().chain(args).collect(), lang));
+        }
+    }
+    assert!(commands.len() >= 2 * 9, "{commands:?}");
     let mut on_cpu = 0;
     let mut skipped = Vec::new();
-    for (i, args) in commands.iter().enumerate() {
+    for (i, (args, lang)) in commands.iter().enumerate() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mut line = args.join(" ");
         let mut o = ferrocuda(&args);
@@ -644,7 +669,11 @@ fn every_command_on_the_lessons_page_runs() {
             if let Some(dir) = &save {
                 std::fs::create_dir_all(dir).unwrap();
                 let text = format!("$ ferrocuda {line}\n{}", String::from_utf8_lossy(&o.stdout));
-                std::fs::write(dir.join(format!("{i:02}-{}.txt", args[0])), text).unwrap();
+                let lesson = args
+                    .iter()
+                    .find(|a| !a.starts_with('-') && !["zh", "cpu", "cpu:64"].contains(a))
+                    .unwrap_or(&args[0]);
+                std::fs::write(dir.join(format!("{i:02}-{lang}-{lesson}.txt")), text).unwrap();
             }
             continue;
         }

@@ -63,7 +63,7 @@ pub const LISTINGS: [Listing; 7] = [
     Listing {
         chapter: Chapter::Divergence,
         name: "mathKernel4",
-        source: "《CUDA C编程权威指南》3.4 (simpleDivergence.cu)",
+        source: "《CUDA C编程权威指南》第3章 simpleDivergence.cu",
         printed: "if (itid & 0x01 == 0)",
         corrected: "math_kernel4: if ((itid & 1) == 0)",
         catch: Catch::Oracle,

@@ -18,9 +18,8 @@ use std::fmt::Write as _;
 use ferrocuda::{Error, Gpu, Result};
 
 use crate::kernels::lab::{math_kernel1, math_kernel2, math_kernel3, math_kernel4};
-use crate::kernels::reduce::reduce_tree_traced_i32;
-use crate::kernels::stencil::stencil_1d_shared_traced_f32;
 use crate::kernels::stencil::textbook::STAGED_BIAS;
+use crate::kernels::traced::{reduce_tree_traced_i32, stencil_1d_shared_traced_f32};
 use crate::lab::{WARP_DEMO_COLUMNS, WarpDemo};
 
 /// The three trees of the reduction chapter, in the probe's numbering.

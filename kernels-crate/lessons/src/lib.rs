@@ -36,3 +36,5 @@ pub mod smoke;
 pub mod stencil;
 
 pub mod timing;
+
+pub mod traced;

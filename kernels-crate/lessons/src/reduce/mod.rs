@@ -15,7 +15,7 @@
 //! This file is the family's table of entry points: one `#[kernel]` declaration per kernel, its
 //! `# Launch` and `# Safety` contract, and a call into the algorithm.
 use crate::entry::kernel;
-use crate::probe::{NoProbe, Trace};
+use crate::probe::NoProbe;
 use ferrocuda_device::grid::GridBarrier;
 
 pub mod cg_vector;
@@ -68,41 +68,6 @@ pub unsafe fn reduce_neighbored_less<T: Element>(g_idata: *mut T, g_odata: *mut 
 #[kernel(T in [i32, u32, i64, u64, f32, f64])]
 pub unsafe fn reduce_interleaved<T: Element>(g_idata: *mut T, g_odata: *mut T, n: usize) {
     unsafe { textbook::interleaved(g_idata, g_odata, n, NoProbe) }
-}
-
-/// The three trees above with a [`Trace`] probe, for the pictures of `ferrocuda reduce
-/// --draw`: `trace` is a `steps x blockDim.x` table of `u32`, and block 0 writes 1 at
-/// `(step, tid)` for each thread that adds in that step. `tree` picks the kernel: 0
-/// `neighbored`, 1 `neighbored_less`, 2 `interleaved`.
-///
-/// # Launch
-/// As the kernel `tree` picks.
-///
-/// # Safety
-/// As that kernel, and `trace` holds `steps * blockDim.x` writable `u32`.
-#[kernel]
-pub unsafe fn reduce_tree_traced_i32(
-    g_idata: *mut i32,
-    g_odata: *mut i32,
-    n: usize,
-    tree: u32,
-    trace: *mut u32,
-    steps: usize,
-) {
-    let probe = Trace {
-        table: trace,
-        rows: steps,
-        cols: crate::device::thread::block_dim_x() as usize,
-        block0_only: true,
-    };
-    // SAFETY: forwarded to the caller.
-    unsafe {
-        match tree {
-            0 => textbook::neighbored(g_idata, g_odata, n, probe),
-            1 => textbook::neighbored_less(g_idata, g_odata, n, probe),
-            _ => textbook::interleaved(g_idata, g_odata, n, probe),
-        }
-    }
 }
 
 /// `reduceUnrolling2`: each thread first adds two blocks' worth (循环展开).

@@ -4,7 +4,7 @@
 //! library's, `ferrocuda_kernels::stencil`, so the lessons and the fast path compute the same
 //! outputs; the library's module documentation walks through the notes' slide.
 use crate::entry::kernel;
-use crate::probe::{NoProbe, Trace};
+use crate::probe::NoProbe;
 use ferrocuda_kernels::stencil::Coefficients;
 
 pub mod textbook;
@@ -53,35 +53,6 @@ pub unsafe fn stencil_1d_shared<T: Element, const R: usize>(
     boundary: u32,
 ) {
     unsafe { textbook::shared_tile::<T, Ones, R, NoProbe>(input, out, n, boundary, Ones, NoProbe) }
-}
-
-/// `stencil_1d_shared` (R = 3, `f32`) with a [`Trace`] probe, for the picture of `ferrocuda
-/// stencil --draw`: `trace` is a `gridDim.x x (blockDim.x + 6)` table of `u32`, and block `b`
-/// writes `i + STAGED_BIAS` at `(b, slot)` for each slot of its tile it stages from input cell
-/// `i` (outside `0..n` for a halo past either end).
-///
-/// # Launch
-/// As `stencil_1d_shared`.
-///
-/// # Safety
-/// As `stencil_1d_shared`, and `trace` holds `gridDim.x * (blockDim.x + 6)` writable `u32`.
-#[kernel(dynamic_shared = crate::config::stencil_shared_tile_len(block as u32, 3) as usize
-    * size_of::<f32>())]
-pub unsafe fn stencil_1d_shared_traced_f32(
-    input: *const f32,
-    out: *mut f32,
-    n: usize,
-    boundary: u32,
-    trace: *mut u32,
-) {
-    let probe = Trace {
-        table: trace,
-        rows: crate::device::thread::grid_dim_x() as usize,
-        cols: crate::device::thread::block_dim_x() as usize + 6,
-        block0_only: false,
-    };
-    // SAFETY: forwarded to the caller.
-    unsafe { textbook::shared_tile::<f32, Ones, 3, Trace>(input, out, n, boundary, Ones, probe) }
 }
 
 /// The notes' shared-memory 1D stencil with arbitrary coefficients `weights.0[0 ..= 2R]`

@@ -9,6 +9,10 @@ const KNOWN: &[(&str, &str)] = &[
         "这台机器没有 NVIDIA 驱动。没有 GPU 也能学：在课程名前加 `--device cpu`，在 CPU 设备上运行同样的核函数（见 docs/cpu-device.md）。",
     ),
     (
+        "does not exist: this machine has",
+        "没有这个编号的 CUDA 设备：下面的英文给出本机有几块 GPU（编号从 0 开始）；没有 GPU 时在课程名前加 `--device cpu`。",
+    ),
+    (
         "no CUDA device",
         "找不到这个编号的 CUDA 设备。`ferrocuda info` 列出本机的 GPU；没有 GPU 时在课程名前加 `--device cpu`。",
     ),
@@ -117,6 +121,10 @@ const KNOWN: &[(&str, &str)] = &[
         "这次运行没有发现原样代码的错误；下面的英文列出是哪一段。",
     ),
     ("out of memory", "显存不足：减小 `--n`。"),
+    (
+        "warp --draw reads each source lane",
+        "warp --draw 要求 --offset 小于 --width；下面的英文说明原因。",
+    ),
     ("multi", "多 GPU 课程缺少需要的条件；下面的英文说明缺什么。"),
 ];
 

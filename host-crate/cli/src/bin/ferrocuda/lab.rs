@@ -41,8 +41,13 @@ impl StreamsArgs {
 pub fn streams(gpu: &Gpu, a: &StreamsArgs) -> Result<()> {
     let r = lab::stream_overlap(gpu, a.n, a.kernels, a.reps)?;
     let mib = r.copy_bytes as f64 / (1u64 << 20) as f64;
+    let size = if mib >= 1.0 {
+        format!("{mib:.0} MiB")
+    } else {
+        format!("{:.0} KiB", r.copy_bytes as f64 / 1024.0)
+    };
     println!(
-        "streams on {}: copy {mib:.0} MiB page-locked host -> device; {} launches of the \
+        "streams on {}: copy {size} page-locked host -> device; {} launches of the \
          stencil R = 3 over {} f32; medians of {} event-timed runs",
         gpu.props().name,
         r.kernels,
@@ -176,6 +181,17 @@ impl WarpArgs {
 pub fn warp(gpu: &Gpu, a: &WarpArgs) -> Result<()> {
     let demo = a.demo();
     if a.draw {
+        if demo.offset >= demo.width {
+            bail!(
+                "{}",
+                ferrocuda_lessons::tf!(
+                    "warp --draw reads each source lane from its value, the lane within its segment, so it needs --offset below --width (got {} and {}); run `warp` without --draw to see those shuffles",
+                    "warp --draw 根据每个线程读到的值（段内编号）推出源线程，所以要求 --offset 小于 --width（现在是 {} 和 {}）；去掉 --draw 运行 `warp` 可以看到这些洗牌的结果",
+                    demo.offset,
+                    demo.width
+                )
+            );
+        }
         return draw(gpu, Picture::Shuffles(demo), a.svg.as_deref());
     }
     let got = demo.run(gpu)?;
@@ -582,6 +598,7 @@ pub fn as_printed(gpu: &Gpu, chapter: as_printed::Chapter) -> Result<()> {
         )
     );
     let mut uncaught = Vec::new();
+    let mut cpu_run: Option<String> = None;
     for listing in as_printed::listings(chapter) {
         let o = as_printed::run(gpu, &listing)?;
         println!();
@@ -595,18 +612,18 @@ pub fn as_printed(gpu: &Gpu, chapter: as_printed::Chapter) -> Result<()> {
         println!("  n = {}", o.n);
         let mark = |ok: bool| if ok { "PASS" } else { "WRONG" };
         println!(
-            "  {:<14}{}  [{}]",
-            tr("as printed", "原样运行"),
+            "  {}{}  [{}]",
+            pad(tr("as printed", "原样运行"), 14),
             o.as_printed,
             mark(!o.wrong)
         );
         println!(
-            "  {:<14}{}  [{}]",
-            tr("corrected", "修正后"),
+            "  {}{}  [{}]",
+            pad(tr("corrected", "修正后"), 14),
             o.corrected,
             mark(o.corrected_ok)
         );
-        println!("  {:<14}{}", tr("CPU", "CPU 参考"), o.expected);
+        println!("  {}{}", pad(tr("CPU", "CPU 参考"), 14), o.expected);
         let (why_en, why_zh) = listing.why;
         println!("  {} {}", tr("why:", "原因："), tr(why_en, why_zh));
         match (&o.hazards, o.wrong) {
@@ -638,15 +655,21 @@ pub fn as_printed(gpu: &Gpu, chapter: as_printed::Chapter) -> Result<()> {
                 )
             ),
             (_, false) if listing.catch == as_printed::Catch::Racecheck && !gpu.is_cpu() => {
-                println!(
-                    "  {}",
-                    tr(
-                        "caught by: the race checker, not by this answer (its lanes happened to run in step): \
-                         `ferrocuda sanitize --tools racecheck` reports the hazards of this kernel",
-                        "发现者：竞争检查，而不是这次的答案（这次各线程恰好同步前进，结果碰巧正确）：\
-                         `ferrocuda sanitize --tools racecheck` 会报告这个核函数的竞争"
-                    )
-                );
+                match cpu_hazards(chapter, listing.name, &mut cpu_run) {
+                    Some(addresses) => println!(
+                        "  {}",
+                        ferrocuda_lessons::tf!(
+                            "caught by: the race checker, not by this answer (this GPU ran the lanes in step, so the sum is right by chance): the CPU device's racecheck on the same kernel (`ferrocuda --device cpu {} --as-printed`) reports hazards at {} shared addresses",
+                            "发现者：竞争检查，而不是这次的答案（这块 GPU 上各线程恰好同步前进，结果碰巧正确）：CPU 设备的 racecheck 对同一个核函数（`ferrocuda --device cpu {} --as-printed`）报告 {} 个共享内存地址上有竞争",
+                            chapter_lesson(chapter),
+                            addresses
+                        )
+                    ),
+                    None => {
+                        println!("  {}", tr("NOT CAUGHT on this run", "这次运行没有发现错误"));
+                        uncaught.push(listing.name);
+                    }
+                }
             }
             _ => {
                 println!("  {}", tr("NOT CAUGHT on this run", "这次运行没有发现错误"));
@@ -769,4 +792,60 @@ pub fn draw(gpu: &Gpu, picture: Picture, svg_dir: Option<&std::path::Path>) -> R
         );
     }
     Ok(())
+}
+
+/// The lesson whose `--as-printed` runs `chapter`'s listings.
+fn chapter_lesson(chapter: as_printed::Chapter) -> &'static str {
+    match chapter {
+        as_printed::Chapter::Divergence => "divergence",
+        as_printed::Chapter::Reduce => "reduce",
+        as_printed::Chapter::Stencil => "stencil",
+    }
+}
+
+/// On a GPU, where a racy listing can give the right answer: the shared addresses with hazards
+/// that the CPU device's racecheck finds in `listing`, from `ferrocuda --device cpu <lesson>
+/// --as-printed` run once per chapter (`run` keeps its output).
+fn cpu_hazards(
+    chapter: as_printed::Chapter,
+    listing: &str,
+    run: &mut Option<String>,
+) -> Option<usize> {
+    if run.is_none() {
+        let exe = std::env::current_exe().ok()?;
+        let o = std::process::Command::new(exe)
+            .args([
+                "--device",
+                "cpu",
+                "--lang",
+                "en",
+                chapter_lesson(chapter),
+                "--as-printed",
+            ])
+            .output()
+            .ok()?;
+        *run = Some(String::from_utf8_lossy(&o.stdout).into_owned());
+    }
+    let text = run.as_deref()?;
+    let block = text
+        .split("\n\n")
+        .find(|b| b.starts_with(&format!("{listing} (")))?;
+    let line = block.lines().find(|l| l.contains("hazards at "))?;
+    let count = line.split("hazards at ").nth(1)?.split(' ').next()?;
+    count.parse().ok().filter(|&n| n > 0)
+}
+
+/// `text` padded with spaces to `width` terminal columns (a Chinese character takes two).
+fn pad(text: &str, width: usize) -> String {
+    let columns: usize = text
+        .chars()
+        .map(|c| {
+            if ('\u{2e80}'..='\u{9fff}').contains(&c) || ('\u{ff00}'..='\u{ffef}').contains(&c) {
+                2
+            } else {
+                1
+            }
+        })
+        .sum();
+    format!("{text}{}", " ".repeat(width.saturating_sub(columns)))
 }

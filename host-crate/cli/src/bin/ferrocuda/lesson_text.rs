@@ -110,8 +110,8 @@ const PICTURES: &[PictureWords] = &[
     (
         "warp",
         "洗牌函数：每个线程读到的是哪个线程的值（由演示程序的输出得到）",
-        "shfl_xor with mask 4 swaps lanes 0-3 with 4-7 inside each segment of 8; shfl_up and shfl_down read their own lane where the source would leave the segment",
-        "掩码为 4 的 shfl_xor 在每 8 个线程的段内把 0-3 号与 4-7 号交换；shfl_up、shfl_down 的源线程若落在段外，就读自己的值",
+        "shfl_xor with mask m swaps each lane t with lane t ^ m inside its segment (with the notes' m = 4 and segments of 8, lanes 0-3 with 4-7); shfl_up and shfl_down read their own lane where the source would leave the segment",
+        "掩码为 m 的 shfl_xor 在段内把第 t 号线程与第 t ^ m 号交换（笔记的 m = 4、段宽 8 时，0-3 号与 4-7 号交换）；shfl_up、shfl_down 的源线程若落在段外，就读自己的值",
     ),
 ];
 

@@ -323,7 +323,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let message = format!("{e:#}");
+            let chinese_already = message
+                .chars()
+                .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c));
             match (lang::chinese(), errors_zh::explain(&message)) {
+                (true, _) if chinese_already => eprintln!("错误：{message}"),
                 (true, Some(zh)) => eprintln!("错误：{zh}\n（原文）error: {message}"),
                 (true, None) => eprintln!("错误（英文原文）：{message}"),
                 (false, _) => eprintln!("error: {message}"),
