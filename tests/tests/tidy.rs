@@ -1501,3 +1501,48 @@ fn every_lesson_page_is_chinese_first_with_its_english_twin() {
         (4, 3)
     );
 }
+
+/// The Rust code of a Markdown page: the lines of its ```rust blocks.
+fn rust_block_lines(page: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut inside = false;
+    for line in page.lines() {
+        if line.trim_start().starts_with("```") {
+            inside = !inside && line.trim_start().starts_with("```rust");
+            continue;
+        }
+        if inside && !line.trim().is_empty() {
+            lines.push(line.to_string());
+        }
+    }
+    lines
+}
+
+/// The side-by-side listings quote the kernels as they are: every line of their Rust blocks is
+/// a line of the kernels' sources (so a kernel that changes without its listing fails here).
+#[test]
+fn the_listings_quote_the_rust_kernels_as_they_are() {
+    let root = workspace();
+    let mut source_lines = BTreeSet::new();
+    for dir in ["kernels-crate/lessons/src", "kernels-crate/src", "kernels-crate/device/src"] {
+        for file in rust_files(&root.join(dir)) {
+            source_lines.extend(read(&file).lines().map(String::from));
+        }
+    }
+    let mut quoted = 0;
+    let mut stale = Vec::new();
+    for page in ["docs/listings.md", "docs/en/listings.md"] {
+        for line in rust_block_lines(&read(&root.join(page))) {
+            quoted += 1;
+            if !source_lines.contains(&line) {
+                stale.push(format!("{page}: `{line}`"));
+            }
+        }
+    }
+    assert!(quoted > 200, "only {quoted} lines of Rust quoted");
+    assert!(stale.is_empty(), "lines the kernels no longer have:\n{}", stale.join("\n"));
+    assert_eq!(
+        rust_block_lines("a\n```rust\nfn f() {}\n\n```\n```c\nint x;\n```"),
+        ["fn f() {}"]
+    );
+}

@@ -189,14 +189,25 @@ pub unsafe fn math_kernel4(c: *mut f32, n: usize, work: u32) {
 #[kernel]
 pub unsafe fn print_thread_indices(tag: u32) {
     use crate::device::thread::{block_dim_x, block_idx_x, grid_dim_x};
-    crate::device::println!(
-        "tag %u: threadIdx.x = %u of %u, blockIdx.x = %u of %u",
-        tag,
-        thread_idx_x(),
-        block_dim_x(),
-        block_idx_x(),
-        grid_dim_x()
-    );
+    // The lesson's own run (tag 0) prints the indices alone; a tagged run says which it is.
+    if tag == 0 {
+        crate::device::println!(
+            "threadIdx.x = %u of %u, blockIdx.x = %u of %u",
+            thread_idx_x(),
+            block_dim_x(),
+            block_idx_x(),
+            grid_dim_x()
+        );
+    } else {
+        crate::device::println!(
+            "tag %u: threadIdx.x = %u of %u, blockIdx.x = %u of %u",
+            tag,
+            thread_idx_x(),
+            block_dim_x(),
+            block_idx_x(),
+            grid_dim_x()
+        );
+    }
 }
 
 /// The most threads a block of the wave lessons has (each thread one slot of shared memory).
