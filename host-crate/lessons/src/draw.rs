@@ -199,7 +199,7 @@ const OFF: &str = "#e4e7eb";
 
 /// The tree as SVG: a row of cells per step, filled where a thread adds, a gap between warps.
 pub fn tree_svg(t: &Tree) -> String {
-    let left = 110;
+    let left = 130;
     let gap = 6;
     let warps = t.block.div_ceil(32);
     let grid_w = t.block * CELL + (warps - 1) * gap;
