@@ -1524,7 +1524,11 @@ fn rust_block_lines(page: &str) -> Vec<String> {
 fn the_listings_quote_the_rust_kernels_as_they_are() {
     let root = workspace();
     let mut source_lines = BTreeSet::new();
-    for dir in ["kernels-crate/lessons/src", "kernels-crate/src", "kernels-crate/device/src"] {
+    for dir in [
+        "kernels-crate/lessons/src",
+        "kernels-crate/src",
+        "kernels-crate/device/src",
+    ] {
         for file in rust_files(&root.join(dir)) {
             source_lines.extend(read(&file).lines().map(String::from));
         }
@@ -1540,7 +1544,11 @@ fn the_listings_quote_the_rust_kernels_as_they_are() {
         }
     }
     assert!(quoted > 200, "only {quoted} lines of Rust quoted");
-    assert!(stale.is_empty(), "lines the kernels no longer have:\n{}", stale.join("\n"));
+    assert!(
+        stale.is_empty(),
+        "lines the kernels no longer have:\n{}",
+        stale.join("\n")
+    );
     assert_eq!(
         rust_block_lines("a\n```rust\nfn f() {}\n\n```\n```c\nint x;\n```"),
         ["fn f() {}"]

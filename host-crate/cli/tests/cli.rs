@@ -934,54 +934,111 @@ fn explains_in_chinese(text: &str) -> bool {
 /// launch configuration) beneath it; without, the message is English only.
 #[test]
 fn the_errors_a_learner_meets_are_explained_in_chinese() {
-    let cases: &[&[&str]] = &[
-        &["--device", "cpu", "smoke", "--block", "0"],
-        &["--device", "cpu", "smoke", "--block", "2048"],
-        &["--device", "cpu", "divergence", "--block", "0"],
-        &["--device", "cpu", "divergence", "--block", "2048"],
-        &["--device", "cpu", "warp", "--width", "3"],
-        &["--device", "cpu", "warp", "--block", "0"],
-        &["--device", "cpu", "occupancy", "--kernel", "nope"],
-        &["--device", "cpu", "occupancy", "--block", "0"],
-        &["--device", "cpu", "stencil", "--radius", "5"],
-        &[
-            "--device",
-            "cpu",
-            "stencil",
-            "--type",
-            "i32",
-            "--weights",
-            "1,2,1",
-        ],
-        &["--device", "cpu", "reduce", "--variant", "nope"],
-        &["--device", "cpu", "reduce", "--type", "i33"],
-        &["--device", "cpu", "reduce", "--op", "mean"],
-        &["--device", "cpu", "reduce", "--reps", "0"],
-        &[
-            "--device",
-            "cpu",
-            "reduce",
-            "--type",
-            "i32",
-            "--variant",
-            "reproducible",
-        ],
-        &[
-            "--device",
-            "cpu",
+    // Each case and a phrase of the Chinese explanation it must get (the right one, not just any).
+    let cases: &[(&[&str], &str)] = &[
+        (&["--device", "cpu", "smoke", "--block", "0"], "无法覆盖"),
+        (
+            &["--device", "cpu", "smoke", "--block", "2048"],
+            "最多 1024 个线程",
+        ),
+        (
+            &["--device", "cpu", "divergence", "--block", "0"],
+            "无法覆盖",
+        ),
+        (
+            &["--device", "cpu", "divergence", "--block", "2048"],
+            "最多 1024 个线程",
+        ),
+        (&["--device", "cpu", "warp", "--width", "3"], "2 的幂"),
+        (&["--device", "cpu", "warp", "--block", "0"], "1 到 32"),
+        (
+            &["--device", "cpu", "occupancy", "--kernel", "nope"],
+            "没有这个核函数",
+        ),
+        (
+            &["--device", "cpu", "occupancy", "--block", "0"],
+            "`--block`",
+        ),
+        (&["--device", "cpu", "stencil", "--radius", "5"], "半径"),
+        (
+            &["--device", "cpu", "stencil", "--block", "48"],
+            "32 的倍数",
+        ),
+        (
+            &[
+                "--device",
+                "cpu",
+                "stencil",
+                "--variant",
+                "shared",
+                "--radius",
+                "16",
+                "--block",
+                "8",
+            ],
+            "光环",
+        ),
+        (
+            &[
+                "--device",
+                "cpu",
+                "stencil",
+                "--type",
+                "i32",
+                "--weights",
+                "1,2,1",
+            ],
+            "加权模板",
+        ),
+        (
+            &["--device", "cpu", "reduce", "--variant", "nope"],
+            "归约变体",
+        ),
+        (&["--device", "cpu", "reduce", "--block", "48"], "2 的幂"),
+        (&["--device", "cpu", "reduce", "--type", "i33"], "元素类型"),
+        (&["--device", "cpu", "reduce", "--op", "mean"], "运算"),
+        (&["--device", "cpu", "reduce", "--reps", "0"], "`--reps`"),
+        (
+            &[
+                "--device",
+                "cpu",
+                "reduce",
+                "--type",
+                "i32",
+                "--variant",
+                "reproducible",
+            ],
+            "可复现求和",
+        ),
+        (&["--device", "cpu", "streams", "--n", "0"], "streams"),
+        (
+            &["--device", "cpu", "print-indices", "--grid", "0"],
             "print-indices",
-            "--grid",
-            "100000",
-            "--block",
-            "1024",
-        ],
-        &["--device", "cpu:64", "warp"],
-        &["--device", "7", "warp"],
-        &["warp", "--bogus"],
-        &["reduce", "--n", "many"],
+        ),
+        (
+            &[
+                "--device",
+                "cpu",
+                "print-indices",
+                "--grid",
+                "100000",
+                "--block",
+                "1024",
+            ],
+            "printf",
+        ),
+        (&["--device", "cpu:64", "warp"], "wave"),
+        (&["--device", "cpu:64", "divergence", "--draw"], "wave"),
+        (
+            &["--device", "cpu", "warp", "--draw", "--offset", "8"],
+            "--offset",
+        ),
+        (&["--device", "7", "warp"], "设备"),
+        (&["warp", "--bogus"], "参数错误"),
+        (&["reduce", "--n", "many"], "参数错误"),
     ];
     let mut unexplained = Vec::new();
-    for args in cases {
+    for (args, phrase) in cases {
         let zh: Vec<&str> = ["--lang", "zh"]
             .into_iter()
             .chain(args.iter().copied())
@@ -989,8 +1046,11 @@ fn the_errors_a_learner_meets_are_explained_in_chinese() {
         let o = ferrocuda(&zh);
         assert_clean_failure(&o, &["错误"]);
         let err = stderr(&o);
-        if !explains_in_chinese(&err) {
-            unexplained.push(format!("ferrocuda {}: {err}", zh.join(" ")));
+        if !explains_in_chinese(&err) || !err.contains(phrase) {
+            unexplained.push(format!(
+                "ferrocuda {} (wants `{phrase}`): {err}",
+                zh.join(" ")
+            ));
         }
         let en = ferrocuda(args);
         assert_clean_failure(&en, &[]);
@@ -1002,7 +1062,7 @@ fn the_errors_a_learner_meets_are_explained_in_chinese() {
     }
     assert!(
         unexplained.is_empty(),
-        "errors without a Chinese explanation:\n{}",
+        "errors without their Chinese explanation:\n{}",
         unexplained.join("\n")
     );
     // The environment chooses Chinese too.

@@ -82,11 +82,11 @@ pub const LISTINGS: [Listing; 7] = [
         corrected: "reduce1_parallelism: offset = g.size() >> 1 (16)",
         catch: Catch::Oracle,
         why: (
-            "on a tile of 32 lanes, shfl_down by 32 has no source lane and returns the lane's own \
-             value: the first step doubles every partial; the note launches reduce1 twice, so \
-             the total is 4 times the sum",
-            "在 32 个线程的 tile 上，shfl_down 偏移 32 没有源线程，返回本线程自己的值：第一步把每个部分和\
-             翻倍；笔记调用两次 reduce1，所以总和是正确结果的 4 倍",
+            "a shuffle takes only the low 5 bits of its offset (PTX shfl.sync uses b[4:0]), so an \
+             offset of 32 is an offset of 0 and each lane reads its own value: the first step \
+             doubles every partial; the note launches reduce1 twice, so the total is 4 times the sum",
+            "洗牌只取偏移量的低 5 位（PTX 的 shfl.sync 用 b[4:0]），偏移 32 等于偏移 0，每个线程读到的是\
+             自己的值：第一步把每个部分和翻倍；笔记调用两次 reduce1，所以总和是正确结果的 4 倍",
         ),
     },
     Listing {
@@ -98,10 +98,13 @@ pub const LISTINGS: [Listing; 7] = [
         catch: Catch::Oracle,
         why: (
             "`stride` is not defined before this line; at its first value, 1, each block adds the \
-             first data block of the next pair instead of its own second one: half the input is \
-             never summed, and some of it twice",
-            "这一行之前没有定义 `stride`；取它的第一个值 1 时，每个线程块加上的是下一对的第一个数据块，\
-             而不是自己的第二个数据块：一半输入从未被加上，另一些被加了两次",
+             first data block of the next pair, which that pair's block is updating at the same \
+             time (a race across blocks), instead of its own second one: the second data blocks \
+             are never summed, so the answer is wrong on every run; its exact value depends on \
+             the order the blocks ran in",
+            "这一行之前没有定义 `stride`；取它的第一个值 1 时，每个线程块加上的是下一对的第一个数据块\
+             （那一对的线程块正在同时改写它：线程块之间的竞争），而不是自己的第二个数据块：每对的第二个\
+             数据块从未被加上，所以每次运行答案都错；错成多少取决于各线程块运行的先后",
         ),
     },
     Listing {
@@ -113,10 +116,12 @@ pub const LISTINGS: [Listing; 7] = [
         catch: Catch::Oracle,
         why: (
             "with n not a multiple of the block, the last block's threads past n return before \
-             the barriers (undefined behaviour), and the threads below n add \
-             idata[tid + stride] past n: elements that are not part of the input",
-            "n 不是线程块大小的整数倍时，最后一个线程块中超出 n 的线程在屏障之前就返回了（未定义行为），\
-             而 n 以内的线程照样读取 idata[tid + stride]，加上了 n 之后、不属于输入的元素",
+             the barriers, which CUDA C++ does not allow (on sm_70 and later bar.sync waits only \
+             for threads that have not exited, so the GPU does not hang), and the threads below n \
+             add idata[tid + stride] past n: elements that are not part of the input",
+            "n 不是线程块大小的整数倍时，最后一个线程块中超出 n 的线程在屏障之前就返回了，CUDA C++ 不允许\
+             这样做（sm_70 及以后的 bar.sync 只等待尚未退出的线程，所以 GPU 不会卡住）；而 n 以内的线程\
+             照样读取 idata[tid + stride]，加上了 n 之后、不属于输入的元素",
         ),
     },
     Listing {
@@ -177,8 +182,11 @@ pub struct Outcome {
     pub corrected: String,
     /// The CPU's answer.
     pub expected: String,
-    /// Whether the listing's answer differs from the CPU's (or its launch failed).
+    /// Whether the listing ran to its end and its answer differs from the CPU's.
     pub wrong: bool,
+    /// The error the listing's launch ended with, if it did not run to its end (on the CPU
+    /// device with `FERROCUDA_CPU_CHECK=fail`, a barrier that exited threads never reach).
+    pub launch_error: Option<String>,
     /// Whether the corrected kernel's answer equals the CPU's.
     pub corrected_ok: bool,
     /// On the CPU device, the race checker's reports on the listing's launch (the first few
@@ -199,7 +207,9 @@ impl Outcome {
 
     /// Whether a check caught the listing: a wrong answer, or a race reported.
     pub fn caught(&self) -> bool {
-        self.wrong || self.hazards.as_ref().is_some_and(|h| !h.is_empty())
+        self.wrong
+            || self.launch_error.is_some()
+            || self.hazards.as_ref().is_some_and(|h| !h.is_empty())
     }
 }
 
@@ -220,15 +230,19 @@ fn small_ints(n: usize) -> Vec<i32> {
 /// checker watches the listing's launch.
 pub fn run(gpu: &Gpu, listing: &Listing) -> Result<Outcome> {
     let watch = gpu.is_cpu() && listing.catch == Catch::Racecheck;
-    let failing = cpu_device::fails_on_findings();
+    let (failing, racing) = (
+        cpu_device::fails_on_findings(),
+        cpu_device::racecheck_enabled(),
+    );
     if watch {
+        // The findings of earlier launches are the caller's to read before this one.
         cpu_device::take_findings();
         cpu_device::fail_on_findings(false);
         cpu_device::racecheck(true);
     }
     let run = run_listing(gpu, listing);
     let hazards = if watch {
-        cpu_device::racecheck(false);
+        cpu_device::racecheck(racing);
         cpu_device::fail_on_findings(failing);
         Some(
             cpu_device::take_findings()
@@ -240,9 +254,13 @@ pub fn run(gpu: &Gpu, listing: &Listing) -> Result<Outcome> {
     } else {
         None
     };
-    let (n, as_printed, expected) = run?;
+    let (n, answer, expected) = run?;
     let (corrected, corrected_ok) = run_corrected(gpu, listing, n, &expected)?;
-    let wrong = as_printed != expected;
+    let (as_printed, launch_error) = match answer {
+        Ok(v) => (v, None),
+        Err(e) => (format!("error: {e}"), Some(e.to_string())),
+    };
+    let wrong = launch_error.is_none() && as_printed != expected;
     Ok(Outcome {
         listing: *listing,
         n,
@@ -250,17 +268,16 @@ pub fn run(gpu: &Gpu, listing: &Listing) -> Result<Outcome> {
         corrected,
         expected,
         wrong,
+        launch_error,
         corrected_ok,
         hazards,
     })
 }
 
-/// The listing's launch: `(n, its answer or its error, the CPU's answer)`.
-fn run_listing(gpu: &Gpu, listing: &Listing) -> Result<(usize, String, String)> {
-    let answer = |r: Result<String>| match r {
-        Ok(v) => v,
-        Err(e) => format!("error: {e}"),
-    };
+/// The listing's launch: `(n, its answer or the error its launch ended with, the CPU's
+/// answer)`.
+fn run_listing(gpu: &Gpu, listing: &Listing) -> Result<(usize, Result<String>, String)> {
+    let answer = |r: Result<String>| r;
     Ok(match listing.name {
         "mathKernel4" => {
             let (n, block, work) = (256, 128, 8);
@@ -315,6 +332,7 @@ fn run_listing(gpu: &Gpu, listing: &Listing) -> Result<(usize, String, String)> 
             // the array's next elements, which are not part of the sum.
             let (n, block) = (1000usize, 128usize);
             let grid = n.div_ceil(block);
+            // The kernel reads its last block's whole chunk.
             let x = small_ints(grid * block);
             let got = partial_sums(
                 gpu,
@@ -524,6 +542,7 @@ fn partial_sums(
     grid: usize,
     block: usize,
 ) -> Result<String> {
+    debug_assert!(x.len() >= n);
     let d = gpu.upload(x, "listing input (overwritten)")?;
     let partials = gpu.alloc::<i32>(grid, "listing partials")?;
     let k = crate::kernel(gpu, entry)?;

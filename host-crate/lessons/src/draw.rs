@@ -398,10 +398,12 @@ pub struct Tiles {
 /// cell each slot of each tile holds.
 pub fn stencil_tiles(gpu: &Gpu, n: usize, block: usize) -> Result<Tiles> {
     let radius = 3;
-    if n == 0 || block < radius {
+    // A picture: small enough that every cell's index (biased by `STAGED_BIAS`) fits the
+    // probe's `u32` and the table stays small.
+    if n == 0 || block < radius || block > 1024 || n > 1 << 20 {
         return Err(Error::InvalidArgument {
             what: format!(
-                "`{}`: n = {n} with blocks of {block} (n at least 1, blocks at least R = 3)",
+                "`{}`: n = {n} with blocks of {block} (a picture: n from 1 to 2^20, blocks from R = 3 to 1024)",
                 stencil_1d_shared_traced_f32().symbol()
             ),
         });

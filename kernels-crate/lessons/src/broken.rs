@@ -13,16 +13,19 @@
 //! - [`broken_math_kernel4_precedence`]: `if (itid & 0x01 == 0)` of 《CUDA C编程权威指南》's
 //!   `simpleDivergence.cu`: `==` binds tighter than `&`, so the test is `itid & 0`, never true.
 //! - [`broken_reduce1_offset32_f32`]: `reduce1` of 樊哲勇《CUDA编程基础与实践》第10章的学习笔记,
-//!   whose tile loop starts at `offset = 32` on a tile of 32 lanes: `shfl_down` by 32 returns
-//!   the lane's own value, so each block's sum is doubled.
+//!   whose tile loop starts at `offset = 32` on a tile of 32 lanes: a shuffle takes the low 5
+//!   bits of its offset, so `shfl_down` by 32 reads the lane's own value and each block's sum
+//!   is doubled.
 //! - [`broken_reduce_unrolling2_offset_i32`]: the unroll-by-2 step of 学习笔记《CUDA执行模型》,
 //!   `g_idata[idx] += g_idata[idx + blockDim.x*2*stride]`, with `stride` (never defined before
-//!   it) at its first value, 1: each block adds the next pair's first data block, not its own
-//!   second one.
+//!   it) at its first value, 1: each block adds the next pair's first data block, which that
+//!   pair's block updates in place at the same time (a race across blocks), not its own second
+//!   one; the second data blocks are never summed, so the sum is wrong whatever the order.
 //! - [`broken_reduce_neighbored_early_return_i32`]: `reduceNeighbored` of 《CUDA C编程权威指南》3.4
 //!   as printed, `if (idx >= n) return;` before the barrier loop and `idata[tid + stride]`
 //!   unchecked: with `n` not a multiple of the block the last block adds elements past `n`,
-//!   and its threads past `n` never reach the barriers.
+//!   and its threads past `n` never reach the barriers (which CUDA C++ does not allow; PTX's
+//!   `bar.sync` on sm_70 and later waits only for threads that have not exited).
 //! - [`broken_reduce_v_loop_f32`]: the "correct" last warp of 樊哲勇《CUDA编程基础与实践》第10章
 //!   的学习笔记 (`v += s_y[tid + offset]; __syncwarp(); s_y[tid] += s_y[tid + offset];
 //!   __syncwarp();`): every lane still writes `s_y[tid]` while another reads it between the
@@ -187,18 +190,22 @@ pub unsafe fn broken_reduce1_offset32_f32(d_x: *const f32, d_y: *mut f32, n: usi
 /// WRONG (unroll-by-2 offset), the step of 学习笔记《CUDA执行模型》 "归约初步展开",
 /// `g_idata[idx] += g_idata[idx + blockDim.x*2*stride]` with `stride = 1`, in the book's
 /// `reduceUnrolling2` (each block owns two data blocks, then the interleaved tree over the
-/// first). The bound is checked, so nothing is read past `n`; the sum is still wrong.
-/// Grid `ceil(n / 2B)`, block a power of two from 64.
+/// first). The bound is checked, so nothing is read past `n`; block `b` reads block `b + 1`'s
+/// first data block while that block updates it (a race across blocks), so the exact sum
+/// depends on the blocks' order, and it is wrong in every order (no block reads a pair's
+/// second data block). Grid `ceil(n / 2B)`, block a power of two from 64.
 ///
 /// # Safety
-/// `g_idata` holds `n` ints (overwritten), `g_odata` one per block.
+/// `g_idata` holds `n` ints (overwritten), `g_odata` one per block. The result is unreliable
+/// by design.
 #[kernel]
 pub unsafe fn broken_reduce_unrolling2_offset_i32(g_idata: *mut i32, g_odata: *mut i32, n: usize) {
     let (tid, bd) = (thread_idx_x() as usize, block_dim_x() as usize);
     let idx = block_idx_x() as usize * bd * 2 + tid;
     let idata = g_idata.wrapping_add(block_idx_x() as usize * bd * 2);
     let stride = 1;
-    // SAFETY: every index is checked against `n`; every thread reaches every barrier.
+    // SAFETY: every index is checked against `n` (in bounds); every thread reaches every
+    // barrier. The cross-block race on the next pair's first data block is the listing's bug.
     unsafe {
         if idx + bd * 2 * stride < n && idx < n {
             *g_idata.add(idx) =
@@ -223,8 +230,8 @@ pub unsafe fn broken_reduce_unrolling2_offset_i32(g_idata: *mut i32, g_odata: *m
 /// WRONG (early return before the barriers), `reduceNeighbored` of 《CUDA C编程权威指南》3.4
 /// as printed: `if (idx >= n) return;`, then `idata[tid] += idata[tid + stride]` with no bound.
 /// With `n` a multiple of the block it is right; otherwise the last block's threads past `n`
-/// leave before the barriers (undefined behaviour) and the ones below `n` add
-/// `idata[tid + stride]` past `n`. Grid `ceil(n / B)`, block a power of two from 64.
+/// leave before the barriers (not allowed by CUDA C++; on sm_70 and later `bar.sync` waits only
+/// for threads that have not exited) and the ones below `n` add `idata[tid + stride]` past `n`. Grid `ceil(n / B)`, block a power of two from 64.
 ///
 /// # Safety
 /// `g_idata` holds `ceil(n / B) * B` ints (the last block reads its whole chunk), `g_odata`

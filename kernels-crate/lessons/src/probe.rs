@@ -22,17 +22,31 @@ impl Probe for NoProbe {
 }
 
 /// A `rows x cols` table of `u32` in global memory, zero where nothing was marked; with
-/// `block0_only`, only block 0's marks are kept (one block's tree).
+/// `block0_only`, only block 0's marks are kept (one block's tree). Made only by
+/// [`Trace::new`], whose caller vouches for the table.
 #[derive(Clone, Copy)]
 pub struct Trace {
-    /// The table, row-major.
-    pub table: *mut u32,
-    /// Rows of the table.
-    pub rows: usize,
-    /// Columns of the table.
-    pub cols: usize,
-    /// Keep only block 0's marks.
-    pub block0_only: bool,
+    table: *mut u32,
+    rows: usize,
+    cols: usize,
+    block0_only: bool,
+}
+
+impl Trace {
+    /// A trace into `table`.
+    ///
+    /// # Safety
+    /// `table` points to `rows * cols` writable `u32` for as long as the trace is used, and no
+    /// two threads mark the same cell with different values.
+    #[inline(always)]
+    pub unsafe fn new(table: *mut u32, rows: usize, cols: usize, block0_only: bool) -> Trace {
+        Trace {
+            table,
+            rows,
+            cols,
+            block0_only,
+        }
+    }
 }
 
 impl Probe for Trace {
@@ -41,8 +55,8 @@ impl Probe for Trace {
         if (self.block0_only && block_idx_x() != 0) || row >= self.rows || col >= self.cols {
             return;
         }
-        // SAFETY: `table` holds `rows * cols` words (the traced entry points' contract), and
-        // `(row, col)` is inside it; each cell is written by one thread.
+        // SAFETY: `table` holds `rows * cols` words (`Trace::new`'s contract), and `(row, col)`
+        // is inside it.
         unsafe { *self.table.add(row * self.cols + col) = value };
     }
 }

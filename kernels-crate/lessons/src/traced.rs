@@ -24,11 +24,15 @@ pub unsafe fn reduce_tree_traced_i32(
     trace: *mut u32,
     steps: usize,
 ) {
-    let probe = Trace {
-        table: trace,
-        rows: steps,
-        cols: crate::device::thread::block_dim_x() as usize,
-        block0_only: true,
+    // SAFETY: `trace` holds `steps * blockDim.x` words (the caller's contract); each cell is
+    // written by its own thread.
+    let probe = unsafe {
+        Trace::new(
+            trace,
+            steps,
+            crate::device::thread::block_dim_x() as usize,
+            true,
+        )
     };
     // SAFETY: forwarded to the caller.
     unsafe {
@@ -59,11 +63,15 @@ pub unsafe fn stencil_1d_shared_traced_f32(
     boundary: u32,
     trace: *mut u32,
 ) {
-    let probe = Trace {
-        table: trace,
-        rows: crate::device::thread::grid_dim_x() as usize,
-        cols: crate::device::thread::block_dim_x() as usize + 6,
-        block0_only: false,
+    // SAFETY: `trace` holds `gridDim.x * (blockDim.x + 6)` words (the caller's contract); a
+    // tile slot is staged by one thread of its block.
+    let probe = unsafe {
+        Trace::new(
+            trace,
+            crate::device::thread::grid_dim_x() as usize,
+            crate::device::thread::block_dim_x() as usize + 6,
+            false,
+        )
     };
     // SAFETY: forwarded to the caller.
     unsafe {

@@ -159,6 +159,11 @@ pub fn racecheck(on: bool) {
     RACECHECK.store(on, Ordering::Relaxed);
 }
 
+/// Whether the launches that follow run under racecheck ([`racecheck`]).
+pub fn racecheck_enabled() -> bool {
+    RACECHECK.load(Ordering::Relaxed)
+}
+
 /// The `synccheck` and `racecheck` findings of the launches since the last call, oldest first.
 pub fn take_findings() -> Vec<Finding> {
     std::mem::take(&mut *lock(&FINDINGS))

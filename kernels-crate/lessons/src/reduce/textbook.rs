@@ -55,9 +55,9 @@ unsafe fn write_partial<T: Element>(idata: *const T, g_odata: *mut T) {
 
 /// `reduceNeighbored`: stride 1, 2, 4, ...; the thread with `tid % (2 * stride) == 0` adds
 /// its neighbour. Active threads are scattered over every warp: divergence in every step.
-#[inline(always)]
 ///
 /// `probe` marks `(step, tid)` for each thread that adds in a step.
+#[inline(always)]
 pub unsafe fn neighbored<T: Element, P: Probe>(
     g_idata: *mut T,
     g_odata: *mut T,
@@ -87,9 +87,9 @@ pub unsafe fn neighbored<T: Element, P: Probe>(
 
 /// `reduceNeighboredLess`: the same pairs, but thread `tid` handles pair `index = 2 * stride *
 /// tid`, so the active threads are the first ones and whole warps retire together.
-#[inline(always)]
 ///
 /// `probe` marks `(step, tid)` for each thread that adds in a step.
+#[inline(always)]
 pub unsafe fn neighbored_less<T: Element, P: Probe>(
     g_idata: *mut T,
     g_odata: *mut T,
@@ -120,9 +120,9 @@ pub unsafe fn neighbored_less<T: Element, P: Probe>(
 
 /// The interleaved tree over the first `len` slots of `idata`, strides `from`, `from / 2`, ...
 /// down to (excluding) `until`, with a barrier after each step.
-#[inline(always)]
 ///
 /// `probe` marks `(step, tid)` for each thread that adds in a step.
+#[inline(always)]
 unsafe fn interleaved_tree<T: Element, P: Probe>(
     idata: *mut T,
     tid: u32,
@@ -148,9 +148,9 @@ unsafe fn interleaved_tree<T: Element, P: Probe>(
 
 /// `reduceInterleaved`: stride `blockDim / 2` halving; thread `tid` adds `tid + stride`.
 /// Active threads are contiguous and the accesses of a warp are coalesced.
-#[inline(always)]
 ///
 /// `probe` marks `(step, tid)` for each thread that adds in a step.
+#[inline(always)]
 pub unsafe fn interleaved<T: Element, P: Probe>(
     g_idata: *mut T,
     g_odata: *mut T,

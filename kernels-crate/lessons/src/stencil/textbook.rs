@@ -6,14 +6,14 @@
 //! `(block + 2R) * size_of::<T>()` bytes of dynamic shared memory
 //! ([`stencil_shared_tile_len`](crate::config::stencil_shared_tile_len)).
 use crate::device::shared::dynamic_shared;
+use crate::device::sync::syncthreads;
+use crate::device::thread::{block_dim_x, block_idx_x, index_1d, thread_idx_x};
 use crate::probe::Probe;
+use ferrocuda_kernels::stencil::{Element, Ones, Taps, fetch, point};
 
 /// Added to a staged cell's index in a probe's mark, so that the cells past the left end (down
 /// to `-R`) are positive and `0` stays "nothing staged".
 pub const STAGED_BIAS: isize = 1024;
-use crate::device::sync::syncthreads;
-use crate::device::thread::{block_dim_x, block_idx_x, index_1d, thread_idx_x};
-use ferrocuda_kernels::stencil::{Element, Ones, Taps, fetch, point};
 
 /// `stencil_1d` without shared memory: every thread reads its `2R + 1` inputs from global
 /// memory, through the boundary rule.
@@ -36,13 +36,13 @@ pub unsafe fn naive<T: Element, const R: usize>(input: *const T, out: *mut T, n:
 /// Every thread loads its slot and reaches the barrier, also past `n` (its slot may be the right
 /// halo of the last real output); only the store is bounded by `n`.
 ///
+/// `probe` marks `(blockIdx.x, slot)` with `i + STAGED_BIAS` for each tile slot a thread
+/// stages from input cell `i` (`i` is negative, or `n` and past, for a halo beyond an end).
+///
 /// # Safety
 /// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`;
 /// `blockDim.x >= R`; the dynamic shared memory holds `blockDim.x + 2R` elements.
 #[inline(always)]
-///
-/// `probe` marks `(blockIdx.x, slot)` with `i + STAGED_BIAS` for each tile slot a thread
-/// stages from input cell `i` (`i` is negative, or `n` and past, for a halo beyond an end).
 pub unsafe fn shared_tile<T: Element, P: Taps<T>, const R: usize, Q: Probe>(
     input: *const T,
     out: *mut T,

@@ -17,6 +17,10 @@ const KNOWN: &[(&str, &str)] = &[
         "找不到这个编号的 CUDA 设备。`ferrocuda info` 列出本机的 GPU；没有 GPU 时在课程名前加 `--device cpu`。",
     ),
     (
+        "no NCCL",
+        "找不到 NCCL（多 GPU 通信库）：多 GPU 课程需要它；下面的英文给出安装方法。",
+    ),
+    (
         "the CPU device has no hardware counters",
         "CPU 设备没有硬件性能计数器：`profile` 需要 NVIDIA GPU 和 Nsight Compute（ncu）。",
     ),
@@ -27,14 +31,6 @@ const KNOWN: &[(&str, &str)] = &[
     (
         "compute-sanitizer not found",
         "找不到 compute-sanitizer（CUDA 工具包的一部分）：安装 CUDA 工具包并加入 PATH；没有 GPU 时用 `--device cpu sanitize`，在 CPU 设备上做竞争检查。",
-    ),
-    (
-        "refused on 64-wide waves",
-        "这个核函数使用 32 线程的线程束函数，不能在宽度为 64 的 wave 上运行；去掉 `cpu:64`，或改用 `wave` 模块的函数。",
-    ),
-    (
-        "needs 32-lane warps",
-        "这个核函数使用 32 线程的线程束函数，不能在宽度为 64 的 wave 上运行；去掉 `cpu:64`，或改用 `wave` 模块的函数。",
     ),
     (
         "is a warp function of 32 lanes",
@@ -49,6 +45,26 @@ const KNOWN: &[(&str, &str)] = &[
         "这个演示只用一个线程束，线程块大小必须在 1 到 32 之间。",
     ),
     (
+        "needs a block size that is a power of two",
+        "这个归约变体要求线程块大小是 64 到 1024 之间的 2 的幂（它的归约树每步减半）；下面的英文指出是哪个变体。",
+    ),
+    (
+        "needs a block size that is a multiple of 32",
+        "这个模板变体要求线程块大小是 32 的倍数（32 到 1024）；下面的英文指出是哪个变体。`--variant` 只选一个变体时，其他变体的要求就不再适用。",
+    ),
+    (
+        "needs a block of at least the radius",
+        "线程块的线程数不能少于模板半径 R：编号小于 R 的线程要装入两边的光环（halo）。换更大的线程块或更小的半径。",
+    ),
+    (
+        "print-indices needs a grid of at least 1 block",
+        "print-indices 需要至少 1 个线程块，每块 1 到 1024 个线程。",
+    ),
+    (
+        "streams needs --n, --kernels and --reps",
+        "streams 的 `--n`、`--kernels`、`--reps` 都至少为 1。",
+    ),
+    (
         "--block must be",
         "`--block`（每个线程块的线程数）超出了允许的范围；下面的英文给出范围。",
     ),
@@ -57,20 +73,20 @@ const KNOWN: &[(&str, &str)] = &[
         "加权模板只有 f32 与 f64 版本：整数不能乘小数权重。",
     ),
     (
-        "invalid launch of kernel",
-        "核函数的启动配置（网格、线程块或共享内存大小）超出了硬件的限制，核函数没有启动；下面的英文指出是哪个核函数、哪个配置、哪条限制。",
+        "threads per block; CUDA allows at most 1024",
+        "每个线程块最多 1024 个线程，核函数没有启动；下面的英文指出是哪个核函数、哪个配置。",
     ),
     (
-        "threads per block",
-        "每个线程块的线程数不合要求；下面的英文说明允许的范围。",
+        "invalid launch of kernel",
+        "核函数的启动配置（网格、线程块或共享内存大小）超出了硬件的限制，核函数没有启动；下面的英文指出是哪个核函数、哪个配置、哪条限制。",
     ),
     (
         "cannot cover n",
         "用这样的线程块无法覆盖 n 个元素（网格会超过上限）；换更大的线程块或更小的 n。",
     ),
     (
-        "shared memory",
-        "共享内存用量超过了每个线程块的上限；下面的英文给出申请量与上限。",
+        "dynamic shared memory",
+        "申请的动态共享内存超过了每个线程块的上限；下面的英文给出申请量与上限。",
     ),
     (
         "unknown reduce variant",
@@ -94,19 +110,13 @@ const KNOWN: &[(&str, &str)] = &[
         "模板半径不合要求；下面的英文说明允许的半径与线程块大小。",
     ),
     (
-        "weights",
-        "权重只用于浮点数的加权模板；下面的英文说明原因。",
-    ),
-    (
-        "reproducible sum",
+        "the reproducible sum is",
         "可复现求和只用于 f32 或 f64 的求和（整数求和在每块 GPU 上本来就相同）。",
     ),
     ("has no", "这个变体没有该类型或运算的版本；下面的英文说明。"),
-    ("--reps", "`--reps` 至少为 1。"),
-    ("at least 1", "参数至少为 1。"),
     (
-        "--width",
-        "线程束函数的 width 必须是 1 到 32 之间的 2 的幂。",
+        "--reps must be at least 1",
+        "`--reps`（重复次数）至少为 1。",
     ),
     (
         "printf buffer",
@@ -117,7 +127,7 @@ const KNOWN: &[(&str, &str)] = &[
         "GPU 的结果与 CPU 参考结果不同：这正是检查要抓的错误；下面的英文指出是哪个核函数、哪些元素。",
     ),
     (
-        "not caught",
+        "not caught on this run",
         "这次运行没有发现原样代码的错误；下面的英文列出是哪一段。",
     ),
     ("out of memory", "显存不足：减小 `--n`。"),
@@ -125,7 +135,6 @@ const KNOWN: &[(&str, &str)] = &[
         "warp --draw reads each source lane",
         "warp --draw 要求 --offset 小于 --width；下面的英文说明原因。",
     ),
-    ("multi", "多 GPU 课程缺少需要的条件；下面的英文说明缺什么。"),
 ];
 
 /// The Chinese explanation of `message`, if it is one a learner can meet.

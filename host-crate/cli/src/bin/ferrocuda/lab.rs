@@ -154,7 +154,7 @@ pub struct WarpArgs {
     #[arg(long, default_value_t = WarpDemo::NOTES.offset)]
     offset: u32,
     /// Draw what the kernels do, from a run (画出核函数实际做了什么).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["src_lane"])]
     pub(crate) draw: bool,
     /// With --draw: also write the pictures as SVG files into this folder.
     #[arg(long, requires = "draw")]
@@ -206,13 +206,22 @@ pub fn warp(gpu: &Gpu, a: &WarpArgs) -> Result<()> {
         demo.offset
     );
     println!(
-        "mask = {:#010x}: only the {} lanes that exist. The notes pass FULL_MASK = 0xffffffff with 16 threads, \
-         which names lanes that do not exist: the programming guide only covers masks of threads that exist.",
-        demo.mask(),
-        demo.block
+        "{}",
+        ferrocuda_lessons::tf!(
+            "mask = {:#010x}: only the {} lanes that exist. The notes pass FULL_MASK = 0xffffffff with 16 threads, \
+             which names lanes that do not exist: the programming guide only covers masks of threads that exist.",
+            "mask = {:#010x}：只含实际存在的 {} 个线程（lane）。笔记用 16 个线程却传入 FULL_MASK = 0xffffffff，\
+             点名了并不存在的线程：编程指南只说明了掩码中的线程都存在时的行为。",
+            demo.mask(),
+            demo.block
+        )
     );
     println!(
-        "y = lane within the segment (t & (w - 1)); votes on t != 0; `-` = lane not in that vote's mask"
+        "{}",
+        ferrocuda_lessons::lang::tr(
+            "y = lane within the segment (t & (w - 1)); votes on t != 0; `-` = lane not in that vote's mask",
+            "y = 段内编号（t & (w - 1)）；表决的条件是 t != 0；`-` 表示该线程不在这次表决的掩码中"
+        )
     );
     let header: Vec<String> = WARP_DEMO_COLUMNS
         .iter()
@@ -244,7 +253,13 @@ pub fn warp(gpu: &Gpu, a: &WarpArgs) -> Result<()> {
         println!("{}", cells.join(""));
     }
     if bad.is_empty() {
-        println!("PASS: every column of every lane equals the CPU warp model (cpu::warp)");
+        println!(
+            "{}",
+            ferrocuda_lessons::lang::tr(
+                "PASS: every column of every lane equals the CPU warp model (cpu::warp)",
+                "PASS：每个线程的每一列都与 CPU 的线程束模型（cpu::warp）一致"
+            )
+        );
         Ok(())
     } else {
         bail!(
@@ -271,11 +286,11 @@ pub struct DivergenceArgs {
     #[arg(long, default_value_t = 20)]
     reps: usize,
     /// Run the book's `mathKernel4` as printed (its precedence bug) beside the corrected one
-    /// (按原样运行书中有错的 mathKernel4).
-    #[arg(long)]
+    /// (按原样运行书中有错的 mathKernel4). At its own size.
+    #[arg(long, conflicts_with_all = ["draw", "n", "block", "work", "reps"])]
     pub(crate) as_printed: bool,
     /// Draw what the kernels do, from a run (画出核函数实际做了什么).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["n", "block", "work", "reps"])]
     pub(crate) draw: bool,
     /// With --draw: also write the pictures as SVG files into this folder.
     #[arg(long, requires = "draw")]
@@ -615,7 +630,11 @@ pub fn as_printed(gpu: &Gpu, chapter: as_printed::Chapter) -> Result<()> {
             "  {}{}  [{}]",
             pad(tr("as printed", "原样运行"), 14),
             o.as_printed,
-            mark(!o.wrong)
+            if o.launch_error.is_some() {
+                "FAILED"
+            } else {
+                mark(!o.wrong)
+            }
         );
         println!(
             "  {}{}  [{}]",
@@ -652,6 +671,13 @@ pub fn as_printed(gpu: &Gpu, chapter: as_printed::Chapter) -> Result<()> {
                 tr(
                     "caught by: the oracle, the answer differs from the CPU's",
                     "发现者：结果检查（与 CPU 的答案不同）"
+                )
+            ),
+            (_, false) if o.launch_error.is_some() => println!(
+                "  {}",
+                tr(
+                    "caught by: the device, which stopped the launch (the error above)",
+                    "发现者：设备本身，它中止了这次启动（见上面的错误）"
                 )
             ),
             (_, false) if listing.catch == as_printed::Catch::Racecheck && !gpu.is_cpu() => {
@@ -728,6 +754,16 @@ pub enum Picture {
 /// what the kernel does.
 pub fn draw(gpu: &Gpu, picture: Picture, svg_dir: Option<&std::path::Path>) -> Result<()> {
     use ferrocuda_lessons::draw;
+    if gpu.props().warp_size != 32 {
+        bail!(
+            "{}",
+            ferrocuda_lessons::tf!(
+                "--draw draws warps of 32 threads; this device's waves are {} wide (run it without `:64`)",
+                "--draw 画的是 32 个线程的线程束；这个设备的 wave 宽 {} 个线程（去掉 `:64` 再运行）",
+                gpu.props().warp_size
+            )
+        );
+    }
     let mut files: Vec<(String, String)> = Vec::new();
     let mut wrong = Vec::new();
     match picture {
@@ -778,7 +814,10 @@ pub fn draw(gpu: &Gpu, picture: Picture, svg_dir: Option<&std::path::Path>) -> R
         std::fs::create_dir_all(dir)?;
         for (name, text) in &files {
             std::fs::write(dir.join(name), text)?;
-            eprintln!("wrote {}", dir.join(name).display());
+            eprintln!(
+                "{}",
+                ferrocuda_lessons::tf!("wrote {}", "已写入 {}", dir.join(name).display())
+            );
         }
     }
     if !wrong.is_empty() {

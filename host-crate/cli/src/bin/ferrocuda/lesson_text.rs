@@ -92,8 +92,8 @@ const PICTURES: &[PictureWords] = &[
     (
         "reduce",
         "归约树：每一步哪些线程在做加法（由核函数实际运行记录）",
-        "neighbored keeps both warps of the block busy until the last step, with half their lanes idle or worse; neighbored_less and interleaved do the same adds with the active threads packed into the first warp, so a whole warp retires after the first step",
-        "neighbored 一直让两个线程束都忙到最后一步，但其中大半线程空闲；neighbored_less 与 interleaved 做同样多的加法，却把活跃线程集中在第一个线程束里，第一步之后整个第二个线程束就退出了",
+        "neighbored has adding threads in both warps until the second-to-last step, most of their lanes idle; neighbored_less and interleaved do the same adds with the adding threads packed into warp 0, so warp 1 adds in no step at all (its threads still run the loop and reach every barrier, only their branch is never taken)",
+        "neighbored 直到倒数第二步，两个线程束里都有做加法的线程，但大半线程空闲；neighbored_less 与 interleaved 做同样多的加法，却把做加法的线程集中在 0 号线程束里，1 号线程束在任何一步都不做加法（它的线程照样执行循环、到达每道屏障，只是分支从不成立）",
     ),
     (
         "divergence",

@@ -103,12 +103,12 @@ enum Command {
         /// Seed of the random input.
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// Run the notes' wrong reductions as printed beside the corrected kernels
-        /// (按原样运行笔记中有错的归约代码).
-        #[arg(long)]
+        /// Run the notes' wrong reductions as printed beside the corrected kernels, at their own
+        /// sizes (按原样运行笔记中有错的归约代码).
+        #[arg(long, conflicts_with_all = ["draw", "variant", "n", "block", "ty", "op", "reps", "seed"])]
         as_printed: bool,
         /// Draw what the kernels do, from a run (画出核函数实际做了什么).
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["variant", "n", "block", "ty", "op", "reps", "seed"])]
         draw: bool,
         /// With --draw: also write the pictures as SVG files into this folder.
         #[arg(long, requires = "draw")]
@@ -151,11 +151,11 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Run the notes' stencil without `__syncthreads()` as printed beside the corrected one
-        /// (按原样运行笔记中缺少 __syncthreads() 的模板).
-        #[arg(long)]
+        /// (按原样运行笔记中缺少 __syncthreads() 的模板). At its own size.
+        #[arg(long, conflicts_with_all = ["draw", "variant", "radius", "n", "block", "ty", "boundary", "weights", "reps", "seed"])]
         as_printed: bool,
         /// Draw what the kernels do, from a run (画出核函数实际做了什么).
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["variant", "radius", "n", "block", "ty", "boundary", "weights", "reps", "seed"])]
         draw: bool,
         /// With --draw: also write the pictures as SVG files into this folder.
         #[arg(long, requires = "draw")]
@@ -275,10 +275,14 @@ fn lang_arg(s: &str) -> Result<Lang, String> {
 /// `--lang X` or `--lang=X` among the arguments, read before clap parses them so that its
 /// errors are explained in the chosen language too.
 fn lang_of_args() -> Option<Lang> {
-    let args: Vec<String> = std::env::args().collect();
+    // `args_os`: an argument that is not UTF-8 (a path) is clap's to report, not a panic here.
+    let args: Vec<Option<String>> = std::env::args_os()
+        .map(|a| a.to_str().map(String::from))
+        .collect();
     args.iter().enumerate().find_map(|(i, a)| {
+        let a = a.as_deref()?;
         if a == "--lang" {
-            args.get(i + 1).and_then(|v| Lang::from_name(v))
+            args.get(i + 1)?.as_deref().and_then(Lang::from_name)
         } else {
             a.strip_prefix("--lang=").and_then(Lang::from_name)
         }
@@ -305,6 +309,9 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    if let Some(l) = cli.lang {
+        lang::set(l);
+    }
     if ferrocuda::runtime::driver::cpu::selected()
         && let Some((_, sub)) = matches.subcommand()
     {
@@ -312,7 +319,11 @@ fn main() -> ExitCode {
             sub.try_get_raw(id).is_ok_and(|v| v.is_some())
                 && sub.value_source(id) == Some(ValueSource::DefaultValue)
         };
-        if is_default("n") {
+        let own_sizes = matches!(
+            lesson_of(&cli.command),
+            Some((_, lesson_text::Mode::AsPrinted | lesson_text::Mode::Draw))
+        );
+        if is_default("n") && !own_sizes {
             scale_default_size(&mut cli.command);
         }
         if let Command::Bench(a) = &mut cli.command {
