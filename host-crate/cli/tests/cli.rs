@@ -645,12 +645,12 @@ fn every_command_on_the_lessons_page_runs() {
         }
     }
     assert!(commands.len() >= 2 * 9, "{commands:?}");
-    let mut on_cpu = 0;
-    let mut skipped = Vec::new();
-    for (i, (args, lang)) in commands.iter().enumerate() {
+    // Each command, and the CPU device's run of it where there is no NVIDIA GPU. On the CPU
+    // device (no GPU: CI) two run at a time, one per core; on a GPU one at a time, so that
+    // the saved outputs' timings are each command's alone.
+    let run = |args: &[String]| -> (String, Output, bool) {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut line = args.join(" ");
-        let mut o = ferrocuda(&args);
+        let o = ferrocuda(&args);
         let err = stderr(&o);
         // Without an NVIDIA GPU, the same command on the CPU device, which must pass.
         if !o.status.success()
@@ -661,10 +661,41 @@ fn every_command_on_the_lessons_page_runs() {
                 .into_iter()
                 .chain(args.iter().copied())
                 .collect();
-            line = cpu.join(" ");
-            o = ferrocuda(&cpu);
-            on_cpu += 1;
+            return (cpu.join(" "), ferrocuda(&cpu), true);
         }
+        (args.join(" "), o, false)
+    };
+    let workers = if require_gpu || machine_has_driver() {
+        1
+    } else {
+        2
+    };
+    let mut outputs: Vec<Option<(String, Output, bool)>> =
+        (0..commands.len()).map(|_| None).collect();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                let (commands, run) = (&commands, &run);
+                s.spawn(move || {
+                    (w..commands.len())
+                        .step_by(workers)
+                        .map(|i| (i, run(&commands[i].0)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for h in handles {
+            for (i, r) in h.join().unwrap() {
+                outputs[i] = Some(r);
+            }
+        }
+    });
+    let mut on_cpu = 0;
+    let mut skipped = Vec::new();
+    for (i, ((args, lang), out)) in commands.iter().zip(outputs).enumerate() {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (line, o, cpu) = out.expect("every command ran");
+        on_cpu += usize::from(cpu);
         if o.status.success() {
             if let Some(dir) = &save {
                 std::fs::create_dir_all(dir).unwrap();
