@@ -194,6 +194,20 @@ fn svg(width: usize, height: usize, title: &str, body: &str) -> String {
 }
 
 const CELL: usize = 9;
+
+/// One row of lane cells at height `y`, from `left`, filled where `row` is set, `gap` between
+/// warps (the trees' steps and the divergent warps' lanes).
+fn lane_cells(b: &mut String, left: usize, gap: usize, y: usize, row: &[bool]) {
+    for (tid, &a) in row.iter().enumerate() {
+        let x = left + tid * CELL + (tid / 32) * gap;
+        let _ = writeln!(
+            b,
+            "<rect x=\"{x}\" y=\"{y}\" width=\"{}\" height=\"{CELL}\" fill=\"{}\"/>",
+            CELL - 1,
+            if a { ON } else { OFF }
+        );
+    }
+}
 const ON: &str = "#1f6fb2";
 const OFF: &str = "#e4e7eb";
 
@@ -226,15 +240,7 @@ pub fn tree_svg(t: &Tree) -> String {
             y + CELL,
             t.strides[i]
         );
-        for (tid, &a) in row.iter().enumerate() {
-            let x = left + tid * CELL + (tid / 32) * gap;
-            let _ = writeln!(
-                b,
-                "<rect x=\"{x}\" y=\"{y}\" width=\"{}\" height=\"{CELL}\" fill=\"{}\"/>",
-                CELL - 1,
-                if a { ON } else { OFF }
-            );
-        }
+        lane_cells(&mut b, left, gap, y, row);
         let (threads, w) = step_counts(row);
         let _ = writeln!(
             b,
@@ -360,15 +366,7 @@ pub fn divergence_svg(d: &[Divergence]) -> String {
     for (i, k) in d.iter().enumerate() {
         let y = 40 + i * (CELL + 8);
         let _ = writeln!(b, "<text x=\"8\" y=\"{}\">{}</text>", y + CELL, k.kernel);
-        for (tid, &a) in k.if_side.iter().enumerate() {
-            let x = left + tid * CELL + (tid / 32) * gap;
-            let _ = writeln!(
-                b,
-                "<rect x=\"{x}\" y=\"{y}\" width=\"{}\" height=\"{CELL}\" fill=\"{}\"/>",
-                CELL - 1,
-                if a { ON } else { OFF }
-            );
-        }
+        lane_cells(&mut b, left, gap, y, &k.if_side);
         let _ = writeln!(
             b,
             "<text x=\"{}\" y=\"{}\">{} of {warps}</text>",

@@ -525,6 +525,17 @@ fn run_command(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        // The listings as printed and the pictures run at their own sizes (clap refuses the
+        // size arguments beside them).
+        Command::Stencil {
+            as_printed: true, ..
+        } => lab::as_printed(
+            &open(cli.device)?,
+            ferrocuda_lessons::as_printed::Chapter::Stencil,
+        ),
+        Command::Stencil {
+            draw: true, svg, ..
+        } => lab::draw(&open(cli.device)?, lab::Picture::Tiles, svg.as_deref()),
         Command::Stencil {
             variant,
             radius,
@@ -535,44 +546,6 @@ fn run_command(cli: Cli) -> Result<()> {
             weights,
             reps,
             seed,
-            as_printed: true,
-            ..
-        } => {
-            let _ = (variant, radius, n, block, ty, boundary, weights, reps, seed);
-            lab::as_printed(
-                &open(cli.device)?,
-                ferrocuda_lessons::as_printed::Chapter::Stencil,
-            )
-        }
-        Command::Stencil {
-            variant,
-            radius,
-            n,
-            block,
-            ty,
-            boundary,
-            weights,
-            reps,
-            seed,
-            as_printed: false,
-            draw: true,
-            svg,
-        } => {
-            let _ = (variant, radius, n, block, ty, boundary, weights, reps, seed);
-            lab::draw(&open(cli.device)?, lab::Picture::Tiles, svg.as_deref())
-        }
-        Command::Stencil {
-            variant,
-            radius,
-            n,
-            block,
-            ty,
-            boundary,
-            weights,
-            reps,
-            seed,
-            as_printed: false,
-            draw: false,
             ..
         } => stencil(
             cli.device,
