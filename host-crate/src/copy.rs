@@ -24,6 +24,7 @@ use crate::runtime::element::Element;
 use crate::runtime::error::{Error, KernelLaunch, Result};
 use crate::runtime::memory::DeviceSlice;
 use crate::runtime::stream::Stream;
+use crate::runtime::track::Access;
 use crate::{Gpu, Kernel, LaunchConfig};
 
 /// One prepared bulk copy: kernel looked up, configuration validated, for `src` into `dst`.
@@ -116,7 +117,11 @@ impl<'g, 'a> CopyRun<'g, 'a> {
         // every other use of the two slices; they hold `bytes` bytes each, do not overlap
         // (a shared and a mutable borrow) and sit at the same offset from a 16-byte boundary;
         // the configuration was validated.
-        self.gpu.ordered(stream, || unsafe {
+        let accesses = [
+            Access::raw(self.src.as_raw(), false),
+            Access::raw(self.dst.as_raw(), true),
+        ];
+        self.gpu.ordered(stream, &accesses, || unsafe {
             self.kernel.launch_prepared(stream, self.config, args)
         })
     }

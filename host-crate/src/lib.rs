@@ -54,10 +54,13 @@ macro_rules! include_ptx {
 }
 pub use runtime::config::LaunchConfig;
 pub use runtime::error::{Error, Result};
+pub use runtime::event::Event;
 pub use runtime::gpu::{DeviceProps, Gpu, GpuStream, Wait};
 pub use runtime::kernel::{Kernel, LoadedModule};
 pub use runtime::memory::{DeviceBuffer, DeviceSlice, View, ViewMut};
+pub use runtime::pinned::PinnedBuffer;
 pub use runtime::stream::Stream;
+pub use runtime::track::Access;
 
 /// From cust, the driver API crate ferrocuda is built on: a device address (a plain value) and
 /// the bound of what may be copied to the device. cust itself is not re-exported: some of its

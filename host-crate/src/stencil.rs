@@ -19,6 +19,7 @@ use cust::memory::DevicePointer;
 
 use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
 use crate::runtime::stream::Stream;
+use crate::runtime::track::Access;
 use ferrocuda_kernels::config::{
     STENCIL_BOUNDARY_CLAMP, STENCIL_BOUNDARY_PERIODIC, STENCIL_BOUNDARY_ZERO,
     STENCIL_FAST_VECTORS_PER_THREAD, STENCIL_MAX_TAPS, STENCIL_RADII, stencil_fast_tiles,
@@ -383,8 +384,13 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         if self.n == 0 {
             return Ok(());
         }
+        let accesses = [
+            Access::raw(self.input.as_raw(), false),
+            Access::raw(self.output.as_raw(), true),
+        ];
         // SAFETY: `ordered` made the context current, checked the stream and orders it.
-        self.gpu.ordered(stream, || unsafe { self.enqueue(stream) })
+        self.gpu
+            .ordered(stream, &accesses, || unsafe { self.enqueue(stream) })
     }
 
     /// [`launch_on`](Self::launch_on) without the bracket through the GPU's own stream, for

@@ -223,20 +223,14 @@ fn device_result_chained(gpu: &Gpu) -> TestResult {
 fn caller_streams(gpu: &Gpu) -> TestResult {
     let stream = gpu.new_stream()?;
     let n = scaled((1 << 22) + 5);
-    let host = cust::memory::LockedBuffer::new(&3i32, n)?;
+    let host = gpu.pin(&vec![3i32; n])?;
     let mut d = gpu.alloc::<i32>(n, "input")?;
     let mut plan = ReducePlan::<i32, i64>::new(gpu, ReduceOp::Sum)?;
     for round in 0..5 {
+        // Poisoned on the GPU's stream, overwritten on the caller's: ordered by the record of
+        // which stream used `d`, with no host wait in between.
         gpu.poison_async(&mut d)?;
-        gpu.synchronize()?;
-        // SAFETY: `host` is page-locked and outlives the copy (synchronised below).
-        unsafe {
-            cust::memory::AsyncCopyDestination::async_copy_from(
-                &mut d.as_cust_mut(),
-                &host[..],
-                stream.as_cust(),
-            )?
-        };
+        gpu.upload_async_on(&stream, &host, &mut d)?;
         let got = plan.run_on(&stream, &d)?;
         ensure!(got == 3 * n as i64, "round {round}: {got}");
     }

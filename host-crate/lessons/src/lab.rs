@@ -301,39 +301,28 @@ impl StreamOverlap {
 /// units, so the two can overlap; the fraction hidden is measured, not assumed.
 pub fn stream_overlap(gpu: &Gpu, n: usize, kernels: usize, reps: usize) -> Result<StreamOverlap> {
     use crate::cpu::{Boundary, Taps, check_stencil};
-    use cust::event::{Event, EventFlags};
-    use cust::memory::{AsyncCopyDestination, LockedBuffer};
-    use cust::stream::StreamWaitEventFlags;
     use ferrocuda::Stream;
-
-    use crate::cust_stream;
-    use ferrocuda::runtime::error::CudaContext;
 
     if n == 0 || kernels == 0 {
         return Err(Error::InvalidArgument {
             what: "stream overlap: n and the kernel count must be at least 1".into(),
         });
     }
-    gpu.make_current()?;
     let host: Vec<f32> = (0..n).map(|i| (i % 251) as f32).collect();
-    let pinned = LockedBuffer::from_slice(&host).call("cuMemHostAlloc")?;
+    let pinned = gpu.pin(&host)?;
     let mut copy_dst = gpu.alloc::<f32>(n, "stream overlap: copy destination")?;
     let stencil_in = gpu.upload(&host, "stream overlap: stencil input")?;
     let mut stencil_out = gpu.alloc::<f32>(n, "stream overlap: stencil output")?;
     let taps = Taps::<f32>::Sum { radius: 3 };
     let copy_stream = gpu.new_stream()?;
     let kernel_stream = gpu.new_stream()?;
-    let event = || Event::new(EventFlags::DEFAULT).call("cuEventCreate");
-    let (start, stop) = (event()?, event()?);
+    let (start, stop) = (gpu.new_event(true)?, gpu.new_event(true)?);
+    let gate = gpu.new_event(false)?;
 
-    // `cuStreamWaitEvent` on a new untimed event recorded on `from`: cust's `wait_event` takes
-    // the event and destroys it, which the driver allows once the wait is enqueued.
+    // `stream` waits for what `from` holds now: an untimed event recorded there.
     let wait = |stream: &Stream, from: &Stream| -> Result<()> {
-        let gate = Event::new(EventFlags::DISABLE_TIMING).call("cuEventCreate")?;
-        gate.record(cust_stream(from)).call("cuEventRecord")?;
-        cust_stream(stream)
-            .wait_event(gate, StreamWaitEventFlags::DEFAULT)
-            .call("cuStreamWaitEvent")
+        gate.record(from)?;
+        stream.wait_event(&gate)
     };
     // One timed round: `copy` and/or `kernel`, on one stream or two.
     let mut round =
@@ -344,18 +333,9 @@ pub fn stream_overlap(gpu: &Gpu, n: usize, kernels: usize, reps: usize) -> Resul
             } else {
                 &copy_stream
             };
-            start.record(cust_stream(first)).call("cuEventRecord")?;
+            start.record(first)?;
             wait(second, first)?;
-            let mut enqueue_copy = || -> Result<()> {
-                // SAFETY: both hold `n` elements; the pinned buffer outlives the synchronisation
-                // below.
-                unsafe {
-                    copy_dst
-                        .as_cust_mut()
-                        .async_copy_from(&pinned, cust_stream(first))
-                }
-                .call("cuMemcpyHtoDAsync")
-            };
+            let mut enqueue_copy = || gpu.upload_async_on(first, &pinned, &mut copy_dst);
             if copy && !kernels_first {
                 enqueue_copy()?;
             }
@@ -375,10 +355,10 @@ pub fn stream_overlap(gpu: &Gpu, n: usize, kernels: usize, reps: usize) -> Resul
                 enqueue_copy()?;
             }
             wait(first, second)?;
-            stop.record(cust_stream(first)).call("cuEventRecord")?;
+            stop.record(first)?;
             // Device-wide synchronisation: every stream of the context.
-            cust::context::CurrentContext::synchronize().call("cuCtxSynchronize")?;
-            Ok(stop.elapsed_time_f32(&start).call("cuEventElapsedTime")? as f64 / 1e3)
+            gpu.synchronize_device()?;
+            Ok(f64::from(start.elapsed_ms(&stop)?) / 1e3)
         };
     let mut median = |copy, kernel, two, kernels_first| -> Result<f64> {
         round(copy, kernel, two, kernels_first)?; // warm-up

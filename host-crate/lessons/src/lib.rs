@@ -71,12 +71,3 @@ pub fn all_entry_points() -> Vec<&'static EntryInfo> {
 pub fn entry_points() -> Vec<&'static EntryInfo> {
     ferrocuda::kernels::entry::entry_points_of(LESSON_PACKAGE)
 }
-
-/// cust's stream behind `stream`, for the lessons' event records, event waits and asynchronous
-/// copies (the calls the notes time and overlap by hand).
-pub fn cust_stream(stream: &ferrocuda::Stream) -> &cust::stream::Stream {
-    // SAFETY: the lessons add no host callbacks to it (cust's `add_callback` is what needs
-    // care), and order each copy they enqueue on it with the kernels that use its memory
-    // (the same stream, an event wait, or a device-wide synchronisation).
-    unsafe { stream.as_cust() }
-}

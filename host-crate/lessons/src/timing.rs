@@ -1,15 +1,11 @@
 //! Event timing: warm-up, repetitions, median / min / max, and bandwidth from a byte count.
-use cust::event::{Event, EventFlags};
-use cust::memory::AsyncCopyDestination;
 use ferrocuda::DeviceBuffer;
 
 use ferrocuda_lesson_kernels::timing::timing_spin;
 
 use ferrocuda::runtime::config::LaunchConfig;
-use ferrocuda::runtime::error::{CudaContext, Result};
+use ferrocuda::runtime::error::Result;
 use ferrocuda::runtime::gpu::Gpu;
-
-use crate::cust_stream;
 
 /// Repetition statistics of one timed operation, in seconds.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -59,17 +55,13 @@ pub const SPIN_NS: u64 = 50_000;
 pub fn spin_holds_the_gpu(gpu: &Gpu) -> Result<bool> {
     gpu.synchronize()?;
     let spin = crate::kernel(gpu, timing_spin())?;
-    let start = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
-    let stop = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
-    start
-        .record(cust_stream(gpu.stream()))
-        .call("cuEventRecord")?;
+    let (start, stop) = (gpu.new_event(true)?, gpu.new_event(true)?);
+    start.record(gpu.stream())?;
     // SAFETY: `timing_spin` takes one u64 and touches no memory.
     unsafe { spin.launch(LaunchConfig::linear(1, 1, 0), (SPIN_NS,))? };
-    stop.record(cust_stream(gpu.stream()))
-        .call("cuEventRecord")?;
-    stop.synchronize().call("cuEventSynchronize")?;
-    let elapsed = stop.elapsed_time_f32(&start).call("cuEventElapsedTime")?;
+    stop.record(gpu.stream())?;
+    stop.synchronize()?;
+    let elapsed = start.elapsed_ms(&stop)?;
     Ok(f64::from(elapsed) * 1e6 >= SPIN_NS as f64)
 }
 
@@ -105,21 +97,17 @@ pub fn time_samples(
     }
     gpu.synchronize()?;
     let spin = crate::kernel(gpu, timing_spin())?;
-    let start = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
-    let stop = Event::new(EventFlags::DEFAULT).call("cuEventCreate")?;
+    let (start, stop) = (gpu.new_event(true)?, gpu.new_event(true)?);
     let mut samples = Vec::with_capacity(reps.max(1));
     for i in 0..reps.max(1) {
         setup(i)?;
         // SAFETY: `timing_spin` takes one u64 and touches no memory.
         unsafe { spin.launch(LaunchConfig::linear(1, 1, 0), (SPIN_NS,))? };
-        start
-            .record(cust_stream(gpu.stream()))
-            .call("cuEventRecord")?;
+        start.record(gpu.stream())?;
         op(i)?;
-        stop.record(cust_stream(gpu.stream()))
-            .call("cuEventRecord")?;
-        stop.synchronize().call("cuEventSynchronize")?;
-        samples.push(stop.elapsed_time_f32(&start).call("cuEventElapsedTime")? as f64 / 1e3);
+        stop.record(gpu.stream())?;
+        stop.synchronize()?;
+        samples.push(f64::from(start.elapsed_ms(&stop)?) / 1e3);
     }
     Ok(samples)
 }
@@ -157,14 +145,7 @@ pub fn copy_bandwidth(gpu: &Gpu, bytes: usize, reps: usize) -> Result<(Stats, u6
         3,
         reps,
         |_| Ok(()),
-        |_| {
-            // SAFETY: both buffers are `words` long and nothing else uses them.
-            unsafe {
-                dst.as_cust_mut()
-                    .async_copy_from(&src.as_cust(), cust_stream(gpu.stream()))
-            }
-            .call("cuMemcpyDtoDAsync")
-        },
+        |_| gpu.copy_on_device(&src, &mut dst),
     )?;
     Ok((stats, 2 * 4 * words as u64))
 }

@@ -27,6 +27,7 @@ use cust::memory::DevicePointer;
 
 use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
 use crate::runtime::stream::Stream;
+use crate::runtime::track::Access;
 use ferrocuda_kernels::config::REDUCE_FAST_ITEMS;
 
 use super::kernel::{FAST_BLOCK, FastArgs, ReduceOp, fast_entry};
@@ -101,6 +102,7 @@ impl<T: Element, A: Element> PlanState<T, A> {
         stream: &Stream,
         input: &DeviceSlice<T>,
         result: DevicePointer<A>,
+        result_access: Option<Access>,
     ) -> Result<()> {
         let n = input.len();
         if n == 0 && self.op != ReduceOp::Sum {
@@ -111,7 +113,13 @@ impl<T: Element, A: Element> PlanState<T, A> {
         gpu.check_owned(input)?;
         // The caller's thread may never have used this GPU: the waits and memsets below are
         // driver calls too; a stream of another context is refused before anything is enqueued.
-        gpu.ordered(stream, || {
+        let mut accesses = vec![
+            Access::read(input),
+            Access::write(&mut self.partials),
+            Access::write(&mut self.ticket),
+        ];
+        accesses.extend(result_access);
+        gpu.ordered(stream, &accesses, || {
             // From the GPU's kernel cache (a lookup): a `'static` state cannot hold the handle.
             let kernel = fast_kernel::<T, A>(gpu, self.op)?;
             let stream_id = stream.as_inner() as usize;
@@ -164,7 +172,7 @@ impl<T: Element, A: Element> PlanState<T, A> {
         // A run that did not write would return this, not an earlier run's result; and the
         // wait watches for the slot to change from it.
         self.result.write(A::poison());
-        Some(self.enqueue(gpu, stream, input, self.result.device_ptr()))
+        Some(self.enqueue(gpu, stream, input, self.result.device_ptr(), None))
     }
 
     /// The second half: the value of what [`start`](Self::start) launched, once it arrived.
@@ -538,7 +546,8 @@ fn to_device<T: Element, A: Element>(
         return gpu.memset_d8_async_on(stream, &mut first, 0);
     }
     // A failed enqueue leaves `ticket_clean` false, so the next run zeroes the ticket.
-    state.enqueue(gpu, stream, input, result.as_device_ptr())
+    let access = Access::write(result);
+    state.enqueue(gpu, stream, input, result.as_device_ptr(), Some(access))
 }
 
 /// `op` over `input` with the state the GPU caches for (`T`, `A`, `op`).

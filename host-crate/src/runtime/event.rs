@@ -1,6 +1,11 @@
-//! A timing-free CUDA event (事件) marking a point in a stream: what a later stream waits for
-//! (`cuStreamWaitEvent`), what the host asks or blocks on. cust's `Event` cannot make a stream
-//! wait without giving the event up, so this one is the raw handle.
+//! CUDA events (事件): a point in a stream that a later stream waits for (`cuStreamWaitEvent`),
+//! that the host asks about or blocks on, and, with timing, a time stamp.
+//!
+//! [`Event`] is the public one (made by [`Gpu::new_event`](crate::Gpu::new_event)); `Marker`
+//! is the library's own timing-free event, made in the current context.
+use cust::context::Context;
+
+use crate::runtime::error::{CudaContext, Error};
 use crate::runtime::stream::Stream;
 
 use crate::runtime::error::{Result, check_raw};
@@ -28,6 +33,22 @@ impl Marker {
         // SAFETY: live handles.
         check_raw("cuEventRecord", unsafe {
             cust::sys::cuEventRecord(self.0, stream.as_inner())
+        })
+    }
+
+    /// [`record`](Self::record) on a raw stream handle of this context.
+    pub(crate) fn record_raw(&self, stream: cust::sys::CUstream) -> Result<()> {
+        // SAFETY: live handles (the caller's).
+        check_raw("cuEventRecord", unsafe {
+            cust::sys::cuEventRecord(self.0, stream)
+        })
+    }
+
+    /// [`wait_on`](Self::wait_on) for a raw stream handle of this context.
+    pub(crate) fn wait_raw(&self, stream: cust::sys::CUstream) -> Result<()> {
+        // SAFETY: live handles (the caller's).
+        check_raw("cuStreamWaitEvent", unsafe {
+            cust::sys::cuStreamWaitEvent(stream, self.0, 0)
         })
     }
 
@@ -69,5 +90,127 @@ impl Drop for Marker {
     fn drop(&mut self) {
         // SAFETY: created by cuEventCreate, destroyed once.
         let _ = unsafe { cust::sys::cuEventDestroy_v2(self.0) };
+    }
+}
+
+/// A CUDA event of a [`Gpu`](crate::Gpu)'s context, from
+/// [`Gpu::new_event`](crate::Gpu::new_event): [`record`](Self::record) it on a stream, then make
+/// another stream wait for it ([`Stream::wait_event`]), ask whether the work before it is done
+/// ([`query`](Self::query)), block on it ([`synchronize`](Self::synchronize)), or, for two timing
+/// events, read the GPU time between them ([`elapsed_ms`](Self::elapsed_ms)).
+///
+/// `Send + Sync`: the driver's event handles may be used from any thread. The event keeps its
+/// context alive (a retain of the device's primary context).
+pub struct Event {
+    raw: cust::sys::CUevent,
+    timing: bool,
+    /// Released after the event is destroyed (fields drop after `drop`).
+    context: Context,
+}
+
+// SAFETY: an event handle may be used from any thread, with its context current (every call
+// below makes it current first).
+unsafe impl Send for Event {}
+// SAFETY: as above; the handle is never written after creation.
+unsafe impl Sync for Event {}
+
+impl Event {
+    /// A new event in `context`, which is current on this thread; `timing` keeps time stamps
+    /// (`CU_EVENT_DEFAULT`), else `CU_EVENT_DISABLE_TIMING` (cheaper to record and wait for).
+    pub(crate) fn create(context: Context, timing: bool) -> Result<Self> {
+        let mut raw = std::ptr::null_mut();
+        let flags = if timing { 0 } else { 2 };
+        // SAFETY: a writable handle; the context is current (the caller's contract).
+        check_raw("cuEventCreate", unsafe {
+            cust::sys::cuEventCreate(&mut raw, flags)
+        })?;
+        Ok(Self {
+            raw,
+            timing,
+            context,
+        })
+    }
+
+    fn make_current(&self) -> Result<()> {
+        cust::context::CurrentContext::set_current(&self.context).call("cuCtxSetCurrent")
+    }
+
+    /// The driver's handle (`CUevent`), for driver calls the library does not wrap.
+    pub fn as_inner(&self) -> cust::sys::CUevent {
+        self.raw
+    }
+
+    /// Whether it keeps time stamps.
+    pub fn is_timing(&self) -> bool {
+        self.timing
+    }
+
+    /// Moves the event to the end of what `stream` holds now (`cuEventRecord`). The stream
+    /// must be of the event's context.
+    pub fn record(&self, stream: &Stream) -> Result<()> {
+        self.make_current()?;
+        // SAFETY: live handles; the context is current.
+        check_raw("cuEventRecord", unsafe {
+            cust::sys::cuEventRecord(self.raw, stream.as_inner())
+        })
+    }
+
+    /// Whether the work before the last record has finished (an event never recorded has);
+    /// an error of that work is returned.
+    pub fn query(&self) -> Result<bool> {
+        self.make_current()?;
+        // SAFETY: a live event handle; its context is current.
+        let status = unsafe { cust::sys::cuEventQuery(self.raw) };
+        if status == cust::sys::CUresult::CUDA_ERROR_NOT_READY {
+            return Ok(false);
+        }
+        check_raw("cuEventQuery", status).map(|()| true)
+    }
+
+    /// Blocks the host until the work before the last record has finished.
+    pub fn synchronize(&self) -> Result<()> {
+        self.make_current()?;
+        // SAFETY: a live event handle; its context is current.
+        check_raw("cuEventSynchronize", unsafe {
+            cust::sys::cuEventSynchronize(self.raw)
+        })
+    }
+
+    /// Milliseconds of GPU time from this event's last record to `end`'s
+    /// (`cuEventElapsedTime`, about half a microsecond of resolution). Both must be timing
+    /// events, recorded, and finished (else the driver answers `CUDA_ERROR_NOT_READY`).
+    pub fn elapsed_ms(&self, end: &Event) -> Result<f32> {
+        if !self.timing || !end.timing {
+            return Err(Error::InvalidArgument {
+                what: "Event::elapsed_ms: both events must be made with timing \
+                       (Gpu::new_event(true))"
+                    .into(),
+            });
+        }
+        self.make_current()?;
+        let mut ms = 0.0f32;
+        // SAFETY: live handles; a writable float; the context is current.
+        check_raw("cuEventElapsedTime", unsafe {
+            cust::sys::cuEventElapsedTime(&mut ms, self.raw, end.raw)
+        })?;
+        Ok(ms)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if self.make_current().is_ok() {
+            // SAFETY: created by cuEventCreate, destroyed once, here.
+            let _ = unsafe { cust::sys::cuEventDestroy_v2(self.raw) };
+        }
+    }
+}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Event")
+            .field("raw", &self.raw)
+            .field("timing", &self.timing)
+            .finish()
     }
 }

@@ -2,17 +2,18 @@
 //! best embedded PTX for it.
 use cust::context::Context;
 use cust::device::{Device, DeviceAttribute};
-use cust::memory::{CopyDestination, DeviceCopy};
+use cust::memory::DeviceCopy;
 use cust::module::Module;
-use cust::stream::StreamFlags;
 use ferrocuda_kernels::config::WARP_SIZE;
 
 use crate::runtime::element::Element;
 use crate::runtime::error::{
     CudaContext, Error, KernelLaunch, Result, check_raw, check_raw_launch,
 };
+use crate::runtime::event::Event;
 use crate::runtime::memory::{ContextKeeper, DeviceBuffer, DeviceSlice};
 use crate::runtime::stream::Stream;
+use crate::runtime::track::{Access, Tracker};
 pub use crate::runtime::wait::Wait;
 use crate::runtime::workspace::WorkspacePool;
 
@@ -336,29 +337,29 @@ impl DeviceProps {
     }
 }
 
-/// A stream from [`Gpu::new_stream`]: a ferrocuda [`Stream`] (it derefs to one) that holds the
-/// context it lives in, so that it is never used or destroyed after that context.
-///
-/// Fields drop in declaration order: the stream before the context.
-pub struct GpuStream {
-    stream: Stream,
-    _context: Context,
-}
-
-impl Drop for GpuStream {
-    /// Makes the stream's context current on the dropping thread, for `cuStreamDestroy`.
-    fn drop(&mut self) {
-        let _ = cust::context::CurrentContext::set_current(&self._context);
-    }
-}
+/// A stream from [`Gpu::new_stream`]: a ferrocuda [`Stream`] (it derefs to one). The stream
+/// keeps the context it lives in (a retain of the device's primary context), so it is never
+/// used or destroyed after that context; the driver's stream is destroyed once the program and
+/// the record of the buffers it used both let go of it.
+pub struct GpuStream(Stream);
 
 impl std::ops::Deref for GpuStream {
     type Target = Stream;
 
     fn deref(&self) -> &Stream {
-        &self.stream
+        &self.0
     }
 }
+
+impl std::fmt::Debug for GpuStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The driver's stream flags.
+const STREAM_DEFAULT: u32 = 0;
+const STREAM_NON_BLOCKING: u32 = 1;
 
 /// A device ready to run ferrocuda kernels.
 ///
@@ -390,8 +391,9 @@ pub struct Gpu(std::sync::Arc<GpuState>);
 struct GpuState {
     /// The families' cached workspaces (`reduce::sum`'s buffers), by the family's key.
     workspaces: WorkspacePool<WorkspaceKey, Box<dyn std::any::Any + Send>>,
-    /// Orders safe calls on a caller's stream through `stream`.
-    order: crate::runtime::order::StreamOrder,
+    /// Which stream used which allocation: how safe calls on two streams overlap and never
+    /// race (`runtime::track`).
+    tracker: Tracker,
     /// [`Wait`], as its code (a `Gpu` is shared between threads).
     wait: std::sync::atomic::AtomicU8,
     /// Kernels already resolved, by module (0 for `module`, else its box's address) and symbol.
@@ -412,9 +414,19 @@ static OPEN: std::sync::Mutex<Vec<(u32, std::sync::Weak<GpuState>)>> =
     std::sync::Mutex::new(Vec::new());
 
 impl ContextKeeper for GpuState {
-    fn prepare_free(&self) {
-        let _ = cust::context::CurrentContext::set_current(&self._context);
-        let _ = self.stream.cust().synchronize();
+    fn free(&self, address: u64) {
+        if cust::context::CurrentContext::set_current(&self._context).is_err() {
+            return;
+        }
+        // If the GPU's stream cannot be made to wait for the other users, the host waits for
+        // the whole context instead: freeing under a running kernel is not an option.
+        if self.tracker.remove(address, &self.stream).is_err() {
+            // SAFETY: the context is current.
+            let _ = unsafe { cust::sys::cuCtxSynchronize() };
+        }
+        // SAFETY: an allocation of this context, freed once (its buffer is being dropped),
+        // ordered after every use the tracker knows of and every `unsafe` one on this stream.
+        let _ = unsafe { cust::sys::cuMemFreeAsync(address, self.stream.as_inner()) };
     }
 }
 
@@ -428,8 +440,12 @@ impl Drop for GpuState {
     /// has finished its work.
     fn drop(&mut self) {
         OPEN_DEVICES.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        // Work still enqueued may use the module and the workspaces about to be freed.
-        self.prepare_free();
+        // Work still enqueued, on any stream, may use the module and the workspaces about to
+        // be freed.
+        if cust::context::CurrentContext::set_current(&self._context).is_ok() {
+            // SAFETY: the context is current.
+            let _ = unsafe { cust::sys::cuCtxSynchronize() };
+        }
     }
 }
 
@@ -525,17 +541,18 @@ impl Gpu {
             oldest: EMBEDDED_PTX[0].arch,
         })?;
         let module = load_ptx(ptx, props.driver_version)?;
-        // A blocking stream: it is ordered after work on the legacy default stream, where cust's
-        // synchronous copies (`upload`) go. With NON_BLOCKING, a kernel could start before a
-        // pageable host-to-device copy had landed.
-        let stream = Stream::new(
-            cust::stream::Stream::new(StreamFlags::DEFAULT, None).call("cuStreamCreate")?,
-        );
+        // A blocking stream: it is ordered with work other code puts on the legacy default
+        // stream, both ways.
+        let stream = Stream::create(
+            Context::new(device).call("cuDevicePrimaryCtxRetain")?,
+            STREAM_DEFAULT,
+            None,
+        )?;
         OPEN_DEVICES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Self(std::sync::Arc::new(GpuState {
             wait: std::sync::atomic::AtomicU8::new(Wait::default().code()),
             workspaces: Default::default(),
-            order: Default::default(),
+            tracker: Default::default(),
             kernels: Default::default(),
             modules: Default::default(),
             occupancy: Default::default(),
@@ -606,16 +623,16 @@ impl Gpu {
     /// The stream keeps the device's primary context alive (it retains it, as the `Gpu` does),
     /// so it stays valid after the `Gpu` that made it is dropped.
     pub fn new_stream(&self) -> Result<GpuStream> {
-        self.make_stream(StreamFlags::NON_BLOCKING)
+        self.make_stream(STREAM_NON_BLOCKING)
     }
 
     /// [`new_stream`](Self::new_stream), but blocking, as the GPU's own stream is: it waits for
     /// the legacy default stream and the legacy stream waits for it.
     pub fn new_blocking_stream(&self) -> Result<GpuStream> {
-        self.make_stream(StreamFlags::DEFAULT)
+        self.make_stream(STREAM_DEFAULT)
     }
 
-    fn make_stream(&self, flags: StreamFlags) -> Result<GpuStream> {
+    fn make_stream(&self, flags: u32) -> Result<GpuStream> {
         self.make_stream_with_priority(flags, None)
     }
 
@@ -630,30 +647,36 @@ impl Gpu {
             cust::sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest)
         })?;
         self.make_stream_with_priority(
-            StreamFlags::NON_BLOCKING,
+            STREAM_NON_BLOCKING,
             Some(if high { greatest } else { least }),
         )
     }
 
-    fn make_stream_with_priority(
-        &self,
-        flags: StreamFlags,
-        priority: Option<i32>,
-    ) -> Result<GpuStream> {
+    fn make_stream_with_priority(&self, flags: u32, priority: Option<i32>) -> Result<GpuStream> {
         self.make_current()?;
-        let device = Device::get_device(self.0.props.ordinal).call("cuDeviceGet")?;
-        let context = Context::new(device).call("cuDevicePrimaryCtxRetain")?;
-        let stream =
-            Stream::new(cust::stream::Stream::new(flags, priority).call("cuStreamCreate")?);
-        Ok(GpuStream {
-            stream,
-            _context: context,
-        })
+        Ok(GpuStream(Stream::create(
+            self.retain_context()?,
+            flags,
+            priority,
+        )?))
     }
 
-    /// Copies `src` into `dst` (the same length), a synchronous `cuMemcpyHtoD`: it runs on the
-    /// legacy default stream, after the work the GPU's stream holds, which is also after every
-    /// safe call on a caller's stream (see `docs/library.md`, "No race from safe code").
+    /// A new retain of the device's primary context (what a stream or an event keeps).
+    fn retain_context(&self) -> Result<Context> {
+        let device = Device::get_device(self.0.props.ordinal).call("cuDeviceGet")?;
+        Context::new(device).call("cuDevicePrimaryCtxRetain")
+    }
+
+    /// A new event of this GPU's context; with `timing`, it keeps time stamps for
+    /// [`Event::elapsed_ms`] (cheaper without).
+    pub fn new_event(&self, timing: bool) -> Result<Event> {
+        self.make_current()?;
+        Event::create(self.retain_context()?, timing)
+    }
+
+    /// Copies `src` into `dst` (the same length) and waits for the copy: a `cuMemcpyHtoDAsync`
+    /// on the GPU's stream, after the work there and the work of every other stream that used
+    /// `dst` (see `docs/library.md`, "No race from safe code").
     pub fn upload_into<T: DeviceCopy>(&self, dst: &mut DeviceSlice<T>, src: &[T]) -> Result<()> {
         if dst.len() != src.len() {
             return Err(Error::InvalidArgument {
@@ -668,10 +691,20 @@ impl Gpu {
             return Ok(());
         }
         self.check_owned(dst)?;
-        self.make_current()?;
-        // The copy writes `dst`, which this call holds mutably.
-        let mut memory = dst.cust();
-        memory.copy_from(src).call("cuMemcpyHtoD")
+        let stream = &self.0.stream;
+        self.ordered(stream, &[Access::write(dst)], || {
+            // SAFETY: `dst` holds `src.len()` elements and is held mutably; `src` stays borrowed
+            // until the wait below.
+            check_raw("cuMemcpyHtoDAsync", unsafe {
+                cust::sys::cuMemcpyHtoDAsync_v2(
+                    dst.as_device_ptr().as_raw(),
+                    src.as_ptr().cast(),
+                    std::mem::size_of_val(src),
+                    stream.as_inner(),
+                )
+            })
+        })?;
+        self.wait_for_stream(stream, None)
     }
 
     /// The kernel `symbol` of the embedded module: from the cache, or resolved by `resolve` and
@@ -765,18 +798,40 @@ impl Gpu {
         )
     }
 
-    /// Enqueues, through `enqueue`, work of a safe call on the caller's `stream`, after making
-    /// the context current and checking the stream: on a stream other than the `Gpu`'s own,
-    /// bracketed through the `Gpu`'s stream so that no later safe call or synchronous copy
-    /// races it (see `docs/library.md`, "No race from safe code").
+    /// Enqueues, through `enqueue`, work of a safe call on the caller's `stream` that makes
+    /// `accesses`, after making the context current and checking the stream: the stream first
+    /// waits for the GPU's own stream (when it is another) and for the other streams whose work
+    /// on the same buffers conflicts; the call is entered as the buffers' newest user after
+    /// `enqueue` returned or panicked (see `runtime::track`, and `docs/library.md`, "No race
+    /// from safe code").
     pub(crate) fn ordered<R>(
         &self,
         stream: &Stream,
+        accesses: &[Access],
         enqueue: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
         self.make_current()?;
         self.check_stream(stream)?;
-        self.0.order.around(&self.0.stream, stream, enqueue)
+        let seen = self.0.tracker.begin(&self.0.stream, stream, accesses)?;
+        /// Enters the call when dropped: also when `enqueue` panics.
+        struct Enter<'a>(&'a Tracker, &'a Stream, &'a [Access], u64);
+        impl Drop for Enter<'_> {
+            fn drop(&mut self) {
+                self.0.end(self.1, self.2, self.3);
+            }
+        }
+        let _enter = Enter(&self.0.tracker, stream, accesses, seen);
+        enqueue()
+    }
+
+    /// Orders work the caller enqueues on `stream` itself (an `unsafe` launch, a raw copy)
+    /// with the library's safe calls, as theirs are ordered: `stream` waits for the GPU's own
+    /// stream and for the other streams' conflicting work on the buffers `accesses` name, and
+    /// the accesses are entered as `stream`'s, so that later safe calls on other streams, and
+    /// the buffers' drops, wait for them. Call it right before enqueueing that work; it adds
+    /// waits and nothing else, so it is safe whatever the caller enqueues (or does not).
+    pub fn uses_on(&self, stream: &Stream, accesses: &[Access]) -> Result<()> {
+        self.ordered(stream, accesses, || Ok(()))
     }
 
     /// Fails, naming both, unless `stream` belongs to this GPU's context (a stream of another
@@ -865,7 +920,7 @@ impl Gpu {
             return Ok(());
         }
         self.check_owned(slice)?;
-        self.ordered(stream, || {
+        self.ordered(stream, &[Access::write(slice)], || {
             // SAFETY: the slice is `len` elements of device memory the caller holds mutably;
             // every byte pattern is a valid `Element` (an integer or a float).
             unsafe {
@@ -904,7 +959,7 @@ impl Gpu {
         self.check_owned(src)?;
         self.check_owned(dst)?;
         let stream = self.stream();
-        self.ordered(stream, || {
+        self.ordered(stream, &[Access::read(src), Access::write(dst)], || {
             // SAFETY: both slices are `len` elements of this context's device memory, `src`
             // borrowed and `dst` borrowed mutably (so they do not overlap); the copy is ordered
             // on the stream with the work that wrote `src` and the work that reads `dst`.
@@ -929,6 +984,14 @@ impl Gpu {
     pub fn synchronize(&self) -> Result<()> {
         self.make_current()?;
         self.wait_for_stream(&self.0.stream, None)
+    }
+
+    /// Waits for every stream of this GPU's context, the program's own streams included
+    /// (`cuCtxSynchronize`), whatever the wait policy.
+    pub fn synchronize_device(&self) -> Result<()> {
+        self.make_current()?;
+        // SAFETY: the context is current.
+        check_raw("cuCtxSynchronize", unsafe { cust::sys::cuCtxSynchronize() })
     }
 
     /// [`synchronize`](Self::synchronize) after `launch`: an error the wait reports names that
@@ -997,15 +1060,25 @@ impl Gpu {
         if bytes > self.0.props.total_memory as u128 {
             return Err(out_of_memory()?);
         }
-        // SAFETY: reading the contents before they are written is excluded by this function's
-        // own contract, forwarded to the caller.
-        match unsafe { cust::memory::DeviceBuffer::uninitialized(len) } {
-            Ok(buffer) => Ok(DeviceBuffer::new(buffer, self.0.clone())),
-            Err(cust::error::CudaError::OutOfMemory) => Err(out_of_memory()?),
-            Err(cause) => Err(Error::Cuda {
-                call: "cuMemAlloc",
+        if len == 0 || size_of::<T>() == 0 {
+            return Ok(DeviceBuffer::new(0, len, self.0.clone()));
+        }
+        let mut address = 0;
+        // SAFETY: a writable address; the context is current. Reading the contents before they
+        // are written is excluded by this function's own contract, forwarded to the caller.
+        let status = unsafe {
+            cust::sys::cuMemAllocAsync(&mut address, bytes as usize, self.0.stream.as_inner())
+        };
+        match status {
+            cust::sys::CUresult::CUDA_SUCCESS => {
+                self.0.tracker.insert(address, bytes as usize);
+                Ok(DeviceBuffer::new(address, len, self.0.clone()))
+            }
+            cust::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Err(out_of_memory()?),
+            status => Err(Error::Driver {
+                call: "cuMemAllocAsync",
                 launch: None,
-                cause,
+                status,
             }),
         }
     }
@@ -1019,7 +1092,7 @@ impl Gpu {
         // SAFETY: every element is written by the copy below before the buffer is returned; if
         // the copy fails, the buffer is dropped unread.
         let buf = unsafe { self.alloc_uninit::<T>(data.len(), what)? };
-        if !data.is_empty() {
+        if !buf.is_empty() && size_of::<T>() > 0 {
             // SAFETY: the buffer holds `data.len()` elements; `data` stays borrowed until the
             // wait below, after which the driver no longer reads it.
             check_raw("cuMemcpyHtoDAsync", unsafe {
@@ -1035,20 +1108,49 @@ impl Gpu {
         Ok(buf)
     }
 
-    /// Waits for the stream, then copies `buf` (a buffer, or part of one: `buf.index(a..b)`) to
-    /// the host.
+    /// Copies `buf` (a buffer, or part of one: `buf.index(a..b)`) to the host, after the work
+    /// on the GPU's stream and the work of every other stream that wrote it.
     pub fn download<T: DeviceCopy + Default + Clone>(
         &self,
         buf: &DeviceSlice<T>,
     ) -> Result<Vec<T>> {
-        self.check_owned(buf)?;
-        // Makes the context current too, for the copy below.
-        self.synchronize()?;
         let mut out = vec![T::default(); buf.len()];
-        if !out.is_empty() {
-            buf.cust().copy_to(&mut out[..]).call("cuMemcpyDtoH")?;
-        }
+        self.download_into(buf, &mut out)?;
         Ok(out)
+    }
+
+    /// [`download`](Self::download) into `dst` (the same length), a slice the caller owns: no
+    /// allocation.
+    pub fn download_into<T: DeviceCopy>(&self, src: &DeviceSlice<T>, dst: &mut [T]) -> Result<()> {
+        if src.len() != dst.len() {
+            return Err(Error::InvalidArgument {
+                what: format!(
+                    "download_into: a device slice of {} elements into {} host elements",
+                    src.len(),
+                    dst.len()
+                ),
+            });
+        }
+        self.check_owned(src)?;
+        let stream = &self.0.stream;
+        if dst.is_empty() {
+            // Still a synchronisation point, as a download of something is.
+            self.make_current()?;
+            return self.wait_for_stream(stream, None);
+        }
+        self.ordered(stream, &[Access::read(src)], || {
+            // SAFETY: `src` holds `dst.len()` elements; `dst` is held mutably until the wait
+            // below, and every byte the copy writes is a `T` the device held (`DeviceCopy`).
+            check_raw("cuMemcpyDtoHAsync", unsafe {
+                cust::sys::cuMemcpyDtoHAsync_v2(
+                    dst.as_mut_ptr().cast(),
+                    src.as_device_ptr().as_raw(),
+                    std::mem::size_of_val(dst),
+                    stream.as_inner(),
+                )
+            })
+        })?;
+        self.wait_for_stream(stream, None)
     }
 }
 

@@ -16,13 +16,12 @@ use std::sync::{Arc, Weak};
 
 use cust::memory::{DeviceCopy, DevicePointer};
 
-/// What keeps an allocation's context alive and prepares its freeing: the shared state of the
+/// What keeps an allocation's context alive and frees it: the shared state of the
 /// [`Gpu`](crate::Gpu) that allocated it.
 pub(crate) trait ContextKeeper: Send + Sync {
-    /// Makes the context current on the calling thread and waits until the GPU's stream, which
-    /// every safe call's work is joined to, holds no more work that could use the memory
+    /// Frees the allocation at `address` in stream order, after every stream that used it
     /// (errors ignored: used on the way out).
-    fn prepare_free(&self);
+    fn free(&self, address: u64);
 }
 
 /// Who keeps a buffer's context.
@@ -35,26 +34,33 @@ enum Keeper {
     Workspace(Weak<dyn ContextKeeper>),
 }
 
-/// `len` elements of `T` in device memory, owned: freed when dropped, after the GPU's stream
-/// has finished the work that may use it and with its context current (the buffer holds a
-/// share of its [`Gpu`](crate::Gpu)'s state, so the context outlives it). It dereferences to a
-/// [`DeviceSlice`].
+/// `len` elements of `T` in device memory, owned: freed when dropped, in stream order after
+/// the work of every stream that used it (no host wait), with its context current (the buffer
+/// holds a share of its [`Gpu`](crate::Gpu)'s state, so the context outlives it). It
+/// dereferences to a [`DeviceSlice`].
 pub struct DeviceBuffer<T: DeviceCopy> {
-    // Fields drop in declaration order: the memory before the share of the `Gpu`, which may be
-    // the last one holding the context.
-    buffer: cust::memory::DeviceBuffer<T>,
+    /// The device address (0 for an empty buffer, which owns no allocation).
+    address: u64,
+    len: usize,
     keeper: Keeper,
+    element: PhantomData<T>,
 }
 
+// SAFETY: a buffer owns device memory, which any thread may use through the driver; `T` values
+// move between threads with it, as a `Vec<T>`'s do.
+unsafe impl<T: DeviceCopy + Send> Send for DeviceBuffer<T> {}
+// SAFETY: shared access gives `&DeviceSlice<T>` only, as `&Vec<T>` gives `&[T]`.
+unsafe impl<T: DeviceCopy + Sync> Sync for DeviceBuffer<T> {}
+
 impl<T: DeviceCopy> DeviceBuffer<T> {
-    /// Takes `buffer`, allocated in the context `keeper` keeps.
-    pub(crate) fn new(
-        buffer: cust::memory::DeviceBuffer<T>,
-        keeper: Arc<dyn ContextKeeper>,
-    ) -> Self {
+    /// Takes the allocation of `len` elements at `address` (0 when `len` is 0), made in the
+    /// context `keeper` keeps, which frees it.
+    pub(crate) fn new(address: u64, len: usize, keeper: Arc<dyn ContextKeeper>) -> Self {
         Self {
-            buffer,
+            address,
+            len,
             keeper: Keeper::Owner(keeper),
+            element: PhantomData,
         }
     }
 
@@ -69,16 +75,22 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
 }
 
 impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
-    /// Prepares `cuMemFree`: the context current on the dropping thread, and no work left on
-    /// the GPU's stream that could still read or write the memory.
+    /// Frees the memory in stream order (`cuMemFreeAsync` on the GPU's stream, after every
+    /// stream that used it): the host does not wait.
     fn drop(&mut self) {
+        if self.address == 0 {
+            return;
+        }
         match &self.keeper {
-            Keeper::Owner(keeper) => keeper.prepare_free(),
-            Keeper::Workspace(keeper) => {
-                if let Some(keeper) = keeper.upgrade() {
-                    keeper.prepare_free();
-                }
-            }
+            Keeper::Owner(keeper) => keeper.free(self.address),
+            Keeper::Workspace(keeper) => match keeper.upgrade() {
+                Some(keeper) => keeper.free(self.address),
+                // The `Gpu` is being dropped: its stream is drained, its context current.
+                // SAFETY: this buffer's allocation, freed once, here; nothing uses it any more.
+                None => unsafe {
+                    let _ = cust::sys::cuMemFreeAsync(self.address, std::ptr::null_mut());
+                },
+            },
         }
     }
 }
@@ -88,14 +100,14 @@ impl<T: DeviceCopy> Deref for DeviceBuffer<T> {
 
     fn deref(&self) -> &DeviceSlice<T> {
         // SAFETY: the buffer's memory, borrowed with the buffer.
-        unsafe { DeviceSlice::from_raw(self.buffer.as_device_ptr(), self.buffer.len()) }
+        unsafe { DeviceSlice::from_raw(DevicePointer::from_raw(self.address), self.len) }
     }
 }
 
 impl<T: DeviceCopy> DerefMut for DeviceBuffer<T> {
     fn deref_mut(&mut self) -> &mut DeviceSlice<T> {
         // SAFETY: the buffer's memory, borrowed mutably with the buffer.
-        unsafe { DeviceSlice::from_raw_mut(self.buffer.as_device_ptr(), self.buffer.len()) }
+        unsafe { DeviceSlice::from_raw_mut(DevicePointer::from_raw(self.address), self.len) }
     }
 }
 

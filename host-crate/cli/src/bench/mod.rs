@@ -17,12 +17,11 @@
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
-use cust::memory::AsyncCopyDestination;
 use ferrocuda::DeviceBuffer;
 
 use ferrocuda::copy::CopyRun;
 use ferrocuda::runtime::element::{ElemType, Element};
-use ferrocuda::runtime::error::{CudaContext, Error, Result};
+use ferrocuda::runtime::error::{Error, Result};
 use ferrocuda::runtime::gpu::Gpu;
 use ferrocuda_lessons::cpu::reproducible::{self as cpu_reproducible, Reproducible};
 use ferrocuda_lessons::cpu::{Check, ReduceReference, book_input, check_stencil};
@@ -367,16 +366,7 @@ impl<'g, T: Element> Group<'g, T> {
             3,
             self.reps,
             |_| Ok(()),
-            |i| {
-                // SAFETY: both buffers hold n elements and nothing else uses them.
-                unsafe {
-                    outputs[i % k].as_cust_mut().async_copy_from(
-                        &inputs[i % k].as_cust(),
-                        ferrocuda_lessons::cust_stream(gpu.stream()),
-                    )
-                }
-                .call("cuMemcpyDtoDAsync")
-            },
+            |i| gpu.copy_on_device(&inputs[i % k], &mut outputs[i % k]),
         )?;
         self.copied(samples, check, "-".into())
     }

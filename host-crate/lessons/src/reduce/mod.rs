@@ -4,18 +4,17 @@
 //! reproducible sum) are re-exported from `ferrocuda::reduce`.
 use std::marker::PhantomData;
 
-use cust::memory::{AsyncCopyDestination, DevicePointer};
+use cust::memory::DevicePointer;
 use ferrocuda::{DeviceBuffer, DeviceSlice, View};
 use ferrocuda_lesson_kernels::config::{REDUCE_FAST_ITEMS, REDUCE_STATIC_GRID};
 
 use crate::cpu::{Check, ReduceReference};
-use crate::cust_stream;
 
 use crate::timing::{Stats, time_on_stream};
 use ferrocuda::kernels::grid::GridBarrier;
 use ferrocuda::runtime::config::{ARCH_MAX_THREADS_PER_BLOCK, LaunchConfig};
 use ferrocuda::runtime::element::{ElemType, Element};
-use ferrocuda::runtime::error::{CudaContext, Error, KernelLaunch, Result};
+use ferrocuda::runtime::error::{Error, KernelLaunch, Result};
 use ferrocuda::runtime::gpu::Gpu;
 use ferrocuda::runtime::kernel::{Kernel, KernelFunction};
 
@@ -300,7 +299,6 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
     /// (atomic finish). Asynchronous; not part of the timed region.
     pub fn setup(&mut self) -> Result<()> {
         let gpu = self.gpu;
-        let stream = gpu.stream();
         // Poison what the kernels must write, so that a run that stopped writing cannot pass
         // on an earlier run's result.
         match &mut self.plan {
@@ -310,14 +308,9 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
                 if self.n > 0 {
                     // SAFETY: the scratch buffer was allocated with the input's length.
                     let input = unsafe { View::from_raw_parts(self.input, self.n) };
-                    // SAFETY: both hold `n` elements; the copy and the kernels that use the
-                    // scratch are on the same stream.
-                    unsafe {
-                        scratch
-                            .as_cust_mut()
-                            .async_copy_from(&input.as_cust(), cust_stream(stream))
-                    }
-                    .call("cuMemcpyDtoDAsync")?;
+                    // Both hold `n` elements; the copy goes to the GPU's stream, as the kernels
+                    // that use the scratch do.
+                    gpu.copy_on_device(&input, scratch)?;
                 }
                 gpu.poison_async(partials)?;
             }
@@ -328,13 +321,7 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
         }
         gpu.poison_async(&mut self.out)?;
         if matches!(self.plan, Plan::AtomicFinish { .. } | Plan::CgVector { .. }) {
-            // SAFETY: `out` holds one element.
-            unsafe {
-                self.out
-                    .as_cust_mut()
-                    .async_copy_from(&[A::default()][..], cust_stream(stream))
-            }
-            .call("cuMemcpyHtoDAsync")?;
+            gpu.upload_into(&mut self.out.index_mut(..1), &[A::default()])?;
         }
         Ok(())
     }

@@ -1,0 +1,239 @@
+//! Which stream used which buffer: how safe calls on different streams overlap on the GPU and
+//! still never race.
+//!
+//! Every allocation of a [`Gpu`](crate::Gpu) has an entry here: the streams whose work read or
+//! wrote it and has not been waited for by a later user. A safe call on stream `S` declares
+//! what it reads and writes ([`Access`]); before it enqueues anything, `S` is made to wait
+//! (an event recorded on the other stream, then `cuStreamWaitEvent`; no host wait) for
+//! - the other streams that *wrote* a buffer the call reads (read after write), and
+//! - the other streams that *read or wrote* a buffer the call writes (write after read, write
+//!   after write),
+//!
+//! and after it enqueued its work, the call is entered as the buffer's newest user on `S`. Reads
+//! on two streams do not wait for each other, and calls on two streams over different buffers
+//! do not wait at all: they overlap, as cudarc's per-buffer events let them. Freeing a buffer
+//! (its drop) makes the GPU's own stream wait for every stream still entered for it, then frees
+//! it in stream order (`cuMemFreeAsync`): a drop never waits on the host.
+//!
+//! The event is recorded on the other stream when the wait is needed, not after every call: a
+//! program that keeps to one stream pays a map lookup per buffer and no driver call. Recording
+//! late covers the work that stream enqueued since, too: more waiting than needed, never less,
+//! and never a cycle (an event only ever stands for work already enqueued).
+//!
+//! A call is entered after its work is enqueued (an event recorded later covers it), also when
+//! it fails or panics half-way (a guard's drop enters it). What it waited for is taken off the
+//! buffer's list then, but not what other threads entered meanwhile: only calls over disjoint
+//! views of one buffer can run at once (a writer holds its view mutably from before its waits
+//! until it is entered), and both stay on the list for the next user.
+//!
+//! The granularity is the allocation: two views of one buffer written on two streams one after
+//! the other are ordered, though they do not overlap. Work enqueued with `unsafe` code (a kernel
+//! launch, a raw copy) is not seen unless the caller declares it with
+//! [`Gpu::uses_on`](crate::Gpu::uses_on).
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use crate::runtime::error::Result;
+use crate::runtime::event::Marker;
+use crate::runtime::memory::DeviceSlice;
+use crate::runtime::stream::{Stream, StreamHandle};
+use cust::memory::DeviceCopy;
+
+/// What a call does to one buffer (or part of one): read it, or write it. Made from a borrow
+/// of the slice, so that a write can only be declared by whoever holds it mutably.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Access {
+    address: u64,
+    write: bool,
+}
+
+impl Access {
+    /// The call reads `slice`.
+    pub fn read<T: DeviceCopy>(slice: &DeviceSlice<T>) -> Self {
+        Self {
+            address: slice.as_device_ptr().as_raw(),
+            write: false,
+        }
+    }
+
+    /// The call writes `slice` (and may read it).
+    pub fn write<T: DeviceCopy>(slice: &mut DeviceSlice<T>) -> Self {
+        Self {
+            address: slice.as_device_ptr().as_raw(),
+            write: true,
+        }
+    }
+
+    /// An access to the memory at `address`, for the library's prepared runs, which keep raw
+    /// addresses of slices they borrow (a write only of one they borrow mutably).
+    pub(crate) fn raw(address: u64, write: bool) -> Self {
+        Self { address, write }
+    }
+
+    /// Whether it is a write.
+    pub fn is_write(self) -> bool {
+        self.write
+    }
+}
+
+/// One stream's not-yet-waited-for use of an allocation.
+struct Use {
+    stream: Arc<StreamHandle>,
+    write: bool,
+    /// When it was entered ([`State::entries`] then).
+    seq: u64,
+}
+
+/// An allocation's end address and its users.
+struct Allocation {
+    end: u64,
+    uses: Vec<Use>,
+}
+
+/// Above this many users of one allocation, the idle ones are dropped (a `cuStreamQuery` each).
+const PRUNE_ABOVE: usize = 8;
+
+#[derive(Default)]
+struct State {
+    /// By base address.
+    allocations: BTreeMap<u64, Allocation>,
+    /// The event recorded on a stream that another must wait for: a `cuStreamWaitEvent`
+    /// waits for the record before it, so one event serves every wait (made on first use).
+    marker: Option<Marker>,
+    /// How many calls were entered so far.
+    entries: u64,
+}
+
+/// The record of one `Gpu`'s allocations and their users.
+#[derive(Default)]
+pub(crate) struct Tracker(Mutex<State>);
+
+impl State {
+    /// Makes `to` wait for what `from` holds now. The context is current.
+    fn join(&mut self, from: &StreamHandle, to: &StreamHandle) -> Result<()> {
+        if self.marker.is_none() {
+            self.marker = Some(Marker::new()?);
+        }
+        let marker = self.marker.as_ref().expect("made above");
+        marker.record_raw(from.raw())?;
+        marker.wait_raw(to.raw())
+    }
+
+    /// The allocation holding `address`, if it is one of this GPU's.
+    fn find(&mut self, address: u64) -> Option<&mut Allocation> {
+        let (_, allocation) = self.allocations.range_mut(..=address).next_back()?;
+        (address < allocation.end).then_some(allocation)
+    }
+}
+
+impl Tracker {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Enters a new allocation of `bytes` bytes at `address` (not 0).
+    pub(crate) fn insert(&self, address: u64, bytes: usize) {
+        self.lock().allocations.insert(
+            address,
+            Allocation {
+                end: address + bytes.max(1) as u64,
+                uses: Vec::new(),
+            },
+        );
+    }
+
+    /// Removes the allocation at `address` and makes `own` wait for every other stream still
+    /// entered for it, so that a free enqueued on `own` next runs after all of them. The context
+    /// is current.
+    pub(crate) fn remove(&self, address: u64, own: &Stream) -> Result<()> {
+        let mut state = self.lock();
+        let Some(allocation) = state.allocations.remove(&address) else {
+            return Ok(());
+        };
+        let mut joined: Vec<*const StreamHandle> = Vec::new();
+        for u in &allocation.uses {
+            let from = Arc::as_ptr(&u.stream);
+            if from != Arc::as_ptr(own.handle()) && !joined.contains(&from) {
+                state.join(&u.stream, own.handle())?;
+                joined.push(from);
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes `stream` wait, before a call on it enqueues work that makes `accesses`, for `own`
+    /// (the GPU's stream, where `unsafe` launches and the synchronous copies go) when it is
+    /// another stream, and for the other streams the accesses conflict with. Returns what
+    /// [`end`](Self::end) takes. The context is current.
+    pub(crate) fn begin(&self, own: &Stream, stream: &Stream, accesses: &[Access]) -> Result<u64> {
+        let mut state = self.lock();
+        let to = stream.handle();
+        let mut joined: Vec<*const StreamHandle> = Vec::new();
+        if !Arc::ptr_eq(to, own.handle()) {
+            state.join(own.handle(), to)?;
+            joined.push(Arc::as_ptr(own.handle()));
+        }
+        let mut waits: Vec<Arc<StreamHandle>> = Vec::new();
+        for access in accesses {
+            let Some(allocation) = state.find(access.address) else {
+                continue;
+            };
+            for u in &allocation.uses {
+                let from = Arc::as_ptr(&u.stream);
+                if (access.write || u.write)
+                    && !Arc::ptr_eq(&u.stream, to)
+                    && !joined.contains(&from)
+                    && !waits.iter().any(|w| Arc::as_ptr(w) == from)
+                {
+                    waits.push(u.stream.clone());
+                }
+            }
+        }
+        for from in &waits {
+            state.join(from, to)?;
+        }
+        Ok(state.entries)
+    }
+
+    /// Enters `accesses` as `stream`'s, after the call that [`begin`](Self::begin) answered
+    /// `seen` for enqueued its work: a write replaces every user entered by `seen` (each was
+    /// waited for, or is `stream`), a read joins the readers.
+    pub(crate) fn end(&self, stream: &Stream, accesses: &[Access], seen: u64) {
+        let mut state = self.lock();
+        state.entries += 1;
+        let seq = state.entries;
+        let to = stream.handle();
+        for access in accesses {
+            let Some(allocation) = state.find(access.address) else {
+                continue;
+            };
+            if access.write {
+                allocation.uses.retain(|u| u.seq > seen);
+            }
+            match allocation
+                .uses
+                .iter_mut()
+                .find(|u| Arc::ptr_eq(&u.stream, to) && u.write == access.write)
+            {
+                Some(u) => u.seq = seq,
+                None => allocation.uses.push(Use {
+                    stream: to.clone(),
+                    write: access.write,
+                    seq,
+                }),
+            }
+            if allocation.uses.len() > PRUNE_ABOVE {
+                allocation.uses.retain(|u| !idle(&u.stream));
+            }
+        }
+    }
+}
+
+/// Whether `stream` has finished everything enqueued on it (errors count as not idle: the entry
+/// stays, and the next waiter meets the error).
+fn idle(stream: &StreamHandle) -> bool {
+    // SAFETY: a live stream handle (the `Arc` keeps it); the context is current.
+    unsafe { cust::sys::cuStreamQuery(stream.raw()) == cust::sys::CUresult::CUDA_SUCCESS }
+}
