@@ -824,6 +824,13 @@ impl Gpu {
         enqueue()
     }
 
+    /// How many times the library made one of this GPU's streams wait for another (an event
+    /// recorded on one, `cuStreamWaitEvent` on the other) so far: a program that means its
+    /// streams to overlap can check that the calls it made added no wait it did not expect.
+    pub fn cross_stream_waits(&self) -> u64 {
+        self.0.tracker.joins()
+    }
+
     /// Orders work the caller enqueues on `stream` itself (an `unsafe` launch, a raw copy)
     /// with the library's safe calls, as theirs are ordered: `stream` waits for the GPU's own
     /// stream and for the other streams' conflicting work on the buffers `accesses` name, and

@@ -102,6 +102,8 @@ struct State {
     marker: Option<Marker>,
     /// How many calls were entered so far.
     entries: u64,
+    /// How many cross-stream waits were enqueued so far.
+    joins: u64,
 }
 
 /// The record of one `Gpu`'s allocations and their users.
@@ -116,7 +118,9 @@ impl State {
         }
         let marker = self.marker.as_ref().expect("made above");
         marker.record_raw(from.raw())?;
-        marker.wait_raw(to.raw())
+        marker.wait_raw(to.raw())?;
+        self.joins += 1;
+        Ok(())
     }
 
     /// The allocation holding `address`, if it is one of this GPU's.
@@ -228,6 +232,13 @@ impl Tracker {
                 allocation.uses.retain(|u| !idle(&u.stream));
             }
         }
+    }
+}
+
+impl Tracker {
+    /// How many times a stream was made to wait for another so far.
+    pub(crate) fn joins(&self) -> u64 {
+        self.lock().joins
     }
 }
 

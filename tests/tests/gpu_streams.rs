@@ -1,0 +1,246 @@
+//! Streams, events and copies as a program uses them: safe calls on two streams overlap where
+//! their buffers allow it and wait for each other where they do not; a buffer's drop waits for
+//! no one on the host, yet its memory is not reused under a kernel still reading it; events
+//! time and order work; page-locked buffers carry asynchronous copies both ways.
+use std::process::ExitCode;
+
+use anyhow::ensure;
+use ferrocuda::stencil::{Boundary, StencilGrid, StencilRun, Taps};
+use ferrocuda::{Access, Error, Gpu, Stream};
+use ferrocuda_lessons::cpu::check_stencil;
+use ferrocuda_tests::{TestResult, gpu_test, hardware_test, random_vec, run_gpu_suite, scaled};
+
+fn main() -> ExitCode {
+    run_gpu_suite(vec![
+        gpu_test(
+            "safe_calls_wait_across_streams_exactly_where_their_buffers_conflict",
+            waits_where_buffers_conflict,
+        ),
+        hardware_test(
+            "safe_calls_on_two_streams_over_different_buffers_are_in_flight_at_once",
+            "a GPU that runs two kernels at once",
+            two_streams_overlap,
+        ),
+        hardware_test(
+            "a_dropped_buffer_is_freed_without_a_host_wait_and_not_under_a_kernel_still_reading_it",
+            "work that runs while the host goes on",
+            drop_waits_for_no_one,
+        ),
+        gpu_test(
+            "events_record_wait_query_and_time_and_refuse_to_time_without_timing",
+            events_checks,
+        ),
+        gpu_test(
+            "pinned_buffers_carry_asynchronous_copies_both_ways_and_refuse_wrong_lengths",
+            pinned_copies,
+        ),
+    ])
+}
+
+/// The waits the library adds, counted (`Gpu::cross_stream_waits`), for each kind of conflict.
+fn waits_where_buffers_conflict(gpu: &Gpu) -> TestResult {
+    let (s1, s2) = (gpu.new_stream()?, gpu.new_stream()?);
+    let n = 1000;
+    let a = gpu.upload(&random_vec::<f32>(n, 1), "a")?;
+    let b = gpu.upload(&random_vec::<f32>(n, 2), "b")?;
+    let mut c = gpu.alloc::<f32>(n, "c")?;
+    let mut d = gpu.alloc::<f32>(n, "d")?;
+    let taps = Taps::Sum { radius: 1 };
+    let waits = |what: &str, want: u64, call: &mut dyn FnMut() -> ferrocuda::Result<()>| {
+        let before = gpu.cross_stream_waits();
+        call()?;
+        let added = gpu.cross_stream_waits() - before;
+        ensure!(added == want, "{what}: {added} cross-stream waits, want {want}");
+        Ok(())
+    };
+    let apply = |s: &Stream, x: &ferrocuda::DeviceSlice<f32>, y: &mut ferrocuda::DeviceSlice<f32>| {
+        ferrocuda::stencil::apply_into_on(gpu, s, x, y, &taps, Boundary::Zero)
+    };
+    // One stream: no wait at all, however many calls.
+    waits("the GPU's stream alone", 0, &mut || {
+        apply(gpu.stream(), &a, &mut c)?;
+        apply(gpu.stream(), &c, &mut d)?;
+        apply(gpu.stream(), &a, &mut c)
+    })?;
+    // A caller's stream waits for the GPU's stream (where `unsafe` work and copies go), and
+    // for the GPU's stream's use of `c`, which the call overwrites: one wait covers both.
+    waits("first call on s1", 1, &mut || apply(&s1, &a, &mut c))?;
+    // s2 reads `a` too (no conflict with s1's read) and writes `d`, last written on the GPU's
+    // stream (already waited for): one wait.
+    waits("s2 beside s1", 1, &mut || apply(&s2, &a, &mut d))?;
+    // s2 reads `c`, which s1 wrote: the GPU's stream and s1.
+    waits("read after write across streams", 2, &mut || apply(&s2, &c, &mut d))?;
+    // s1 overwrites `c`, which s2 read: write after read.
+    waits("write after read across streams", 2, &mut || apply(&s1, &b, &mut c))?;
+    // The GPU's stream reads `d`, which s2 wrote, and overwrites `c`, which s1 wrote.
+    waits("the GPU's stream after s1 and s2", 2, &mut || apply(gpu.stream(), &d, &mut c))?;
+    // Two readers of `b` on two streams: each waits for the GPU's stream (which last wrote the
+    // outputs), never for the other reader.
+    waits("reads of one buffer on two streams", 2, &mut || {
+        apply(&s1, &b, &mut c)?;
+        apply(&s2, &b, &mut d)
+    })?;
+    // A declared `unsafe` use: `uses_on` waits as a safe call would, and is entered.
+    waits("uses_on a buffer s2 wrote, from s1", 2, &mut || {
+        gpu.uses_on(&s1, &[Access::read(&d)])
+    })?;
+    let want = gpu.download(&d)?;
+    let check = check_stencil(&gpu.download(&b)?, &taps, Boundary::Zero, &want);
+    ensure!(check.passed, "the last stencil: {}", check.detail);
+    Ok(())
+}
+
+/// Two stencils, each one block looping over 2^24 elements (milliseconds each, on one SM), run
+/// on two streams: measured with events, they are in flight at once when the span from the
+/// first start to the last end is well under the two run one after the other. The same two on
+/// one stream are the control: they must not look overlapped (else the check could not fail).
+fn two_streams_overlap(gpu: &Gpu) -> TestResult {
+    let n = 1 << 24;
+    let taps = Taps::Sum { radius: 3 };
+    let x = [
+        gpu.upload(&random_vec::<f32>(n, 3), "x0")?,
+        gpu.upload(&random_vec::<f32>(n, 4), "x1")?,
+    ];
+    let mut y = [gpu.alloc::<f32>(n, "y0")?, gpu.alloc::<f32>(n, "y1")?];
+    let (s1, s2) = (gpu.new_stream()?, gpu.new_stream()?);
+    let events = (0..4)
+        .map(|_| gpu.new_event(true))
+        .collect::<ferrocuda::Result<Vec<_>>>()?;
+    // Span from the first start to the last end, in ms, with the runs on `streams`.
+    let mut span = |streams: [&Stream; 2]| -> anyhow::Result<f32> {
+        let [y0, y1] = &mut y;
+        let mut runs = [
+            StencilRun::with_grid(gpu, &taps, Boundary::Zero, &x[0], y0, StencilGrid::Blocks(1))?,
+            StencilRun::with_grid(gpu, &taps, Boundary::Zero, &x[1], y1, StencilGrid::Blocks(1))?,
+        ];
+        gpu.synchronize_device()?;
+        for (i, run) in runs.iter_mut().enumerate() {
+            events[2 * i].record(streams[i])?;
+            run.launch_on(streams[i])?;
+            events[2 * i + 1].record(streams[i])?;
+        }
+        gpu.synchronize_device()?;
+        let start = |i: usize| &events[2 * i];
+        let (a, b) = (start(0).elapsed_ms(start(1))?, start(0).elapsed_ms(&events[3])?);
+        let first_end = start(0).elapsed_ms(&events[1])?;
+        Ok(first_end.max(b) - a.min(0.0))
+    };
+    span([&s1, &s2])?; // warm-up
+    let serial = span([&s1, &s1])?;
+    let parallel = span([&s1, &s2])?;
+    println!("two one-block stencils: {serial:.3} ms on one stream, {parallel:.3} ms on two");
+    ensure!(
+        parallel < 0.75 * serial,
+        "on two streams the stencils spanned {parallel:.3} ms, on one {serial:.3} ms: they did \
+         not run at once"
+    );
+    for (i, y) in y.iter().enumerate() {
+        let check = check_stencil(&gpu.download(&x[i])?, &taps, Boundary::Zero, &gpu.download(y)?);
+        ensure!(check.passed, "stencil {i}: {}", check.detail);
+    }
+    Ok(())
+}
+
+/// A buffer dropped while a kernel on the GPU's stream still runs returns at once (an event
+/// after the kernel is not yet complete), and one dropped while a caller's stream still reads it
+/// is not handed to a new allocation until that kernel is done (the new allocation's poison
+/// would show in the stencil's output).
+fn drop_waits_for_no_one(gpu: &Gpu) -> TestResult {
+    let n = 1 << 24;
+    let taps = Taps::Sum { radius: 3 };
+    let host = random_vec::<f32>(n, 5);
+    let x = gpu.upload(&host, "x")?;
+    let mut y = gpu.alloc::<f32>(n, "y")?;
+    let done = gpu.new_event(false)?;
+    let scratch = gpu.alloc::<f32>(n, "scratch")?;
+    StencilRun::with_grid(gpu, &taps, Boundary::Zero, &x, &mut y, StencilGrid::Blocks(1))?
+        .launch()?;
+    done.record(gpu.stream())?;
+    drop(scratch);
+    ensure!(
+        !done.query()?,
+        "the kernel finished before the drop returned: the drop waited for it (or the kernel \
+         is too short to tell)"
+    );
+    gpu.synchronize()?;
+
+    let s1 = gpu.new_stream()?;
+    let input = gpu.upload(&host, "input read on s1")?;
+    let mut out = gpu.alloc::<f32>(n, "out")?;
+    StencilRun::with_grid(gpu, &taps, Boundary::Zero, &input, &mut out, StencilGrid::Blocks(1))?
+        .launch_on(&s1)?;
+    drop(input);
+    // The pool may hand the freed memory to this upload: only once s1 is done with it.
+    let poison = gpu.upload(&vec![f32::NAN; n], "poison")?;
+    // `download` waits for s1, which wrote `out`.
+    let check = check_stencil(&host, &taps, Boundary::Zero, &gpu.download(&out)?);
+    ensure!(check.passed, "the input was reused under the kernel: {}", check.detail);
+    drop(poison);
+    Ok(())
+}
+
+fn events_checks(gpu: &Gpu) -> TestResult {
+    let (start, stop) = (gpu.new_event(true)?, gpu.new_event(true)?);
+    let untimed = gpu.new_event(false)?;
+    ensure!(start.query()?, "an event never recorded is complete");
+    let s1 = gpu.new_stream()?;
+    let n = scaled(1 << 20);
+    let x = gpu.upload(&random_vec::<f32>(n, 6), "x")?;
+    let mut y = gpu.alloc::<f32>(n, "y")?;
+    let taps = Taps::Sum { radius: 2 };
+    start.record(&s1)?;
+    ferrocuda::stencil::apply_into_on(gpu, &s1, &x, &mut y, &taps, Boundary::Periodic)?;
+    stop.record(&s1)?;
+    untimed.record(&s1)?;
+    gpu.stream().wait_event(&untimed)?;
+    stop.synchronize()?;
+    ensure!(stop.query()? && s1.query()?, "after synchronize, the event and stream are done");
+    let ms = start.elapsed_ms(&stop)?;
+    ensure!(ms >= 0.0, "elapsed {ms} ms");
+    match start.elapsed_ms(&untimed) {
+        Err(Error::InvalidArgument { what }) if what.contains("timing") => {}
+        other => anyhow::bail!("timing an untimed event: {other:?}"),
+    }
+    s1.synchronize()?;
+    gpu.synchronize_device()?;
+    let check = check_stencil(&gpu.download(&x)?, &taps, Boundary::Periodic, &gpu.download(&y)?);
+    ensure!(check.passed, "{}", check.detail);
+    Ok(())
+}
+
+fn pinned_copies(gpu: &Gpu) -> TestResult {
+    let s1 = gpu.new_stream()?;
+    for n in [0usize, 1, 31, 33, (1 << 20) + 1].map(scaled) {
+        let data = random_vec::<f64>(n, n as u64);
+        let pinned = gpu.pin(&data)?;
+        ensure!(pinned.as_slice()? == &data[..], "pin copies the data");
+        let mut device = gpu.alloc::<f64>(n, "device")?;
+        gpu.upload_async_on(&s1, &pinned, &mut device)?;
+        let mut back = gpu.alloc_pinned::<f64>(n)?;
+        ensure!(back.as_slice()?.iter().all(|&v| v == 0.0), "alloc_pinned zeroes");
+        // Read on another stream than the one that wrote it: ordered by the record of uses.
+        gpu.download_async_on(gpu.stream(), &device, &mut back)?;
+        ensure!(back.as_slice()? == &data[..], "n = {n}: the round trip through pinned memory");
+        let mut pageable = vec![0.0f64; n];
+        gpu.download_into(&device, &mut pageable)?;
+        ensure!(pageable == data, "n = {n}: download_into");
+        back.as_mut_slice()?.iter_mut().for_each(|v| *v = -1.0);
+        gpu.upload_async_on(&s1, &back, &mut device)?;
+        ensure!(
+            gpu.download(&device)?.iter().all(|&v| v == -1.0),
+            "n = {n}: an upload after the host wrote the pinned buffer"
+        );
+    }
+    let pinned = gpu.pin(&[1u32, 2, 3])?;
+    let mut device = gpu.alloc::<u32>(4, "four")?;
+    for (what, result) in [
+        ("upload_async_on", gpu.upload_async_on(&s1, &pinned, &mut device)),
+        ("download_into", gpu.download_into(&device, &mut [0u32; 3])),
+    ] {
+        match result {
+            Err(Error::InvalidArgument { what: message }) if message.contains(what) => {}
+            other => anyhow::bail!("{what} with 3 and 4 elements: {other:?}"),
+        }
+    }
+    Ok(())
+}
