@@ -50,12 +50,16 @@ fn waits_where_buffers_conflict(gpu: &Gpu) -> TestResult {
         let before = gpu.cross_stream_waits();
         call()?;
         let added = gpu.cross_stream_waits() - before;
-        ensure!(added == want, "{what}: {added} cross-stream waits, want {want}");
+        ensure!(
+            added == want,
+            "{what}: {added} cross-stream waits, want {want}"
+        );
         Ok(())
     };
-    let apply = |s: &Stream, x: &ferrocuda::DeviceSlice<f32>, y: &mut ferrocuda::DeviceSlice<f32>| {
-        ferrocuda::stencil::apply_into_on(gpu, s, x, y, &taps, Boundary::Zero)
-    };
+    let apply =
+        |s: &Stream, x: &ferrocuda::DeviceSlice<f32>, y: &mut ferrocuda::DeviceSlice<f32>| {
+            ferrocuda::stencil::apply_into_on(gpu, s, x, y, &taps, Boundary::Zero)
+        };
     // One stream: no wait at all, however many calls.
     waits("the GPU's stream alone", 0, &mut || {
         apply(gpu.stream(), &a, &mut c)?;
@@ -69,11 +73,17 @@ fn waits_where_buffers_conflict(gpu: &Gpu) -> TestResult {
     // stream (already waited for): one wait.
     waits("s2 beside s1", 1, &mut || apply(&s2, &a, &mut d))?;
     // s2 reads `c`, which s1 wrote: the GPU's stream and s1.
-    waits("read after write across streams", 2, &mut || apply(&s2, &c, &mut d))?;
+    waits("read after write across streams", 2, &mut || {
+        apply(&s2, &c, &mut d)
+    })?;
     // s1 overwrites `c`, which s2 read: write after read.
-    waits("write after read across streams", 2, &mut || apply(&s1, &b, &mut c))?;
+    waits("write after read across streams", 2, &mut || {
+        apply(&s1, &b, &mut c)
+    })?;
     // The GPU's stream reads `d`, which s2 wrote, and overwrites `c`, which s1 wrote.
-    waits("the GPU's stream after s1 and s2", 2, &mut || apply(gpu.stream(), &d, &mut c))?;
+    waits("the GPU's stream after s1 and s2", 2, &mut || {
+        apply(gpu.stream(), &d, &mut c)
+    })?;
     // Two readers of `b` on two streams: each waits for the GPU's stream (which last wrote the
     // outputs), never for the other reader.
     waits("reads of one buffer on two streams", 2, &mut || {
@@ -110,8 +120,22 @@ fn two_streams_overlap(gpu: &Gpu) -> TestResult {
     let mut span = |streams: [&Stream; 2]| -> anyhow::Result<f32> {
         let [y0, y1] = &mut y;
         let mut runs = [
-            StencilRun::with_grid(gpu, &taps, Boundary::Zero, &x[0], y0, StencilGrid::Blocks(1))?,
-            StencilRun::with_grid(gpu, &taps, Boundary::Zero, &x[1], y1, StencilGrid::Blocks(1))?,
+            StencilRun::with_grid(
+                gpu,
+                &taps,
+                Boundary::Zero,
+                &x[0],
+                y0,
+                StencilGrid::Blocks(1),
+            )?,
+            StencilRun::with_grid(
+                gpu,
+                &taps,
+                Boundary::Zero,
+                &x[1],
+                y1,
+                StencilGrid::Blocks(1),
+            )?,
         ];
         gpu.synchronize_device()?;
         for (i, run) in runs.iter_mut().enumerate() {
@@ -121,7 +145,10 @@ fn two_streams_overlap(gpu: &Gpu) -> TestResult {
         }
         gpu.synchronize_device()?;
         let start = |i: usize| &events[2 * i];
-        let (a, b) = (start(0).elapsed_ms(start(1))?, start(0).elapsed_ms(&events[3])?);
+        let (a, b) = (
+            start(0).elapsed_ms(start(1))?,
+            start(0).elapsed_ms(&events[3])?,
+        );
         let first_end = start(0).elapsed_ms(&events[1])?;
         Ok(first_end.max(b) - a.min(0.0))
     };
@@ -135,7 +162,12 @@ fn two_streams_overlap(gpu: &Gpu) -> TestResult {
          not run at once"
     );
     for (i, y) in y.iter().enumerate() {
-        let check = check_stencil(&gpu.download(&x[i])?, &taps, Boundary::Zero, &gpu.download(y)?);
+        let check = check_stencil(
+            &gpu.download(&x[i])?,
+            &taps,
+            Boundary::Zero,
+            &gpu.download(y)?,
+        );
         ensure!(check.passed, "stencil {i}: {}", check.detail);
     }
     Ok(())
@@ -153,8 +185,15 @@ fn drop_waits_for_no_one(gpu: &Gpu) -> TestResult {
     let mut y = gpu.alloc::<f32>(n, "y")?;
     let done = gpu.new_event(false)?;
     let scratch = gpu.alloc::<f32>(n, "scratch")?;
-    StencilRun::with_grid(gpu, &taps, Boundary::Zero, &x, &mut y, StencilGrid::Blocks(1))?
-        .launch()?;
+    StencilRun::with_grid(
+        gpu,
+        &taps,
+        Boundary::Zero,
+        &x,
+        &mut y,
+        StencilGrid::Blocks(1),
+    )?
+    .launch()?;
     done.record(gpu.stream())?;
     drop(scratch);
     ensure!(
@@ -167,14 +206,25 @@ fn drop_waits_for_no_one(gpu: &Gpu) -> TestResult {
     let s1 = gpu.new_stream()?;
     let input = gpu.upload(&host, "input read on s1")?;
     let mut out = gpu.alloc::<f32>(n, "out")?;
-    StencilRun::with_grid(gpu, &taps, Boundary::Zero, &input, &mut out, StencilGrid::Blocks(1))?
-        .launch_on(&s1)?;
+    StencilRun::with_grid(
+        gpu,
+        &taps,
+        Boundary::Zero,
+        &input,
+        &mut out,
+        StencilGrid::Blocks(1),
+    )?
+    .launch_on(&s1)?;
     drop(input);
     // The pool may hand the freed memory to this upload: only once s1 is done with it.
     let poison = gpu.upload(&vec![f32::NAN; n], "poison")?;
     // `download` waits for s1, which wrote `out`.
     let check = check_stencil(&host, &taps, Boundary::Zero, &gpu.download(&out)?);
-    ensure!(check.passed, "the input was reused under the kernel: {}", check.detail);
+    ensure!(
+        check.passed,
+        "the input was reused under the kernel: {}",
+        check.detail
+    );
     drop(poison);
     Ok(())
 }
@@ -194,7 +244,10 @@ fn events_checks(gpu: &Gpu) -> TestResult {
     untimed.record(&s1)?;
     gpu.stream().wait_event(&untimed)?;
     stop.synchronize()?;
-    ensure!(stop.query()? && s1.query()?, "after synchronize, the event and stream are done");
+    ensure!(
+        stop.query()? && s1.query()?,
+        "after synchronize, the event and stream are done"
+    );
     let ms = start.elapsed_ms(&stop)?;
     ensure!(ms >= 0.0, "elapsed {ms} ms");
     match start.elapsed_ms(&untimed) {
@@ -203,7 +256,12 @@ fn events_checks(gpu: &Gpu) -> TestResult {
     }
     s1.synchronize()?;
     gpu.synchronize_device()?;
-    let check = check_stencil(&gpu.download(&x)?, &taps, Boundary::Periodic, &gpu.download(&y)?);
+    let check = check_stencil(
+        &gpu.download(&x)?,
+        &taps,
+        Boundary::Periodic,
+        &gpu.download(&y)?,
+    );
     ensure!(check.passed, "{}", check.detail);
     Ok(())
 }
@@ -217,10 +275,16 @@ fn pinned_copies(gpu: &Gpu) -> TestResult {
         let mut device = gpu.alloc::<f64>(n, "device")?;
         gpu.upload_async_on(&s1, &pinned, &mut device)?;
         let mut back = gpu.alloc_pinned::<f64>(n)?;
-        ensure!(back.as_slice()?.iter().all(|&v| v == 0.0), "alloc_pinned zeroes");
+        ensure!(
+            back.as_slice()?.iter().all(|&v| v == 0.0),
+            "alloc_pinned zeroes"
+        );
         // Read on another stream than the one that wrote it: ordered by the record of uses.
         gpu.download_async_on(gpu.stream(), &device, &mut back)?;
-        ensure!(back.as_slice()? == &data[..], "n = {n}: the round trip through pinned memory");
+        ensure!(
+            back.as_slice()? == &data[..],
+            "n = {n}: the round trip through pinned memory"
+        );
         let mut pageable = vec![0.0f64; n];
         gpu.download_into(&device, &mut pageable)?;
         ensure!(pageable == data, "n = {n}: download_into");
@@ -234,7 +298,10 @@ fn pinned_copies(gpu: &Gpu) -> TestResult {
     let pinned = gpu.pin(&[1u32, 2, 3])?;
     let mut device = gpu.alloc::<u32>(4, "four")?;
     for (what, result) in [
-        ("upload_async_on", gpu.upload_async_on(&s1, &pinned, &mut device)),
+        (
+            "upload_async_on",
+            gpu.upload_async_on(&s1, &pinned, &mut device),
+        ),
         ("download_into", gpu.download_into(&device, &mut [0u32; 3])),
     ] {
         match result {

@@ -369,11 +369,13 @@ const STREAM_NON_BLOCKING: u32 = 1;
 /// the same way: [`new_stream`](Self::new_stream) makes one from any thread, and any thread may
 /// pass it to the `_on` methods (a stream of another context is refused, see
 /// [`check_stream`](Self::check_stream)). Work on one stream runs in the order it was
-/// enqueued, whichever thread enqueued it. The library's safe calls on a caller's stream are
-/// ordered with the `Gpu`'s own stream, and so with every later safe call and synchronous copy
-/// (see `docs/library.md`, "No race from safe code"); what a caller enqueues on its streams with
-/// `unsafe` code is ordered only by what the caller orders (a wait, `Gpu::synchronize`, an
-/// event).
+/// enqueued, whichever thread enqueued it. The library's safe calls on two streams overlap on
+/// the GPU unless they use the same buffer in ways that conflict (a write and another use): then
+/// the later one's stream waits for the earlier one's work (an event wait, no host wait), as a
+/// record of which stream used which allocation says (`runtime::track`; `docs/library.md`, "No
+/// race from safe code"). A safe call on a caller's stream also waits for what the `Gpu`'s own
+/// stream holds. What a caller enqueues with `unsafe` code is ordered only by what the caller
+/// orders (the same stream, an [`Event`], [`uses_on`](Self::uses_on), a synchronisation).
 ///
 /// Cloning a `Gpu` is cheap (an `Arc`): the clones are one device, one context, one stream,
 /// one cache of kernels and workspaces, released when the last clone is dropped. Objects a

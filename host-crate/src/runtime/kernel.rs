@@ -751,8 +751,10 @@ impl<Args> Kernel<'_, Args> {
     /// section requires (number, order and types of the arguments are checked by the compiler),
     /// until the kernel completes: memory it writes must be held mutably (`&mut DeviceSlice`) by
     /// the caller, and read by nothing else, until then. A [`DeviceBuffer`](crate::DeviceBuffer)
-    /// dropped meanwhile waits for the GPU's stream before it is freed, so a launch on that
-    /// stream is safe from it.
+    /// dropped meanwhile is freed in the GPU's stream's order, so a launch on that stream is
+    /// safe from it. The library's safe calls on other streams are ordered with this launch
+    /// only if the caller says what it uses ([`Gpu::uses_on`](crate::Gpu::uses_on) before it),
+    /// or orders them itself (an event).
     pub unsafe fn launch<A: LaunchArgs<Args>>(&self, config: LaunchConfig, args: A) -> Result<()> {
         // SAFETY: forwarded to the caller.
         unsafe { self.launch_on(self.gpu.stream(), config, args) }
@@ -763,8 +765,11 @@ impl<Args> Kernel<'_, Args> {
     ///
     /// # Safety
     /// As [`launch`](Self::launch); `stream` belongs to this GPU's context. A dropped buffer
-    /// waits for the GPU's stream only, not for `stream`: the caller must keep every buffer the
-    /// kernel uses alive until `stream` has finished it (or make the GPU's stream wait for it).
+    /// is freed in the order of the GPU's stream and of the streams the library saw use it,
+    /// not of `stream`: the caller must keep every buffer the kernel uses alive until `stream`
+    /// has finished it, or declare the launch's uses with
+    /// [`Gpu::uses_on`](crate::Gpu::uses_on) right before it (then drops and later safe calls
+    /// wait for it).
     pub unsafe fn launch_on<A: LaunchArgs<Args>>(
         &self,
         stream: &Stream,
