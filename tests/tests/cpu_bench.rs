@@ -49,6 +49,7 @@ fn report() -> Report {
         rounds: 3,
         baselines: "CUDA C and CUB".into(),
         api_baselines: String::new(),
+        transfer_baselines: String::new(),
         peak_gbs: 4800.0,
         rows,
     }

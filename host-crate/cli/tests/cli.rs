@@ -341,6 +341,7 @@ fn report_json(fast_median_us: f64) -> String {
         rounds: 3,
         baselines: "none".into(),
         api_baselines: String::new(),
+        transfer_baselines: String::new(),
         peak_gbs: 4800.0,
         rows: vec![row("fast", fast_median_us), row("interleaved", 100.0)],
     }

@@ -17,6 +17,8 @@ pub struct Marker(cust::sys::CUevent);
 
 // SAFETY: an event handle may be used from any thread with its context current.
 unsafe impl Send for Marker {}
+// SAFETY: as above: the driver's event calls are thread-safe; the handle is never written.
+unsafe impl Sync for Marker {}
 
 impl Marker {
     /// A new event, in the current context.

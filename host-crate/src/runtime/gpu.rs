@@ -816,13 +816,14 @@ impl Gpu {
         self.check_stream(stream)?;
         let seen = self.0.tracker.begin(&self.0.stream, stream, accesses)?;
         /// Enters the call when dropped: also when `enqueue` panics.
-        struct Enter<'a>(&'a Tracker, &'a Stream, &'a [Access], u64);
+        struct Enter<'a>(&'a GpuState, &'a Stream, &'a [Access], u64);
         impl Drop for Enter<'_> {
             fn drop(&mut self) {
-                self.0.end(self.1, self.2, self.3);
+                let state = self.0;
+                state.tracker.end(&state.stream, self.1, self.2, self.3);
             }
         }
-        let _enter = Enter(&self.0.tracker, stream, accesses, seen);
+        let _enter = Enter(&self.0, stream, accesses, seen);
         enqueue()
     }
 

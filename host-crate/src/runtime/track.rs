@@ -15,10 +15,14 @@
 //! (its drop) makes the GPU's own stream wait for every stream still entered for it, then frees
 //! it in stream order (`cuMemFreeAsync`): a drop never waits on the host.
 //!
-//! The event is recorded on the other stream when the wait is needed, not after every call: a
-//! program that keeps to one stream pays a map lookup per buffer and no driver call. Recording
-//! late covers the work that stream enqueued since, too: more waiting than needed, never less,
-//! and never a cycle (an event only ever stands for work already enqueued).
+//! A call on a caller's stream records one event after its work, which later users of its
+//! buffers on other streams wait for: they wait for that call, not for what its stream took on
+//! since (a pipeline that hands a buffer from one stream to the next keeps both busy). Calls on
+//! the GPU's own stream record nothing: a program that keeps to one stream pays a map lookup
+//! per buffer and no driver call. When another stream needs to wait for the GPU's stream, an
+//! event is recorded there at that moment, which covers what it took on since, too: more
+//! waiting than needed, never less, and never a cycle (an event only ever stands for work
+//! already enqueued).
 //!
 //! A call is entered after its work is enqueued (an event recorded later covers it), also when
 //! it fails or panics half-way (a guard's drop enters it). What it waited for is taken off the
@@ -82,6 +86,9 @@ struct Use {
     write: bool,
     /// When it was entered ([`State::entries`] then).
     seq: u64,
+    /// The event recorded on the stream right after the call (none on the GPU's own stream,
+    /// or if it could not be recorded: then a waiter records one when it waits).
+    done: Option<Arc<Marker>>,
 }
 
 /// An allocation's end address and its users.
@@ -104,7 +111,12 @@ struct State {
     entries: u64,
     /// How many cross-stream waits were enqueued so far.
     joins: u64,
+    /// Events no use holds any more, for the next calls to record.
+    spare: Vec<Marker>,
 }
+
+/// At most this many spare events are kept.
+const SPARE_EVENTS: usize = 64;
 
 /// The record of one `Gpu`'s allocations and their users.
 #[derive(Default)]
@@ -121,6 +133,43 @@ impl State {
         marker.wait_raw(to.raw())?;
         self.joins += 1;
         Ok(())
+    }
+
+    /// Makes `to` wait for a use of `from`: its event when it has one, else what `from` holds
+    /// now.
+    fn wait_for(
+        &mut self,
+        from: &StreamHandle,
+        done: Option<&Arc<Marker>>,
+        to: &StreamHandle,
+    ) -> Result<()> {
+        match done {
+            Some(done) => {
+                done.wait_raw(to.raw())?;
+                self.joins += 1;
+                Ok(())
+            }
+            None => self.join(from, to),
+        }
+    }
+
+    /// Keeps an event no use holds any more for a later call.
+    fn recycle(&mut self, done: Option<Arc<Marker>>) {
+        if let Some(marker) = done.and_then(|d| Arc::try_unwrap(d).ok())
+            && self.spare.len() < SPARE_EVENTS
+        {
+            self.spare.push(marker);
+        }
+    }
+
+    /// An event recorded on `stream` now (`None` if that fails: the waiter records one).
+    fn record_after(&mut self, stream: &StreamHandle) -> Option<Arc<Marker>> {
+        let marker = match self.spare.pop() {
+            Some(marker) => marker,
+            None => Marker::new().ok()?,
+        };
+        marker.record_raw(stream.raw()).ok()?;
+        Some(Arc::new(marker))
     }
 
     /// The allocation holding `address`, if it is one of this GPU's.
@@ -156,13 +205,13 @@ impl Tracker {
         let Some(allocation) = state.allocations.remove(&address) else {
             return Ok(());
         };
-        let mut joined: Vec<*const StreamHandle> = Vec::new();
-        for u in &allocation.uses {
-            let from = Arc::as_ptr(&u.stream);
-            if from != Arc::as_ptr(own.handle()) && !joined.contains(&from) {
-                state.join(&u.stream, own.handle())?;
-                joined.push(from);
-            }
+        for (from, done) in
+            latest_per_stream(&allocation.uses, |u| !Arc::ptr_eq(&u.stream, own.handle()))
+        {
+            state.wait_for(&from, done.as_ref(), own.handle())?;
+        }
+        for u in allocation.uses {
+            state.recycle(u.done);
         }
         Ok(())
     }
@@ -179,24 +228,22 @@ impl Tracker {
             state.join(own.handle(), to)?;
             joined.push(Arc::as_ptr(own.handle()));
         }
-        let mut waits: Vec<Arc<StreamHandle>> = Vec::new();
+        // Per stream, the latest conflicting use: its event covers the earlier ones there.
+        let mut waits: Vec<(Arc<StreamHandle>, Option<Arc<Marker>>, u64)> = Vec::new();
         for access in accesses {
             let Some(allocation) = state.find(access.address) else {
                 continue;
             };
-            for u in &allocation.uses {
-                let from = Arc::as_ptr(&u.stream);
-                if (access.write || u.write)
+            for u in allocation.uses.iter().filter(|u| {
+                (access.write || u.write)
                     && !Arc::ptr_eq(&u.stream, to)
-                    && !joined.contains(&from)
-                    && !waits.iter().any(|w| Arc::as_ptr(w) == from)
-                {
-                    waits.push(u.stream.clone());
-                }
+                    && !joined.contains(&Arc::as_ptr(&u.stream))
+            }) {
+                latest_of(&mut waits, u);
             }
         }
-        for from in &waits {
-            state.join(from, to)?;
+        for (from, done, _) in &waits {
+            state.wait_for(from, done.as_ref(), to)?;
         }
         Ok(state.entries)
     }
@@ -204,34 +251,82 @@ impl Tracker {
     /// Enters `accesses` as `stream`'s, after the call that [`begin`](Self::begin) answered
     /// `seen` for enqueued its work: a write replaces every user entered by `seen` (each was
     /// waited for, or is `stream`), a read joins the readers.
-    pub(crate) fn end(&self, stream: &Stream, accesses: &[Access], seen: u64) {
+    pub(crate) fn end(&self, own: &Stream, stream: &Stream, accesses: &[Access], seen: u64) {
         let mut state = self.lock();
         state.entries += 1;
         let seq = state.entries;
         let to = stream.handle();
+        let found = accesses.iter().any(|a| state.find(a.address).is_some());
+        let done = if found && !Arc::ptr_eq(to, own.handle()) {
+            state.record_after(to)
+        } else {
+            None
+        };
+        let mut retired = Vec::new();
         for access in accesses {
             let Some(allocation) = state.find(access.address) else {
                 continue;
             };
             if access.write {
-                allocation.uses.retain(|u| u.seq > seen);
+                let (keep, gone) = std::mem::take(&mut allocation.uses)
+                    .into_iter()
+                    .partition(|u| u.seq > seen);
+                allocation.uses = keep;
+                retired.extend(gone.into_iter().map(|u: Use| u.done));
             }
             match allocation
                 .uses
                 .iter_mut()
                 .find(|u| Arc::ptr_eq(&u.stream, to) && u.write == access.write)
             {
-                Some(u) => u.seq = seq,
+                Some(u) => {
+                    u.seq = seq;
+                    retired.push(std::mem::replace(&mut u.done, done.clone()));
+                }
                 None => allocation.uses.push(Use {
                     stream: to.clone(),
                     write: access.write,
                     seq,
+                    done: done.clone(),
                 }),
             }
             if allocation.uses.len() > PRUNE_ABOVE {
-                allocation.uses.retain(|u| !idle(&u.stream));
+                let (idle, busy) = std::mem::take(&mut allocation.uses)
+                    .into_iter()
+                    .partition(|u| idle(&u.stream));
+                allocation.uses = busy;
+                retired.extend(idle.into_iter().map(|u: Use| u.done));
             }
         }
+        drop(done);
+        for done in retired {
+            state.recycle(done);
+        }
+    }
+}
+
+/// Per stream among `uses` that `keep` selects, the event of its latest use (by `seq`), or
+/// `None` when that use has none (the waiter records one on the stream then).
+fn latest_per_stream<'a>(
+    uses: impl IntoIterator<Item = &'a Use>,
+    keep: impl Fn(&Use) -> bool,
+) -> Vec<(Arc<StreamHandle>, Option<Arc<Marker>>)> {
+    let mut latest = Vec::new();
+    for u in uses.into_iter().filter(|u| keep(u)) {
+        latest_of(&mut latest, u);
+    }
+    latest.into_iter().map(|(s, d, _)| (s, d)).collect()
+}
+
+/// Folds `u` into `latest`, which keeps one entry per stream: its latest use's event and seq.
+fn latest_of(latest: &mut Vec<(Arc<StreamHandle>, Option<Arc<Marker>>, u64)>, u: &Use) {
+    match latest.iter_mut().find(|l| Arc::ptr_eq(&l.0, &u.stream)) {
+        Some(l) if u.seq > l.2 => {
+            l.1 = u.done.clone();
+            l.2 = u.seq;
+        }
+        Some(_) => {}
+        None => latest.push((u.stream.clone(), u.done.clone(), u.seq)),
     }
 }
 

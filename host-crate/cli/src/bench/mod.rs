@@ -34,6 +34,7 @@ mod baselines;
 pub mod chart;
 pub mod report;
 pub mod reproducible;
+pub mod transfer;
 
 use baselines::{Baselines, Expected, ResultBits};
 pub use report::{
@@ -873,6 +874,7 @@ pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
         rows.extend(new);
     }
     let mut api_baselines = String::new();
+    let mut transfer_baselines = String::new();
     if !cfg.api_sizes.is_empty() {
         eprintln!(
             "bench: api: per-call cost of library calls at {} sizes",
@@ -889,6 +891,19 @@ pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
             "none: disabled with --no-baselines".into()
         };
         rows.extend(api);
+        eprintln!("bench: transfer: pinned copies both ways, and a copy beside kernels");
+        let mut transfer = transfer::measure(gpu, &cfg.api_sizes, cfg.reps)?;
+        let link = transfer::attach_link(gpu, &mut transfer);
+        let cupy = if cfg.baselines {
+            match transfer::attach_python(&mut transfer, &cfg.api_sizes) {
+                Ok(ran) => ran,
+                Err(why) => format!("none: {why}"),
+            }
+        } else {
+            "none: disabled with --no-baselines".into()
+        };
+        transfer_baselines = format!("{link}; {cupy}");
+        rows.extend(transfer);
     }
     Ok(Report {
         device: p.name.clone(),
@@ -910,6 +925,7 @@ pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
             Err(why) => format!("none: {why}"),
         },
         api_baselines,
+        transfer_baselines,
         peak_gbs: p.theoretical_bandwidth_gbs(),
         rows,
     })

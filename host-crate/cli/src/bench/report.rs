@@ -252,6 +252,9 @@ pub struct Report {
     /// What the `api` family was compared with (CuPy, PyTorch versions), or why nothing.
     #[serde(default)]
     pub api_baselines: String,
+    /// What the `transfer` family was compared with (the PCIe link, CuPy), or why nothing.
+    #[serde(default)]
+    pub transfer_baselines: String,
     /// The device's datasheet memory bandwidth, GB/s (0 in reports written before it).
     #[serde(default)]
     pub peak_gbs: f64,
@@ -275,7 +278,7 @@ impl Report {
         let mut v: Vec<(String, String)> = self
             .rows
             .iter()
-            .filter(|r| r.family != "copy" && r.family != "api")
+            .filter(|r| r.family != "copy" && r.family != "api" && r.family != "transfer")
             .map(|r| (r.family.clone(), r.ty.clone()))
             .collect();
         v.sort();
@@ -418,6 +421,7 @@ pub fn markdown(report: &Report, charts: &[String]) -> String {
         );
     }
     api_markdown(report, &mut s);
+    transfer_markdown(report, &mut s);
     for c in charts {
         let _ = writeln!(s, "\n![{c}]({c})");
     }
@@ -533,6 +537,62 @@ fn api_markdown(report: &Report, s: &mut String) {
         );
     }
     api_native_markdown(&rows, s);
+}
+
+/// The `transfer` family's table: pinned copies both ways against the link and CuPy, and a copy
+/// overlapped with kernels on two streams.
+fn transfer_markdown(report: &Report, s: &mut String) {
+    let rows: Vec<_> = report
+        .rows
+        .iter()
+        .filter(|r| r.family == "transfer")
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n## transfer: host and device, and streams\n\nCopies between page-locked host memory \
+         (`PinnedBuffer`) and the device on the GPU's stream, event-timed ({}). `xlink` = the time the \
+         link's rate takes for the bytes / ours (the share of the link reached); `xCuPy` = CuPy's pinned \
+         copy on a stream / ours. The last row: an upload on one stream beside stencils on another, its \
+         best median against the two on one stream (`serial`).\n",
+        if report.transfer_baselines.is_empty() {
+            "no baselines"
+        } else {
+            &report.transfer_baselines
+        }
+    );
+    let _ = writeln!(
+        s,
+        "| call | n | bytes | median us | GB/s | link us | xlink | CuPy us | xCuPy | serial us | check |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    for &r in &rows {
+        let us = |name: &str| {
+            r.baselines
+                .iter()
+                .find(|b| b.name == name)
+                .and_then(|b| b.median_us)
+                .map_or("-".into(), |us| format!("{us:.1}"))
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {}: {} |",
+            r.variant,
+            r.size(),
+            r.bytes,
+            r.median_us,
+            r.gbs,
+            us("link"),
+            r.baseline_cell("link", "x"),
+            us("cupy"),
+            r.baseline_cell("cupy", "x"),
+            us("serial"),
+            if r.passed { "PASS" } else { "FAIL" },
+            r.check
+        );
+    }
 }
 
 /// The 16-bit sums' other Python baselines: the libraries' plain `x.sum()`, whose result is in

@@ -319,7 +319,7 @@ pub fn bench(gpu: &Gpu, a: &BenchArgs, cfg: &BenchConfig) -> Result<()> {
             report.device, report.ptx_arch, report.driver_cuda, report.date, report.baselines
         );
         println!(
-            "{:<8}{:<26}{:>4}{:>7}{:>6}{:>12}{:>19}{:>8}{:>7}{:>8}{:>7}  check",
+            "{:<9}{:<26} {:>4}{:>7}{:>6}{:>12}{:>19}{:>8}{:>7}{:>8}{:>7}  check",
             "family",
             "variant",
             "ty",
@@ -335,7 +335,7 @@ pub fn bench(gpu: &Gpu, a: &BenchArgs, cfg: &BenchConfig) -> Result<()> {
         for r in &report.rows {
             let b = |name: &str| r.baseline_cell(name, "");
             println!(
-                "{:<8}{:<26}{:>4}{:>7}{:>6}{:>12.2}{:>19}{:>8.0}{:>6.0}%{:>8}{:>7}  {}",
+                "{:<9}{:<26} {:>4}{:>7}{:>6}{:>12.2}{:>19}{:>8.0}{:>6.0}%{:>8}{:>7}  {}",
                 r.family,
                 r.variant,
                 r.ty,
