@@ -36,6 +36,8 @@ pub struct CopyRun<'g, 'a> {
     bytes: usize,
     kernel: Kernel<'g, (*const u8, *mut u8, usize)>,
     config: LaunchConfig,
+    /// The stream of the last launch, which `finish` waits for (the GPU's own until then).
+    last: Option<Stream>,
     _slices: PhantomData<(&'a [u8], &'a mut [u8])>,
 }
 
@@ -93,6 +95,7 @@ impl<'g, 'a> CopyRun<'g, 'a> {
             bytes,
             kernel,
             config,
+            last: None,
             _slices: PhantomData,
         })
     }
@@ -121,17 +124,23 @@ impl<'g, 'a> CopyRun<'g, 'a> {
             Access::raw(self.src.as_raw(), false),
             Access::raw(self.dst.as_raw(), true),
         ];
+        self.last = Some(stream.share());
         self.gpu.ordered(stream, &accesses, || unsafe {
             self.kernel.launch_prepared(stream, self.config, args)
         })
     }
 
-    /// Waits for the copy; an execution error names the kernel and its configuration.
+    /// Waits for the copy (on the stream it was last launched on); an execution error names
+    /// the kernel and its configuration.
     pub fn finish(&self) -> Result<()> {
-        self.gpu.synchronize_launch(&KernelLaunch {
+        let launch = KernelLaunch {
             kernel: self.kernel.symbol().to_string(),
             config: self.config,
-        })
+        };
+        match &self.last {
+            Some(stream) => self.gpu.synchronize_stream_launch(stream, &launch),
+            None => self.gpu.synchronize_launch(&launch),
+        }
     }
 }
 

@@ -211,6 +211,8 @@ pub struct StencilRun<'g, 'a, T: Element> {
     output: DevicePointer<T>,
     kernel: StencilKernel<'g, T>,
     config: LaunchConfig,
+    /// The stream of the last launch, which `finish` waits for (the GPU's own until then).
+    last: Option<Stream>,
     _slices: PhantomData<(&'a DeviceSlice<T>, &'a mut DeviceSlice<T>)>,
 }
 
@@ -355,6 +357,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             output: output.as_device_ptr(),
             kernel,
             config,
+            last: None,
             _slices: PhantomData,
         })
     }
@@ -388,6 +391,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             Access::raw(self.input.as_raw(), false),
             Access::raw(self.output.as_raw(), true),
         ];
+        self.last = Some(stream.share());
         // SAFETY: `ordered` made the context current, checked the stream and orders it.
         self.gpu
             .ordered(stream, &accesses, || unsafe { self.enqueue(stream) })
@@ -430,12 +434,17 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         }
     }
 
-    /// Waits for the kernel; an execution error names it and its configuration.
+    /// Waits for the kernel (on the stream it was last launched on); an execution error names
+    /// it and its configuration.
     pub fn finish(&self) -> Result<()> {
-        self.gpu.synchronize_launch(&KernelLaunch {
+        let launch = KernelLaunch {
             kernel: self.symbol().to_string(),
             config: self.config,
-        })
+        };
+        match &self.last {
+            Some(stream) => self.gpu.synchronize_stream_launch(stream, &launch),
+            None => self.gpu.synchronize_launch(&launch),
+        }
     }
 
     /// `launch`, then `finish`.

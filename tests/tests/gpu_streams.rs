@@ -26,6 +26,11 @@ fn main() -> ExitCode {
             "work that runs while the host goes on",
             drop_waits_for_no_one,
         ),
+        hardware_test(
+            "work_declared_with_uses_on_is_waited_for_by_later_calls_and_drops",
+            "work that runs while the host goes on",
+            declared_unsafe_work_is_waited_for,
+        ),
         gpu_test(
             "events_record_wait_query_and_time_and_refuse_to_time_without_timing",
             events_checks,
@@ -229,6 +234,59 @@ fn drop_waits_for_no_one(gpu: &Gpu) -> TestResult {
     Ok(())
 }
 
+/// `uses_on` before an `unsafe` launch on a caller's stream, with a long stencil in between on
+/// the same stream: a download on the GPU's stream must wait for the launch (an event recorded
+/// when `uses_on` was called would let it read the poison), and so must the output's drop.
+fn declared_unsafe_work_is_waited_for(gpu: &Gpu) -> TestResult {
+    let n = 1 << 24;
+    let taps = Taps::Sum { radius: 3 };
+    let s1 = gpu.new_stream()?;
+    let x = gpu.upload(&random_vec::<f32>(n, 7), "x")?;
+    let mut z = gpu.alloc::<f32>(n, "z")?;
+    let a = gpu.upload(&(0..1024).map(|i| i as f32).collect::<Vec<_>>(), "a")?;
+    let b = gpu.upload(&vec![1.0f32; 1024], "b")?;
+    let mut y = gpu.upload(&vec![f32::NAN; 1024], "y")?;
+    let saxpy = ferrocuda_lessons::kernel(gpu, ferrocuda_lessons::kernels::smoke::smoke_saxpy())?;
+    gpu.uses_on(
+        &s1,
+        &[Access::read(&a), Access::read(&b), Access::write(&mut y)],
+    )?;
+    // About ten milliseconds of work on s1 before the launch.
+    StencilRun::with_grid(
+        gpu,
+        &taps,
+        Boundary::Zero,
+        &x,
+        &mut z,
+        StencilGrid::Blocks(1),
+    )?
+    .launch_on(&s1)?;
+    let config = ferrocuda::LaunchConfig::per_element(1024, 256, 0).expect("a grid");
+    // SAFETY: `a`, `b` and `y` hold 1024 elements each; `y` is held mutably by this function
+    // and declared written on s1 above; everything stays alive until the download below.
+    unsafe {
+        saxpy.launch_on(
+            &s1,
+            config,
+            (
+                1024usize,
+                2.0f32,
+                a.as_device_ptr(),
+                b.as_device_ptr(),
+                y.as_device_ptr(),
+            ),
+        )?
+    };
+    let got = gpu.download(&y)?;
+    let want: Vec<f32> = (0..1024).map(|i| 2.0 * i as f32 + 1.0).collect();
+    ensure!(
+        got == want,
+        "the download did not wait for the declared launch: y[0..4] = {:?}",
+        &got[..4]
+    );
+    Ok(())
+}
+
 fn events_checks(gpu: &Gpu) -> TestResult {
     let (start, stop) = (gpu.new_event(true)?, gpu.new_event(true)?);
     let untimed = gpu.new_event(false)?;
@@ -295,6 +353,25 @@ fn pinned_copies(gpu: &Gpu) -> TestResult {
             "n = {n}: an upload after the host wrote the pinned buffer"
         );
     }
+    // A zero-sized element type: nothing to allocate, and nothing read through a null pointer.
+    let units = gpu.pin(&[(); 4])?;
+    ensure!(
+        units.len() == 4 && units.as_slice()?.len() == 4,
+        "pinned units"
+    );
+    // An upload from a pinned buffer that a download on another stream is still writing waits
+    // for the download (on the device): the device gets what the download brought.
+    let n = scaled(1 << 22);
+    let src = gpu.upload(&random_vec::<f32>(n, 9), "src")?;
+    let mut staging = gpu.alloc_pinned::<f32>(n)?;
+    let mut dst = gpu.alloc::<f32>(n, "dst")?;
+    let s2 = gpu.new_stream()?;
+    gpu.download_async_on(&s1, &src, &mut staging)?;
+    gpu.upload_async_on(&s2, &staging, &mut dst)?;
+    ensure!(
+        gpu.download(&dst)? == gpu.download(&src)?,
+        "an upload raced the download into its pinned source"
+    );
     let pinned = gpu.pin(&[1u32, 2, 3])?;
     let mut device = gpu.alloc::<u32>(4, "four")?;
     for (what, result) in [

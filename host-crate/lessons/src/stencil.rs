@@ -217,6 +217,15 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         output: &'a mut DeviceSlice<T>,
         block: u32,
     ) -> Result<Self> {
+        // The run's launches go to the GPU's stream: after the work of other streams on the
+        // input and output, which the run then holds until it is dropped.
+        gpu.uses_on(
+            gpu.stream(),
+            &[
+                ferrocuda::Access::read(input),
+                ferrocuda::Access::write(output),
+            ],
+        )?;
         let n = input.len();
         let radius = taps.radius();
         let weights = kernel_weights(taps, variant);

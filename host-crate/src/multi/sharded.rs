@@ -74,6 +74,10 @@ impl<'t, T: Element> ShardedArray<'t, T> {
                 .map_err(|e| Error::InvalidArgument {
                     what: format!("sharded array: rank {}'s buffer: {e}", m.rank),
                 })?;
+            // The team's work starts from each GPU's own stream (`Team::enter`): it waits there
+            // for the streams that wrote the shard.
+            m.gpu
+                .uses_on(m.gpu.stream(), &[crate::runtime::track::Access::read(part)])?;
         }
         let lens: Vec<Option<u64>> = all_values(team, |i| Ok(Some(parts[i].len() as u64)))?;
         let mut bounds = vec![0usize];

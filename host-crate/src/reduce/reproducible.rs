@@ -20,6 +20,7 @@ use crate::runtime::error::{Error, KernelLaunch, Result};
 use crate::runtime::event::Marker;
 use crate::runtime::gpu::{Gpu, WorkspaceKey};
 use crate::runtime::kernel::Kernel;
+use crate::runtime::track::Access;
 
 /// The element types of the reproducible sum: `f32` and `f64` (integers are reproducible in
 /// any order; `reduce::sum` is already the same on every GPU for them).
@@ -116,6 +117,9 @@ impl<T: Reproducible> ReproState<T> {
     ) -> Result<LastLevel> {
         let n = input.len();
         gpu.check_owned(input)?;
+        // The levels go to the GPU's stream: after the work of other streams that wrote the
+        // input.
+        gpu.uses_on(gpu.stream(), &[Access::read(input)])?;
         let chunk = reduce_repro_chunk(size_of::<T>());
         let chunks = n.div_ceil(chunk);
         if chunks > 1 {
@@ -312,6 +316,7 @@ pub fn chunk_sums_to_device<T: Reproducible>(
     }
     gpu.check_owned(input)?;
     gpu.check_owned(out)?;
+    gpu.uses_on(gpu.stream(), &[Access::read(input), Access::write(out)])?;
     let kernel = gpu.kernel(entry::<T>()?)?;
     with_state(gpu, |state: &mut ReproState<T>| {
         // SAFETY: `input` holds `input.len()` elements and `out` at least `chunks`, both checked
@@ -365,6 +370,7 @@ fn to_device<S: Element, T: Reproducible>(
         let mut first = result.index_mut(..1);
         return gpu.memset_d8_async_on(gpu.stream(), &mut first, 0);
     }
+    gpu.uses_on(gpu.stream(), &[Access::write(result)])?;
     let first = gpu.kernel(first)?;
     with_state(gpu, |state: &mut ReproState<T>| {
         state

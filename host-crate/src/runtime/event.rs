@@ -13,7 +13,7 @@ use crate::runtime::wait::Wait;
 
 /// An event created with `CU_EVENT_DISABLE_TIMING`; each `record` moves it to the end of what
 /// a stream holds so far.
-pub struct Marker(cust::sys::CUevent);
+pub(crate) struct Marker(cust::sys::CUevent);
 
 // SAFETY: an event handle may be used from any thread with its context current.
 unsafe impl Send for Marker {}

@@ -420,15 +420,20 @@ impl ContextKeeper for GpuState {
         if cust::context::CurrentContext::set_current(&self._context).is_err() {
             return;
         }
-        // If the GPU's stream cannot be made to wait for the other users, the host waits for
-        // the whole context instead: freeing under a running kernel is not an option.
-        if self.tracker.remove(address, &self.stream).is_err() {
-            // SAFETY: the context is current.
-            let _ = unsafe { cust::sys::cuCtxSynchronize() };
-        }
-        // SAFETY: an allocation of this context, freed once (its buffer is being dropped),
-        // ordered after every use the tracker knows of and every `unsafe` one on this stream.
-        let _ = unsafe { cust::sys::cuMemFreeAsync(address, self.stream.as_inner()) };
+        // If the stream of the free cannot be made to wait for the other users, the host waits
+        // for the whole context instead: freeing under a running kernel is not an option.
+        let on = self
+            .tracker
+            .remove(address, &self.stream)
+            .unwrap_or_else(|_| {
+                // SAFETY: the context is current.
+                let _ = unsafe { cust::sys::cuCtxSynchronize() };
+                self.stream.handle().clone()
+            });
+        // SAFETY: an allocation of this context, freed once (its buffer is being dropped), on a
+        // live stream (`on` holds it), ordered after every use the tracker knows of and every
+        // `unsafe` one on the GPU's stream.
+        let _ = unsafe { cust::sys::cuMemFreeAsync(address, on.raw()) };
     }
 }
 
@@ -814,16 +819,30 @@ impl Gpu {
     ) -> Result<R> {
         self.make_current()?;
         self.check_stream(stream)?;
+        self.ordered_recording(stream, accesses, true, enqueue)
+    }
+
+    /// [`ordered`](Self::ordered); with `record` false, no event is recorded after `enqueue`
+    /// (for work the caller enqueues after this returns: a later waiter records one then).
+    fn ordered_recording<R>(
+        &self,
+        stream: &Stream,
+        accesses: &[Access],
+        record: bool,
+        enqueue: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
         let seen = self.0.tracker.begin(&self.0.stream, stream, accesses)?;
         /// Enters the call when dropped: also when `enqueue` panics.
-        struct Enter<'a>(&'a GpuState, &'a Stream, &'a [Access], u64);
+        struct Enter<'a>(&'a GpuState, &'a Stream, &'a [Access], u64, bool);
         impl Drop for Enter<'_> {
             fn drop(&mut self) {
                 let state = self.0;
-                state.tracker.end(&state.stream, self.1, self.2, self.3);
+                state
+                    .tracker
+                    .end(&state.stream, self.1, self.2, self.3, self.4);
             }
         }
-        let _enter = Enter(&self.0, stream, accesses, seen);
+        let _enter = Enter(&self.0, stream, accesses, seen, record);
         enqueue()
     }
 
@@ -841,7 +860,23 @@ impl Gpu {
     /// the buffers' drops, wait for them. Call it right before enqueueing that work; it adds
     /// waits and nothing else, so it is safe whatever the caller enqueues (or does not).
     pub fn uses_on(&self, stream: &Stream, accesses: &[Access]) -> Result<()> {
-        self.ordered(stream, accesses, || Ok(()))
+        self.make_current()?;
+        self.check_stream(stream)?;
+        self.ordered_recording(stream, accesses, false, || Ok(()))
+    }
+
+    /// Makes `stream`, when it is not the GPU's own, wait for what the GPU's stream holds now
+    /// (no host wait): what an `unsafe` launch on a caller's stream needs to find memory that
+    /// was allocated, zeroed or freed in the GPU's stream's order ready. The context is
+    /// current and `stream` checked.
+    pub(crate) fn after_own_stream(&self, stream: &Stream) -> Result<()> {
+        if stream.as_inner() == self.0.stream.as_inner() {
+            return Ok(());
+        }
+        self.0
+            .tracker
+            .begin(&self.0.stream, stream, &[])
+            .map(|_| ())
     }
 
     /// Fails, naming both, unless `stream` belongs to this GPU's context (a stream of another
@@ -1009,6 +1044,16 @@ impl Gpu {
     pub fn synchronize_launch(&self, launch: &KernelLaunch) -> Result<()> {
         self.make_current()?;
         self.wait_for_stream(&self.0.stream, Some(launch))
+    }
+
+    /// Waits for everything on `stream` (the wait policy's way); an error names `launch`.
+    pub(crate) fn synchronize_stream_launch(
+        &self,
+        stream: &Stream,
+        launch: &KernelLaunch,
+    ) -> Result<()> {
+        self.make_current()?;
+        self.wait_for_stream(stream, Some(launch))
     }
 
     /// Free and total device memory in bytes.

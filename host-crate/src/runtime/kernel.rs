@@ -778,6 +778,9 @@ impl<Args> Kernel<'_, Args> {
     ) -> Result<()> {
         self.gpu.make_current()?;
         self.gpu.check_stream(stream)?;
+        // Memory is allocated and freed in the GPU's stream's order: a caller's stream waits
+        // for what that stream holds, as the library's own calls do.
+        self.gpu.after_own_stream(stream)?;
         // SAFETY: forwarded to the caller; the context is current and the stream checked.
         unsafe { self.launch_prepared(stream, config, args) }
     }

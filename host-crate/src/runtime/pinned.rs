@@ -10,7 +10,8 @@
 //! the borrows in between. (A buffer that is leaked is never freed, so a copy into it is
 //! harmless.)
 use std::marker::PhantomData;
-use std::sync::Mutex;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
 
 use cust::memory::DeviceCopy;
 
@@ -18,13 +19,14 @@ use crate::runtime::error::{Error, Result, check_raw};
 use crate::runtime::event::Marker;
 use crate::runtime::gpu::Gpu;
 use crate::runtime::memory::DeviceSlice;
-use crate::runtime::stream::Stream;
+use crate::runtime::stream::{Stream, StreamHandle};
 use crate::runtime::track::Access;
 
 /// A copy in flight that uses a pinned buffer: the event after it, and whether it writes the
 /// buffer (a download) or reads it (an upload).
 struct InFlight {
-    stream: usize,
+    /// The stream (held: a handle is never mistaken for a later stream's at the same address).
+    stream: Arc<StreamHandle>,
     done: Marker,
     writes: bool,
 }
@@ -32,7 +34,10 @@ struct InFlight {
 /// `len` elements of `T` in page-locked host memory, from [`Gpu::alloc_pinned`] or
 /// [`Gpu::pin`]: the host side of [`Gpu::upload_async_on`] and [`Gpu::download_async_on`].
 pub struct PinnedBuffer<T: DeviceCopy> {
-    ptr: *mut T,
+    /// The memory, or a dangling pointer when nothing was allocated (no bytes).
+    ptr: NonNull<T>,
+    /// Whether `ptr` came from `cuMemHostAlloc`.
+    allocated: bool,
     len: usize,
     in_flight: Mutex<Vec<InFlight>>,
     gpu: Gpu,
@@ -90,7 +95,7 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
         }
         // SAFETY: `len` initialised elements (written when made, and by finished copies of
         // `T`s), not written by any copy in flight (waited for above; a new one needs `&mut`).
-        Ok(unsafe { std::slice::from_raw_parts(self.ptr, self.len) })
+        Ok(unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) })
     }
 
     /// The elements for writing, once every copy using them has finished.
@@ -100,7 +105,23 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
             return Ok(&mut []);
         }
         // SAFETY: as in `as_slice`, and no copy reads them any more (waited for above).
-        Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) })
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) })
+    }
+
+    /// Makes `stream` wait (no host wait) for the copies in flight on other streams that write
+    /// the buffer.
+    fn order_after_writes(&self, stream: &Stream) -> Result<()> {
+        let in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for c in in_flight
+            .iter()
+            .filter(|c| c.writes && !Arc::ptr_eq(&c.stream, stream.handle()))
+        {
+            c.done.wait_on(stream)?;
+        }
+        Ok(())
     }
 
     /// Remembers a copy just enqueued on `stream` that reads or `writes` the buffer.
@@ -109,9 +130,11 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
             .in_flight
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let id = stream.as_inner() as usize;
         // An earlier copy on the same stream is covered by an event recorded after this one.
-        if let Some(c) = in_flight.iter_mut().find(|c| c.stream == id) {
+        if let Some(c) = in_flight
+            .iter_mut()
+            .find(|c| Arc::ptr_eq(&c.stream, stream.handle()))
+        {
             c.done.record(stream)?;
             c.writes |= writes;
             return Ok(());
@@ -119,7 +142,7 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
         let done = Marker::new()?;
         done.record(stream)?;
         in_flight.push(InFlight {
-            stream: id,
+            stream: stream.handle().clone(),
             done,
             writes,
         });
@@ -136,9 +159,9 @@ impl<T: DeviceCopy> Drop for PinnedBuffer<T> {
             // SAFETY: the context is current (or this fails harmlessly).
             let _ = unsafe { cust::sys::cuCtxSynchronize() };
         }
-        if !self.ptr.is_null() {
+        if self.allocated {
             // SAFETY: allocated by `cuMemHostAlloc`, freed once, here, after every copy.
-            let _ = unsafe { cust::sys::cuMemFreeHost(self.ptr.cast()) };
+            let _ = unsafe { cust::sys::cuMemFreeHost(self.ptr.as_ptr().cast()) };
         }
     }
 }
@@ -174,7 +197,9 @@ impl Gpu {
         let buffer = unsafe { self.alloc_pinned_zeroed::<T>(data.len())? };
         if !data.is_empty() {
             // SAFETY: `len` elements, not aliased (just made), not in any copy.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buffer.ptr, data.len()) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), buffer.ptr.as_ptr(), data.len())
+            };
         }
         Ok(buffer)
     }
@@ -190,7 +215,7 @@ impl Gpu {
                     size_of::<T>()
                 ),
             })?;
-        let mut ptr: *mut T = std::ptr::null_mut();
+        let mut ptr = NonNull::<T>::dangling();
         if bytes > 0 {
             self.make_current()?;
             let mut raw = std::ptr::null_mut();
@@ -198,12 +223,15 @@ impl Gpu {
             check_raw("cuMemHostAlloc", unsafe {
                 cust::sys::cuMemHostAlloc(&mut raw, bytes, PORTABLE)
             })?;
-            ptr = raw.cast();
+            ptr = NonNull::new(raw.cast()).ok_or_else(|| Error::InvalidArgument {
+                what: format!("cuMemHostAlloc returned no memory for {bytes} bytes"),
+            })?;
             // SAFETY: `bytes` writable bytes just allocated.
-            unsafe { std::ptr::write_bytes(ptr.cast::<u8>(), 0, bytes) };
+            unsafe { std::ptr::write_bytes(ptr.as_ptr().cast::<u8>(), 0, bytes) };
         }
         Ok(PinnedBuffer {
             ptr,
+            allocated: bytes > 0,
             len,
             in_flight: Mutex::new(Vec::new()),
             gpu: self.clone(),
@@ -227,12 +255,15 @@ impl Gpu {
         }
         self.check_owned(dst)?;
         self.ordered(stream, &[Access::write(dst)], || {
+            // A download into `src` still in flight on another stream must land first.
+            src.order_after_writes(stream)?;
             // SAFETY: `dst` holds `len` elements and is held mutably; `src` holds `len`
-            // elements, which no host code writes until the copy is done (entered below).
+            // elements, which no host code writes until the copy is done (entered below), and
+            // no copy in flight writes (waited for above).
             check_raw("cuMemcpyHtoDAsync", unsafe {
                 cust::sys::cuMemcpyHtoDAsync_v2(
                     dst.as_device_ptr().as_raw(),
-                    src.ptr.cast(),
+                    src.ptr.as_ptr().cast(),
                     src.len * size_of::<T>(),
                     stream.as_inner(),
                 )
@@ -267,7 +298,7 @@ impl Gpu {
             // for above), and it is entered below so that the host waits for this one.
             check_raw("cuMemcpyDtoHAsync", unsafe {
                 cust::sys::cuMemcpyDtoHAsync_v2(
-                    dst.ptr.cast(),
+                    dst.ptr.as_ptr().cast(),
                     src.as_device_ptr().as_raw(),
                     dst.len * size_of::<T>(),
                     stream.as_inner(),

@@ -74,6 +74,11 @@ impl Stream {
         self.0.raw
     }
 
+    /// Another handle of the same stream (the driver's stream lives until both are dropped).
+    pub(crate) fn share(&self) -> Stream {
+        Stream(self.0.clone())
+    }
+
     /// The shared handle, for the record of which stream used which buffer.
     pub(crate) fn handle(&self) -> &Arc<StreamHandle> {
         &self.0

@@ -197,23 +197,34 @@ impl Tracker {
         );
     }
 
-    /// Removes the allocation at `address` and makes `own` wait for every other stream still
-    /// entered for it, so that a free enqueued on `own` next runs after all of them. The context
-    /// is current.
-    pub(crate) fn remove(&self, address: u64, own: &Stream) -> Result<()> {
+    /// Removes the allocation at `address` and returns the stream to free it on: the stream of
+    /// its latest use (the GPU's own when it has none), made to wait for every other stream
+    /// still entered for it and for the GPU's stream (where `unsafe` launches that used it may
+    /// be), so that a free enqueued there next runs after all of them. The other streams do not
+    /// wait for anything: a drop adds no join between the program's streams. The context is
+    /// current.
+    pub(crate) fn remove(&self, address: u64, own: &Stream) -> Result<Arc<StreamHandle>> {
         let mut state = self.lock();
         let Some(allocation) = state.allocations.remove(&address) else {
-            return Ok(());
+            return Ok(own.handle().clone());
         };
+        let target = allocation
+            .uses
+            .iter()
+            .max_by_key(|u| u.seq)
+            .map_or_else(|| own.handle().clone(), |u| u.stream.clone());
+        if !Arc::ptr_eq(&target, own.handle()) {
+            state.join(own.handle(), &target)?;
+        }
         for (from, done) in
-            latest_per_stream(&allocation.uses, |u| !Arc::ptr_eq(&u.stream, own.handle()))
+            latest_per_stream(&allocation.uses, |u| !Arc::ptr_eq(&u.stream, &target))
         {
-            state.wait_for(&from, done.as_ref(), own.handle())?;
+            state.wait_for(&from, done.as_ref(), &target)?;
         }
         for u in allocation.uses {
             state.recycle(u.done);
         }
-        Ok(())
+        Ok(target)
     }
 
     /// Makes `stream` wait, before a call on it enqueues work that makes `accesses`, for `own`
@@ -251,13 +262,23 @@ impl Tracker {
     /// Enters `accesses` as `stream`'s, after the call that [`begin`](Self::begin) answered
     /// `seen` for enqueued its work: a write replaces every user entered by `seen` (each was
     /// waited for, or is `stream`), a read joins the readers.
-    pub(crate) fn end(&self, own: &Stream, stream: &Stream, accesses: &[Access], seen: u64) {
+    ///
+    /// With `record` false (work the caller enqueues after this, `Gpu::uses_on`), no event is
+    /// recorded: a later waiter records one on the stream when it waits, which covers that work.
+    pub(crate) fn end(
+        &self,
+        own: &Stream,
+        stream: &Stream,
+        accesses: &[Access],
+        seen: u64,
+        record: bool,
+    ) {
         let mut state = self.lock();
         state.entries += 1;
         let seq = state.entries;
         let to = stream.handle();
         let found = accesses.iter().any(|a| state.find(a.address).is_some());
-        let done = if found && !Arc::ptr_eq(to, own.handle()) {
+        let done = if record && found && !Arc::ptr_eq(to, own.handle()) {
             state.record_after(to)
         } else {
             None
@@ -293,7 +314,7 @@ impl Tracker {
             if allocation.uses.len() > PRUNE_ABOVE {
                 let (idle, busy) = std::mem::take(&mut allocation.uses)
                     .into_iter()
-                    .partition(|u| idle(&u.stream));
+                    .partition(|u| u.seq != seq && idle(&u.stream));
                 allocation.uses = busy;
                 retired.extend(idle.into_iter().map(|u: Use| u.done));
             }

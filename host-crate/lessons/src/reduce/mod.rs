@@ -116,6 +116,9 @@ impl<'g, 'a, T: Element, A: Element> ReduceRun<'g, 'a, T, A> {
         block: u32,
         fast_grid: Option<u32>,
     ) -> Result<Self> {
+        // The run's launches go to the GPU's stream: after the work of other streams that wrote
+        // the input, which the run then holds until it is dropped.
+        gpu.uses_on(gpu.stream(), &[ferrocuda::Access::read(input)])?;
         let (ty, n) = (T::TYPE, input.len());
         let invalid = |what: String| Err(Error::InvalidArgument { what });
         if let Some(e) = variant.block_error(block) {
