@@ -397,7 +397,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             .ordered(stream, &accesses, || unsafe { self.enqueue(stream) })
     }
 
-    /// [`launch_on`](Self::launch_on) without the bracket through the GPU's own stream, for
+    /// [`launch_on`](Self::launch_on) without the record of which stream used which buffer, for
     /// work that orders its streams itself (the multi-GPU stencil's two streams overlap).
     ///
     /// # Safety

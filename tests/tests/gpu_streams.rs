@@ -10,8 +10,16 @@ use ferrocuda::{Access, Error, Gpu, Stream};
 use ferrocuda_lessons::cpu::check_stencil;
 use ferrocuda_tests::{TestResult, gpu_test, hardware_test, random_vec, run_gpu_suite, scaled};
 
+/// The pipeline of `docs/library.md`, as `examples/pipeline.rs` runs it.
+#[path = "../../examples/pipeline.rs"]
+mod pipeline;
+
 fn main() -> ExitCode {
     run_gpu_suite(vec![
+        gpu_test(
+            "the_pipeline_example_on_two_streams_gives_the_stencil_and_its_sum",
+            pipeline_example,
+        ),
         gpu_test(
             "safe_calls_wait_across_streams_exactly_where_their_buffers_conflict",
             waits_where_buffers_conflict,
@@ -40,6 +48,18 @@ fn main() -> ExitCode {
             pinned_copies,
         ),
     ])
+}
+
+fn pipeline_example(gpu: &Gpu) -> TestResult {
+    for n in [7usize, 33, (1 << 20) + 1].map(scaled).map(|n| n.max(7)) {
+        let (first, total) = pipeline::pipeline(gpu, n)?;
+        let want = (7 * n - 12) as f32;
+        ensure!(
+            first == 4.0 && total == want,
+            "n = {n}: output[0] = {first}, sum = {total}, want 4 and {want}"
+        );
+    }
+    Ok(())
 }
 
 /// The waits the library adds, counted (`Gpu::cross_stream_waits`), for each kind of conflict.

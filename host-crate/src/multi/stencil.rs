@@ -545,8 +545,8 @@ fn fill_end<T: Element>(
     }
 }
 
-/// `src` into `dst` (the same length) on `stream`, without the bracket through the GPU's own
-/// stream.
+/// `src` into `dst` (the same length) on `stream`, without the record of which stream used
+/// which buffer.
 ///
 /// # Safety
 /// The caller orders `stream` with every other use of both (events) and waits for it before

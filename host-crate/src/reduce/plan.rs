@@ -465,8 +465,8 @@ pub struct ReducePlan<T: Element, A: Element = T> {
 }
 
 impl<T: Element, A: Element> Drop for ReducePlan<T, A> {
-    /// Makes the context current on the dropping thread and waits for the GPU's stream (which
-    /// every run is joined to), for the state's buffers and events.
+    /// Makes the context current on the dropping thread and waits for the GPU's stream; the
+    /// state's own drop waits for its last run on whichever stream it ran.
     fn drop(&mut self) {
         let _ = self.gpu.synchronize();
     }

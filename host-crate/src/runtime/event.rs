@@ -216,3 +216,16 @@ impl std::fmt::Debug for Event {
             .finish()
     }
 }
+
+impl Stream {
+    /// Makes the work enqueued on this stream from now on wait until `event`'s last record has
+    /// completed (`cuStreamWaitEvent`: the host does not wait). An event never recorded is
+    /// complete.
+    pub fn wait_event(&self, event: &Event) -> Result<()> {
+        self.handle().make_current()?;
+        // SAFETY: live handles; the context is current.
+        check_raw("cuStreamWaitEvent", unsafe {
+            cust::sys::cuStreamWaitEvent(self.as_inner(), event.as_inner(), 0)
+        })
+    }
+}

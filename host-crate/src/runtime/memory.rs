@@ -257,32 +257,6 @@ impl<T: DeviceCopy> DeviceSlice<T> {
         );
         (start, end)
     }
-
-    /// cust's slice of the same memory, for cust's own calls (`async_copy_from`, events).
-    ///
-    /// # Safety
-    /// cust's `DeviceSlice` is `Copy` and carries no lifetime: the caller must not use it, or
-    /// a copy of it, after this borrow ends (the buffer may be freed); and must order its
-    /// asynchronous use with the GPU's work on the memory, as any `unsafe` cust call requires.
-    pub unsafe fn as_cust(&self) -> cust::memory::DeviceSlice<T> {
-        self.cust()
-    }
-
-    /// [`as_cust`](Self::as_cust), for cust's calls that write.
-    ///
-    /// # Safety
-    /// As for [`as_cust`](Self::as_cust); the caller must also not write through it unless it
-    /// holds this slice mutably, as here.
-    pub unsafe fn as_cust_mut(&mut self) -> cust::memory::DeviceSlice<T> {
-        self.cust()
-    }
-
-    /// The slice for the library's own cust calls, which keep the rules of
-    /// [`as_cust`](Self::as_cust).
-    pub(crate) fn cust(&self) -> cust::memory::DeviceSlice<T> {
-        // SAFETY: the memory is this slice's; the copy is used within the caller's borrow.
-        unsafe { cust::memory::DeviceSlice::from_raw_parts(self.as_device_ptr(), self.len()) }
-    }
 }
 
 impl<T: DeviceCopy> std::fmt::Debug for DeviceSlice<T> {

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use cust::context::Context;
 
 use crate::runtime::error::{Result, check_raw};
-use crate::runtime::event::Event;
 
 /// The driver's stream and the context it lives in.
 pub(crate) struct StreamHandle {
@@ -29,7 +28,7 @@ impl StreamHandle {
         self.raw
     }
 
-    fn make_current(&self) -> Result<()> {
+    pub(crate) fn make_current(&self) -> Result<()> {
         use crate::runtime::error::CudaContext;
         cust::context::CurrentContext::set_current(&self.context).call("cuCtxSetCurrent")
     }
@@ -104,17 +103,6 @@ impl Stream {
             return Ok(false);
         }
         check_raw("cuStreamQuery", status).map(|()| true)
-    }
-
-    /// Makes the work enqueued on this stream from now on wait until `event`'s last record has
-    /// completed (`cuStreamWaitEvent`: the host does not wait). An event never recorded is
-    /// complete.
-    pub fn wait_event(&self, event: &Event) -> Result<()> {
-        self.0.make_current()?;
-        // SAFETY: live handles; the context is current.
-        check_raw("cuStreamWaitEvent", unsafe {
-            cust::sys::cuStreamWaitEvent(self.0.raw, event.as_inner(), 0)
-        })
     }
 }
 
