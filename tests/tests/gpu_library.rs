@@ -72,6 +72,10 @@ fn main() -> ExitCode {
             "a_plan_outlives_the_gpu_handle_it_was_made_from_and_runs_on_another_thread",
             plans_own_their_gpu,
         ),
+        gpu_test(
+            "a_sum_of_negative_zeros_is_negative_zero_and_nans_leave_min_and_max_to_the_rest",
+            signed_zeros_and_nans,
+        ),
     ])
 }
 
@@ -916,4 +920,59 @@ fn shared_opt_in(gpu: &Gpu) -> TestResult {
             limit + 16
         )),
     }
+}
+
+/// IEEE 754 adds `-0.0 + -0.0` to `-0.0`: so must a sum of only negative zeros be, whatever the
+/// grid (the padding and empty blocks add the identity, which must be `-0.0` too). The sum of
+/// nothing is `+0.0`. NaNs are ignored by min and max; an input of NaNs only gives the identity.
+fn signed_zeros_and_nans(gpu: &Gpu) -> TestResult {
+    use ferrocuda::reduce as library;
+    use ferrocuda::runtime::element::F16;
+    for n in [1usize, 31, 33, 1000, (1 << 20) + 1].map(scaled) {
+        let f = gpu.upload(&vec![-0.0f32; n], "negative zeros")?;
+        let d = gpu.upload(&vec![-0.0f64; n], "negative zeros")?;
+        let h = gpu.upload(&vec![F16::from_f64(-0.0); n], "negative zeros")?;
+        let (sf, sd, sh) = (
+            library::sum(gpu, &f)?,
+            library::sum(gpu, &d)?,
+            library::sum_to_f32(gpu, &h)?,
+        );
+        ensure!(
+            sf.to_bits() == (-0.0f32).to_bits()
+                && sd.to_bits() == (-0.0f64).to_bits()
+                && sh.to_bits() == (-0.0f32).to_bits(),
+            "n = {n}: the sums of -0.0 are {sf:?}, {sd:?}, {sh:?}"
+        );
+        let mut nans = vec![f32::NAN; n];
+        let (min, max) = (library::min(gpu, &f)?, library::max(gpu, &f)?);
+        ensure!(
+            min == 0.0 && max == 0.0,
+            "n = {n}: min {min}, max {max} of -0.0"
+        );
+        let only_nans = gpu.upload(&nans, "NaNs")?;
+        let (min, max) = (
+            library::min(gpu, &only_nans)?,
+            library::max(gpu, &only_nans)?,
+        );
+        ensure!(
+            min == f32::INFINITY && max == f32::NEG_INFINITY,
+            "n = {n}: min {min}, max {max} of NaNs only"
+        );
+        nans[n / 2] = -3.0;
+        nans[n - 1] = 5.0;
+        let some = gpu.upload(&nans, "NaNs and two numbers")?;
+        let (min, max) = (library::min(gpu, &some)?, library::max(gpu, &some)?);
+        let want = if n == 1 { (5.0, 5.0) } else { (-3.0, 5.0) };
+        ensure!(
+            (min, max) == want,
+            "n = {n}: min {min}, max {max}, want {want:?}"
+        );
+    }
+    let empty = gpu.upload(&Vec::<f32>::new(), "empty")?;
+    let nothing = ferrocuda::reduce::sum(gpu, &empty)?;
+    ensure!(
+        nothing.to_bits() == 0,
+        "the sum of nothing is {nothing:?}, want +0.0"
+    );
+    Ok(())
 }

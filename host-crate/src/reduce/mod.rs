@@ -47,14 +47,15 @@ pub fn sum<T: Element>(gpu: &Gpu, input: &DeviceSlice<T>) -> Result<T> {
 }
 
 /// The minimum of `input`; an error when it is empty. Deterministic. A 16-bit float input is
-/// compared in `f32`; the result is one of its elements (a NaN element is ignored, as PTX `min`
-/// does).
+/// compared in `f32`. NaN elements are ignored, as PTX `min` (IEEE 754 `minNum`) ignores them:
+/// the result is the least of the other elements, and for an input of NaNs only it is the
+/// identity, `+inf`, which is not an element.
 pub fn min<T: Element>(gpu: &Gpu, input: &DeviceSlice<T>) -> Result<T> {
     same_type(gpu, ReduceOp::Min, input)
 }
 
 /// The maximum of `input`; an error when it is empty. Deterministic. As [`min`] for 16-bit
-/// floats.
+/// floats and NaNs (an input of NaNs only gives `-inf`).
 pub fn max<T: Element>(gpu: &Gpu, input: &DeviceSlice<T>) -> Result<T> {
     same_type(gpu, ReduceOp::Max, input)
 }

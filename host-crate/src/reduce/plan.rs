@@ -250,8 +250,8 @@ impl<A: Element> MappedSlot<A> {
     }
 
     pub(super) fn write(&mut self, value: A) {
-        use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Release};
-        // SAFETY: the slot is one page-aligned element of 4 or 8 bytes (every `Element`), which
+        use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering::Release};
+        // SAFETY: the slot is one page-aligned element of 2, 4 or 8 bytes (every `Element`), which
         // the GPU writes with one aligned store, so both sides access it whole and atomically;
         // `A` and the integer of its size are valid for each other's every bit pattern.
         unsafe {
@@ -260,20 +260,23 @@ impl<A: Element> MappedSlot<A> {
                     .store(std::mem::transmute_copy(&value), Release),
                 8 => AtomicU64::from_ptr(self.host.cast())
                     .store(std::mem::transmute_copy(&value), Release),
-                _ => unreachable!("every Element is 4 or 8 bytes"),
+                2 => AtomicU16::from_ptr(self.host.cast())
+                    .store(std::mem::transmute_copy(&value), Release),
+                _ => unreachable!("every Element is 2, 4 or 8 bytes"),
             }
         }
     }
 
     /// The slot's value, read atomically: the GPU may be writing it at the same time.
     fn read(&self) -> A {
-        use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Acquire};
+        use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering::Acquire};
         // SAFETY: as in `write`.
         unsafe {
             match size_of::<A>() {
                 4 => std::mem::transmute_copy(&AtomicU32::from_ptr(self.host.cast()).load(Acquire)),
                 8 => std::mem::transmute_copy(&AtomicU64::from_ptr(self.host.cast()).load(Acquire)),
-                _ => unreachable!("every Element is 4 or 8 bytes"),
+                2 => std::mem::transmute_copy(&AtomicU16::from_ptr(self.host.cast()).load(Acquire)),
+                _ => unreachable!("every Element is 2, 4 or 8 bytes"),
             }
         }
     }

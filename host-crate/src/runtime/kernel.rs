@@ -273,10 +273,11 @@ pub struct LoadedModule<'g> {
 }
 
 impl Drop for LoadedModule<'_> {
-    /// Makes the context current on the dropping thread and waits for the GPU's stream, so
-    /// that `cuModuleUnload` runs in its context with none of its kernels left running there.
+    /// Makes the context current on the dropping thread and waits for every stream of the
+    /// context (a kernel of the module may have been launched on a caller's stream), so that
+    /// `cuModuleUnload` runs in its context with none of its kernels left to run.
     fn drop(&mut self) {
-        let _ = self.gpu.synchronize();
+        let _ = self.gpu.synchronize_device();
     }
 }
 

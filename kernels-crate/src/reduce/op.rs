@@ -11,9 +11,11 @@ pub trait Op {
 }
 
 impl Op for Sum {
+    /// `-0.0` for floats (`T::ADD_IDENTITY`): the exact identity of `+`, so that a sum of only
+    /// `-0.0` elements is `-0.0`, as IEEE 754 adds them (`+0.0 + -0.0` is `+0.0`).
     #[inline(always)]
     fn identity<T: Element>() -> T {
-        T::ZERO
+        T::ADD_IDENTITY
     }
     #[inline(always)]
     fn combine<T: Element>(a: T, b: T) -> T {
