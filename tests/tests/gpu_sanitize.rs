@@ -8,7 +8,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, ensure};
 use ferrocuda_cli::sanitize::{
-    broken_cases, broken_kernels, library_cases, library_kernels, parse_report, sanitizer_command,
+    ToolReport, broken_cases, broken_kernels, library_cases, library_kernels, parse_report,
+    sanitizer_command,
 };
 use ferrocuda_tests::{TestResult, gpu_test, run_gpu_suite};
 
@@ -30,7 +31,9 @@ fn ferrocuda_bin() -> anyhow::Result<PathBuf> {
     Ok(bin)
 }
 
-fn racecheck_flags_both_broken_kernels(_gpu: &ferrocuda::Gpu) -> TestResult {
+/// compute-sanitizer's output of `tool` over the sanitizer's cases (the broken kernels with
+/// `broken`, else every library kernel), parsed with every kernel's name.
+fn sanitizer_report(tool: &str, broken: bool) -> anyhow::Result<(ToolReport, String)> {
     let sanitizer = ferrocuda_cli::toolkit::find_tool("compute-sanitizer")
         .context(
             "compute-sanitizer not found: this test needs the CUDA toolkit on the GPU machine",
@@ -40,24 +43,57 @@ fn racecheck_flags_both_broken_kernels(_gpu: &ferrocuda::Gpu) -> TestResult {
         .ok()
         .and_then(|d| d.parse().ok())
         .unwrap_or(0);
-    let out = sanitizer_command(
-        sanitizer.as_ref(),
-        "racecheck",
-        &ferrocuda_bin()?,
-        device,
-        true,
-    )
-    .output()?;
+    let out =
+        sanitizer_command(sanitizer.as_ref(), tool, &ferrocuda_bin()?, device, broken).output()?;
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    let report = parse_report(&text, &broken_kernels().map(|k| k.symbol.to_string()));
+    let names: Vec<String> = broken_kernels()
+        .into_iter()
+        .chain(library_kernels())
+        .map(|k| k.symbol.to_string())
+        .collect();
+    Ok((parse_report(&text, &names), text))
+}
+
+/// Why a report is not clean: its total, and the kernels it names with errors.
+fn not_clean(report: &ToolReport) -> Option<String> {
+    let named: Vec<String> = report
+        .per_kernel
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| format!("{k}: {n}"))
+        .collect();
+    (report.total > 0 || !named.is_empty())
+        .then(|| format!("{} in all; {}", report.total, named.join(", ")))
+}
+
+/// On a GPU: compute-sanitizer's racecheck flags each broken kernel (and so is seen not to be
+/// clean by the same check that follows), and its racecheck and memcheck report nothing at
+/// all over every library kernel's cases.
+fn sanitizer_flags_the_broken_kernels_and_nothing_else(_gpu: &ferrocuda::Gpu) -> TestResult {
+    let (report, text) = sanitizer_report("racecheck", true)?;
     for k in broken_kernels().map(|k| k.symbol) {
         ensure!(
             report.per_kernel.get(k).copied().unwrap_or(0) > 0,
             "racecheck did not flag {k}:\n{text}"
+        );
+    }
+    ensure!(
+        not_clean(&report).is_some(),
+        "the broken kernels' racecheck report passed for clean: the check below cannot fail"
+    );
+    for tool in ["racecheck", "memcheck"] {
+        let (report, text) = sanitizer_report(tool, false)?;
+        if let Some(why) = not_clean(&report) {
+            anyhow::bail!("{tool} over the library kernels: {why}\n{text}");
+        }
+        ensure!(
+            report.total == 0,
+            "{tool}: {} errors over the library kernels",
+            report.total
         );
     }
     Ok(())
@@ -82,7 +118,7 @@ fn cpu_findings<R>(
 /// The CPU device's racecheck flags each broken kernel, by name, and only them.
 fn cpu_racecheck_flags_both_broken_kernels(gpu: &ferrocuda::Gpu) -> TestResult {
     if !gpu.is_cpu() {
-        return racecheck_flags_both_broken_kernels(gpu);
+        return sanitizer_flags_the_broken_kernels_and_nothing_else(gpu);
     }
     let ((), findings) = cpu_findings(true, || broken_cases(gpu))?;
     let text: Vec<String> = findings.iter().map(ToString::to_string).collect();
@@ -144,7 +180,7 @@ fn library_kernels_right_and_race_free(gpu: &ferrocuda::Gpu) -> TestResult {
 fn main() -> ExitCode {
     run_gpu_suite(vec![
         gpu_test(
-            "racecheck_reports_hazards_on_both_broken_kernels",
+            "racecheck_reports_hazards_on_both_broken_kernels_and_none_on_the_library",
             cpu_racecheck_flags_both_broken_kernels,
         ),
         gpu_test(

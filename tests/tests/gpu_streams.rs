@@ -14,8 +14,28 @@ use ferrocuda_tests::{TestResult, gpu_test, hardware_test, random_vec, run_gpu_s
 #[path = "../../examples/pipeline.rs"]
 mod pipeline;
 
+/// Set in the environment of this binary run as a child by
+/// `dropping_the_last_gpu_with_work_in_flight`: it runs that scenario instead of the suite.
+const DROP_CHILD: &str = "FERROCUDA_TEST_DROP_IN_FLIGHT";
+
 fn main() -> ExitCode {
+    if std::env::var_os(DROP_CHILD).is_some() {
+        return match drop_in_flight_child() {
+            Ok(in_flight) => {
+                println!("in flight when dropped: {in_flight}; a new Gpu then summed right: ok");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     run_gpu_suite(vec![
+        gpu_test(
+            "dropping_the_last_gpu_and_its_buffers_with_work_in_flight_neither_hangs_nor_faults",
+            dropping_the_last_gpu_with_work_in_flight,
+        ),
         gpu_test(
             "the_pipeline_example_on_two_streams_gives_the_stencil_and_its_sum",
             pipeline_example,
@@ -407,4 +427,72 @@ fn pinned_copies(gpu: &Gpu) -> TestResult {
         }
     }
     Ok(())
+}
+
+/// In a child process (the suite keeps a `Gpu` of its own alive): a stencil of milliseconds and a
+/// reduction on a caller's stream, then every handle dropped, the last buffer last, with the
+/// work still running; then a new `Gpu` of the same device sums right.
+fn dropping_the_last_gpu_with_work_in_flight(gpu: &Gpu) -> TestResult {
+    let mut child = std::process::Command::new(std::env::current_exe()?);
+    child.env(DROP_CHILD, "1");
+    if gpu.is_cpu() {
+        child.env("FERROCUDA_DEVICE", "cpu");
+    }
+    let out = child.output()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ensure!(
+        out.status.success() && text.contains(": ok"),
+        "the child: {text}"
+    );
+    ensure!(
+        gpu.is_cpu() || text.contains("in flight when dropped: true"),
+        "the work had finished before the drops: the test did not test them ({text})"
+    );
+    Ok(())
+}
+
+/// The child's scenario; returns whether the work was still running when the drops began.
+fn drop_in_flight_child() -> anyhow::Result<bool> {
+    let ordinal = std::env::var("FERROCUDA_DEVICE")
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(0);
+    let gpu = Gpu::new(ordinal)?;
+    let n = if gpu.is_cpu() { 1 << 12 } else { 1 << 24 };
+    let taps = Taps::Sum { radius: 3 };
+    let x = gpu.upload(&vec![1.0f32; n], "x")?;
+    let mut y = gpu.alloc::<f32>(n, "y")?;
+    let mut total = gpu.alloc::<f32>(1, "total")?;
+    let s = gpu.new_stream()?;
+    let mut plan =
+        ferrocuda::reduce::ReducePlan::<f32>::new(&gpu, ferrocuda::reduce::ReduceOp::Sum)?;
+    StencilRun::with_grid(
+        &gpu,
+        &taps,
+        Boundary::Zero,
+        &x,
+        &mut y,
+        StencilGrid::Blocks(1),
+    )?
+    .launch_on(&s)?;
+    plan.run_to_device_on(&s, &y, &mut total)?;
+    let done = gpu.new_event(false)?;
+    done.record(&s)?;
+    let in_flight = !done.query()?;
+    drop(gpu);
+    drop(plan);
+    drop(s);
+    drop(done);
+    drop(x);
+    drop(y);
+    drop(total); // the last share of the `Gpu`'s state
+    let again = Gpu::new(ordinal)?;
+    let ones = again.upload(&vec![1.0f32; 1000], "ones")?;
+    let sum = ferrocuda::reduce::sum(&again, &ones)?;
+    anyhow::ensure!(sum == 1000.0, "a new Gpu summed 1000 ones to {sum}");
+    Ok(in_flight)
 }
