@@ -113,13 +113,14 @@ impl<T: Element, A: Element> PlanState<T, A> {
         gpu.check_owned(input)?;
         // The caller's thread may never have used this GPU: the waits and memsets below are
         // driver calls too; a stream of another context is refused before anything is enqueued.
-        let mut accesses = vec![
+        let all = [
             Access::read(input),
             Access::write(&mut self.partials),
             Access::write(&mut self.ticket),
+            result_access.unwrap_or(Access::read(input)),
         ];
-        accesses.extend(result_access);
-        gpu.ordered(stream, &accesses, || {
+        let accesses = &all[..if result_access.is_some() { 4 } else { 3 }];
+        gpu.ordered(stream, accesses, || {
             // From the GPU's kernel cache (a lookup): a `'static` state cannot hold the handle.
             let kernel = fast_kernel::<T, A>(gpu, self.op)?;
             let stream_id = stream.as_inner() as usize;

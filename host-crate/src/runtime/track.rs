@@ -277,23 +277,29 @@ impl Tracker {
         state.entries += 1;
         let seq = state.entries;
         let to = stream.handle();
-        let found = accesses.iter().any(|a| state.find(a.address).is_some());
-        let done = if record && found && !Arc::ptr_eq(to, own.handle()) {
+        let done = if record
+            && !Arc::ptr_eq(to, own.handle())
+            && accesses.iter().any(|a| state.find(a.address).is_some())
+        {
             state.record_after(to)
         } else {
             None
         };
-        let mut retired = Vec::new();
+        // Events no use holds any more; no allocation unless one is retired (never on the
+        // GPU's own stream, whose uses hold none).
+        let mut retired: Vec<Arc<Marker>> = Vec::new();
         for access in accesses {
             let Some(allocation) = state.find(access.address) else {
                 continue;
             };
             if access.write {
-                let (keep, gone) = std::mem::take(&mut allocation.uses)
-                    .into_iter()
-                    .partition(|u| u.seq > seen);
-                allocation.uses = keep;
-                retired.extend(gone.into_iter().map(|u: Use| u.done));
+                allocation.uses.retain_mut(|u| {
+                    let keep = u.seq > seen;
+                    if !keep {
+                        retired.extend(u.done.take());
+                    }
+                    keep
+                });
             }
             match allocation
                 .uses
@@ -302,7 +308,7 @@ impl Tracker {
             {
                 Some(u) => {
                     u.seq = seq;
-                    retired.push(std::mem::replace(&mut u.done, done.clone()));
+                    retired.extend(std::mem::replace(&mut u.done, done.clone()));
                 }
                 None => allocation.uses.push(Use {
                     stream: to.clone(),
@@ -312,16 +318,18 @@ impl Tracker {
                 }),
             }
             if allocation.uses.len() > PRUNE_ABOVE {
-                let (idle, busy) = std::mem::take(&mut allocation.uses)
-                    .into_iter()
-                    .partition(|u| u.seq != seq && idle(&u.stream));
-                allocation.uses = busy;
-                retired.extend(idle.into_iter().map(|u: Use| u.done));
+                allocation.uses.retain_mut(|u| {
+                    let keep = u.seq == seq || !idle(&u.stream);
+                    if !keep {
+                        retired.extend(u.done.take());
+                    }
+                    keep
+                });
             }
         }
         drop(done);
         for done in retired {
-            state.recycle(done);
+            state.recycle(Some(done));
         }
     }
 }
