@@ -1042,8 +1042,7 @@ impl Gpu {
     /// [`synchronize`](Self::synchronize) after `launch`: an error the wait reports names that
     /// kernel and its configuration.
     pub fn synchronize_launch(&self, launch: &KernelLaunch) -> Result<()> {
-        self.make_current()?;
-        self.wait_for_stream(&self.0.stream, Some(launch))
+        self.synchronize_stream_launch(&self.0.stream, launch)
     }
 
     /// Waits for everything on `stream` (the wait policy's way); an error names `launch`.

@@ -309,32 +309,7 @@ pub fn attach_python(
     sizes: &[usize],
     calls: usize,
 ) -> std::result::Result<String, String> {
-    let sizes: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
-    let mut child = Command::new("python3")
-        .args(["-", &calls.to_string()])
-        .args(&sizes)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("python3 not runnable: {e}"))?;
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().expect("piped");
-        stdin
-            .write_all(PYTHON_BASELINES.as_bytes())
-            .map_err(|e| format!("feeding python3: {e}"))?;
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| format!("python3: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "python3 failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = run_python(PYTHON_BASELINES, calls, sizes)?;
     let mut versions = Vec::new();
     let mut expected = std::collections::HashMap::new();
     // Lines: `version <lib> <version>` and `<lib> <call> <n> <median_us> <result>`.
@@ -400,6 +375,41 @@ pub fn attach_python(
         return Err("python3 has neither cupy nor torch".into());
     }
     Ok(versions.join(", "))
+}
+
+/// Feeds `script` to `python3 - COUNT SIZES...` and returns what it printed, or why it could
+/// not run or failed.
+pub fn run_python(
+    script: &str,
+    count: usize,
+    sizes: &[usize],
+) -> std::result::Result<String, String> {
+    let sizes: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
+    let mut child = Command::new("python3")
+        .args(["-", &count.to_string()])
+        .args(&sizes)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("python3 not runnable: {e}"))?;
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("piped");
+        stdin
+            .write_all(script.as_bytes())
+            .map_err(|e| format!("feeding python3: {e}"))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("python3: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "python3 failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// `v` rounded once to the 16-bit float type `ty` (to nearest, ties to even), as a sum in

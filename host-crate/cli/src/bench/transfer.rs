@@ -58,6 +58,24 @@ fn row(variant: &str, n: usize, bytes: u64, stats: &Stats, passed: bool, check: 
     }
 }
 
+/// A copy row of `n` f32 from its samples (seconds), checked by whether the data `arrived`.
+fn copy_row(variant: &str, n: usize, samples: Vec<f64>, arrived: bool) -> Row {
+    let check = if arrived {
+        "the data arrived"
+    } else {
+        "the data differs"
+    };
+    let bytes = (n * size_of::<f32>()) as u64;
+    row(
+        variant,
+        n,
+        bytes,
+        &Stats::from_samples(samples),
+        arrived,
+        check.into(),
+    )
+}
+
 /// The PCIe link of device `ordinal` now, as `nvidia-smi` reports it: (generation, lanes).
 pub fn pcie_link(ordinal: u32) -> std::result::Result<(u32, u32), String> {
     let out = Command::new("nvidia-smi")
@@ -99,53 +117,25 @@ pub fn measure(gpu: &Gpu, sizes: &[usize], overlap_reps: usize) -> Result<Vec<Ro
     let mut rows = Vec::new();
     for &n in sizes {
         let host = api_input(n);
-        let bytes = (n * size_of::<f32>()) as u64;
         let pinned = gpu.pin(&host)?;
         let mut device = gpu.alloc::<f32>(n, "transfer: device side")?;
-        let stats = Stats::from_samples(time_samples(
+        let mut back = gpu.alloc_pinned::<f32>(n)?;
+        let up = time_samples(
             gpu,
             3,
             REPS,
             |_| Ok(()),
             |_| gpu.upload_async_on(gpu.stream(), &pinned, &mut device),
-        )?);
-        let arrived = gpu.download(&device)? == host;
-        rows.push(row(
-            UPLOAD,
-            n,
-            bytes,
-            &stats,
-            arrived,
-            if arrived {
-                "the data arrived"
-            } else {
-                "the data differs"
-            }
-            .into(),
-        ));
-
-        let mut back = gpu.alloc_pinned::<f32>(n)?;
-        let stats = Stats::from_samples(time_samples(
+        )?;
+        rows.push(copy_row(UPLOAD, n, up, gpu.download(&device)? == host));
+        let down = time_samples(
             gpu,
             3,
             REPS,
             |_| Ok(()),
             |_| gpu.download_async_on(gpu.stream(), &device, &mut back),
-        )?);
-        let arrived = back.as_slice()? == &host[..];
-        rows.push(row(
-            DOWNLOAD,
-            n,
-            bytes,
-            &stats,
-            arrived,
-            if arrived {
-                "the data arrived"
-            } else {
-                "the data differs"
-            }
-            .into(),
-        ));
+        )?;
+        rows.push(copy_row(DOWNLOAD, n, down, back.as_slice()? == &host[..]));
     }
     if let Some(&n) = sizes.iter().max() {
         // Stencils over as many elements as the copy moves; as many launches as make the two
@@ -213,34 +203,10 @@ pub fn attach_link(gpu: &Gpu, rows: &mut [Row]) -> String {
 /// Runs `transfer_baselines.py` for `sizes` and attaches CuPy's medians to the copy rows;
 /// returns what ran, or why nothing did.
 pub fn attach_python(rows: &mut [Row], sizes: &[usize]) -> std::result::Result<String, String> {
-    let sizes: Vec<String> = sizes.iter().map(|n| n.to_string()).collect();
-    let mut child = Command::new("python3")
-        .args(["-", &REPS.to_string()])
-        .args(&sizes)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("python3 not runnable: {e}"))?;
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().expect("piped");
-        stdin
-            .write_all(PYTHON_BASELINES.as_bytes())
-            .map_err(|e| format!("feeding python3: {e}"))?;
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| format!("python3: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "python3 failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
+    let text = super::api::run_python(PYTHON_BASELINES, REPS, sizes)?;
     let mut version = None;
     // Lines: `version cupy <version>` and `cupy <h2d|d2h> <n> <median_us> <checksum>`.
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in text.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             ["version", lib, v] => version = Some(format!("{lib} {v}")),
