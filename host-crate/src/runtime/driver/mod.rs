@@ -10,6 +10,10 @@
 //! `--as-needed` drops `libcuda` from the binary's needed libraries; the `libcuda.so` it is
 //! given (`host-crate/link/lib64/libcuda.so`, added to the search path by `build.rs`) is an empty
 //! linker script. This is what cudarc's `dynamic-loading` does, under cust's API.
+//!
+//! The `cu*` symbols are hidden (see `forward!`): they satisfy `cust` inside the program that
+//! links ferrocuda and are never exported from it, and the package's `links` key keeps a second
+//! copy of ferrocuda out of the same program.
 use std::ffi::{CStr, c_char, c_int, c_uchar, c_uint, c_ulonglong, c_ushort, c_void};
 use std::fmt;
 use std::sync::OnceLock;
@@ -152,11 +156,17 @@ impl Slot {
 /// Defines each listed driver function as a trampoline to the same symbol in `libcuda.so.1`.
 /// When that cannot be resolved, the trampoline returns the status saying why, or, with
 /// `else FALLBACK`, what `FALLBACK(args...)` returns.
+///
+/// Each definition is a Rust function with a mangled name, and the C symbol `cust` calls
+/// (`cuInit`) is a one-instruction jump to it, declared by [`hidden_symbol!`] with hidden
+/// visibility: the linker resolves `cust`'s calls to it, but no program or shared library built
+/// on ferrocuda exports it, so it can never interpose on the real driver that another library in
+/// the same process loads (`tests/tests/symbols.rs` checks a `cdylib`).
 macro_rules! forward {
     ($( fn $name:ident ( $($arg:ident : $ty:ty),* $(,)? ) $(else $fallback:ident)?; )*) => { $(
-        #[unsafe(no_mangle)]
+        hidden_symbol!($name);
         #[allow(non_snake_case, clippy::missing_safety_doc)]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> CUresult {
+        pub(crate) unsafe extern "C" fn $name($($arg: $ty),*) -> CUresult {
             static SLOT: Slot = Slot::new();
             let name = const {
                 match CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
@@ -184,6 +194,44 @@ macro_rules! forward {
         unsafe { $fallback($($arg),*) }
     }};
 }
+
+/// Defines the C symbol `$name` with hidden visibility, as a tail jump to the Rust function of
+/// the same name in this module (arguments and return untouched: the jump keeps every register
+/// and the stack as the caller left them). Stable Rust has no visibility attribute, hence the
+/// assembly: one section per symbol, so the linker drops the ones no caller uses.
+macro_rules! hidden_symbol {
+    ($name:ident) => {
+        std::arch::global_asm!(
+            concat!(".pushsection .text.ferrocuda.", stringify!($name), ",\"ax\",%progbits"),
+            concat!(".globl ", stringify!($name)),
+            concat!(".hidden ", stringify!($name)),
+            concat!(".type ", stringify!($name), ",%function"),
+            ".p2align 4",
+            concat!(stringify!($name), ":"),
+            tail_jump!(),
+            concat!(".size ", stringify!($name), ", . - ", stringify!($name)),
+            ".popsection",
+            target = sym $name,
+        );
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+macro_rules! tail_jump {
+    () => {
+        "jmp {target}"
+    };
+}
+
+#[cfg(target_arch = "aarch64")]
+macro_rules! tail_jump {
+    () => {
+        "b {target}"
+    };
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!("ferrocuda's driver trampolines are written for x86_64 and aarch64 Linux");
 
 include!("api.rs");
 
