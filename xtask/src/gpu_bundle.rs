@@ -24,7 +24,7 @@ use crate::ptx_check;
 
 /// Tests that read this checkout's sources or run cargo (the module graph, the compile-fail
 /// cases): they check the code, not the GPU, and cannot run where there is no source tree.
-const SOURCE_TREE_TESTS: [&str; 3] = ["tidy", "compile_fail", "dependent"];
+const SOURCE_TREE_TESTS: [&str; 4] = ["tidy", "compile_fail", "dependent", "symbols"];
 
 /// The packages whose examples and binaries the bundle runs (`examples/`).
 const EXAMPLE_PACKAGES: [&str; 2] = ["ferrocuda-examples", "dot-product"];
