@@ -17,7 +17,7 @@
 //! [`Gpu::copy_on_device`], which copies any pair.
 use std::marker::PhantomData;
 
-use cust::memory::DevicePointer;
+use crate::runtime::pointer::DevicePointer;
 use ferrocuda_kernels::config::{COPY_BULK_BLOCK, COPY_BULK_STAGES, COPY_BULK_TILE_BYTES};
 
 use crate::runtime::element::Element;

@@ -62,8 +62,4 @@ pub use runtime::pinned::PinnedBuffer;
 pub use runtime::stream::Stream;
 pub use runtime::track::Access;
 
-/// From cust, the driver API crate ferrocuda is built on: a device address (a plain value) and
-/// the bound of what may be copied to the device. cust itself is not re-exported: some of its
-/// safe methods are not sound (a `DeviceSlice` that is `Copy`, `Stream::add_callback` without
-/// a `'static` bound), and ferrocuda's safe API hands out none of its memory or stream types.
-pub use cust::memory::{DeviceCopy, DevicePointer};
+pub use runtime::pointer::{DeviceCopy, DevicePointer};

@@ -15,7 +15,7 @@
 //! same checks as the fast path.
 use std::marker::PhantomData;
 
-use cust::memory::DevicePointer;
+use crate::runtime::pointer::DevicePointer;
 
 use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
 use crate::runtime::stream::Stream;

@@ -13,7 +13,7 @@ impl std::fmt::Display for Meters {
     }
 }
 
-unsafe impl cust::memory::DeviceCopy for Meters {}
+unsafe impl ferrocuda::DeviceCopy for Meters {}
 unsafe impl ByValue for Meters {}
 
 impl Element for Meters {

@@ -2,7 +2,7 @@
 use ferrocuda::Gpu;
 use ferrocuda_lessons::kernels::smoke::smoke_saxpy;
 use ferrocuda::LaunchConfig;
-use cust::memory::DevicePointer;
+use ferrocuda::DevicePointer;
 
 fn launch(gpu: &Gpu, x: DevicePointer<i32>, out: DevicePointer<f32>, n: usize) -> ferrocuda::Result<()> {
     let kernel = gpu.kernel(smoke_saxpy())?;

@@ -60,6 +60,10 @@ fn main() -> ExitCode {
             declared_unsafe_work_is_waited_for,
         ),
         gpu_test(
+            "kernels_and_prepared_runs_launch_from_other_threads_and_cooperative_launches_take_callers_streams",
+            handles_move_and_cooperate,
+        ),
+        gpu_test(
             "events_record_wait_query_and_time_and_refuse_to_time_without_timing",
             events_checks,
         ),
@@ -68,6 +72,98 @@ fn main() -> ExitCode {
             pinned_copies,
         ),
     ])
+}
+
+/// A `Kernel` and a `StencilRun` are `Send`: made on this thread, launched on another. The
+/// kernel there runs cooperative launches (a grid-wide barrier) on two caller's streams: they
+/// share the `Gpu`'s kept barrier, so each waits for the other stream's last launch on it (and
+/// for nothing when the barrier was last used on its own stream), counted by
+/// `cross_stream_waits`.
+fn handles_move_and_cooperate(gpu: &Gpu) -> TestResult {
+    use anyhow::Context;
+    use ferrocuda_lessons::kernels::reduce::reduce_grid_sync;
+    fn moved<T: Send>(value: T) -> T {
+        value
+    }
+    // A prepared copy is `Send` too (it needs sm_90 to be made, so only its type is checked).
+    let _ = moved::<Option<ferrocuda::copy::CopyRun<'_, '_>>>(None);
+    let kernel = ferrocuda_lessons::kernel(gpu, reduce_grid_sync::<f32>().context("f32")?)?;
+    let blocks = 2u32;
+    let n = 1000usize;
+    let inputs = [
+        gpu.upload(&vec![1.0f32; n], "ones")?,
+        gpu.upload(&vec![2.0f32; n], "twos")?,
+    ];
+    let partials = [
+        gpu.alloc::<f32>(blocks as usize, "partials 0")?,
+        gpu.alloc::<f32>(blocks as usize, "partials 1")?,
+    ];
+    let outs = [gpu.alloc::<f32>(1, "out 0")?, gpu.alloc::<f32>(1, "out 1")?];
+    let streams = [gpu.new_stream()?, gpu.new_stream()?];
+    let taps = Taps::Sum { radius: 1 };
+    let x = gpu.upload(&random_vec::<f32>(n, 5), "x")?;
+    let mut y = gpu.alloc::<f32>(n, "y")?;
+    let run = StencilRun::new(gpu, &taps, Boundary::Zero, &x, &mut y)?;
+    let added = std::thread::scope(|scope| {
+        let (kernel, mut run) = (moved(&kernel), moved(run));
+        let (inputs, partials, outs, streams) = (&inputs, &partials, &outs, &streams);
+        scope
+            .spawn(move || -> anyhow::Result<Vec<u64>> {
+                run.launch_on(&streams[0])?;
+                run.finish()?;
+                let mut added = Vec::new();
+                for i in [0usize, 1, 1, 0] {
+                    let before = gpu.cross_stream_waits();
+                    // SAFETY: `inputs[i]` holds `n` elements, `partials[i]` one per block,
+                    // `outs[i]` one; all live until the streams are synchronized below.
+                    unsafe {
+                        kernel.launch_cooperative_on(
+                            &streams[i],
+                            kernel.config(blocks, 256),
+                            |barrier| {
+                                (
+                                    inputs[i].as_device_ptr(),
+                                    n,
+                                    partials[i].as_device_ptr(),
+                                    barrier,
+                                    outs[i].as_device_ptr(),
+                                )
+                            },
+                        )?
+                    };
+                    added.push(gpu.cross_stream_waits() - before);
+                }
+                streams[0].synchronize()?;
+                streams[1].synchronize()?;
+                Ok(added)
+            })
+            .join()
+            .expect("the launching thread does not panic")
+    })?;
+    // Every call on a caller's stream waits for the GPU's stream (one wait); on top of it,
+    // stream 1 waits for stream 0's use of the barrier, stream 1 again for nothing more (its
+    // own use), stream 0 again for stream 1's.
+    ensure!(
+        added == [1, 2, 1, 2],
+        "cross-stream waits added by the cooperative launches: {added:?}, want [1, 2, 1, 2]"
+    );
+    let sums = [gpu.download(&outs[0])?[0], gpu.download(&outs[1])?[0]];
+    ensure!(
+        sums == [n as f32, 2.0 * n as f32],
+        "cooperative sums on two streams: {sums:?}"
+    );
+    let check = check_stencil(
+        &gpu.download(&x)?,
+        &taps,
+        Boundary::Zero,
+        &gpu.download(&y)?,
+    );
+    ensure!(
+        check.passed,
+        "the stencil run launched on another thread: {}",
+        check.detail
+    );
+    Ok(())
 }
 
 fn pipeline_example(gpu: &Gpu) -> TestResult {

@@ -60,7 +60,11 @@ fn symbols(library: &Path, args: &[&str]) -> Vec<(String, String)> {
         .arg(library)
         .output()
         .expect("llvm-nm runs (rustup component llvm-tools)");
-    assert!(out.status.success(), "llvm-nm: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "llvm-nm: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -95,7 +99,14 @@ fn a_shared_library_built_on_ferrocuda_exports_no_driver_function() {
     let library = scratch.join("libprobe.so");
     let out = Command::new("rustc")
         .current_dir(workspace())
-        .args(["--edition", "2024", "--crate-type", "cdylib", "-C", "opt-level=1"])
+        .args([
+            "--edition",
+            "2024",
+            "--crate-type",
+            "cdylib",
+            "-C",
+            "opt-level=1",
+        ])
         .arg("--extern")
         .arg(format!("ferrocuda={}", rlib.display()))
         .arg("-L")

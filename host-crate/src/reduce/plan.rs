@@ -23,7 +23,7 @@
 //!
 //! The result is the same bits as the lessons' `ReduceRun` with the fast variant gives
 //! for the same input on the same device: the same kernel, grid and block.
-use cust::memory::DevicePointer;
+use crate::runtime::pointer::DevicePointer;
 
 use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
 use crate::runtime::stream::Stream;

@@ -7,7 +7,7 @@
 //! A call is one launch per level: one for `n` up to a chunk (8192 `f32`), two up to 2^26
 //! `f32`, three up to 2^39. The last level writes into a page-locked mapped slot, as
 //! [`ReducePlan::run`](super::ReducePlan::run) does, and the call waits for the value there.
-use cust::memory::DevicePointer;
+use crate::runtime::pointer::DevicePointer;
 
 use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
 use ferrocuda_kernels::config::{REDUCE_REPRO_BLOCK, reduce_repro_chunk};

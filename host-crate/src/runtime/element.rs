@@ -3,7 +3,7 @@ use std::fmt::{Debug, Display};
 
 pub use ferrocuda_kernels::half::{Bf16, F16};
 
-use cust::memory::DeviceCopy;
+use crate::runtime::pointer::DeviceCopy;
 use ferrocuda_kernels::entry::ByValue;
 
 /// The element types, by name (`i32`, ..., `f64`, `f16`, `bf16`): the suffix of kernel symbols.
@@ -84,6 +84,9 @@ impl ElemType {
             .find(|t| t.name() == name)
     }
 }
+
+// The 16-bit floats are `#[repr(transparent)]` over `u16`: plain data on both sides.
+crate::runtime::pointer::device_copy!(F16, Bf16);
 
 impl Display for ElemType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -1,8 +1,8 @@
 //! The `Gpu`: one device, its primary context, a stream, and the kernels module loaded from the
 //! best embedded PTX for it.
+use crate::runtime::pointer::DeviceCopy;
 use cust::context::Context;
 use cust::device::{Device, DeviceAttribute};
-use cust::memory::DeviceCopy;
 use cust::module::Module;
 use ferrocuda_kernels::config::WARP_SIZE;
 
@@ -784,11 +784,16 @@ impl Gpu {
         )
     }
 
-    /// The device address of a grid barrier for a cooperative launch (a zeroed `u32`, made on
-    /// first use and kept; see [`Kernel::launch_cooperative`](crate::Kernel::launch_cooperative)).
-    /// Calls at the same time may get different barriers; every barrier is used on the GPU's
-    /// stream only, by one launch at a time, and left at a multiple of `0x8000_0000` by each.
-    pub(crate) fn grid_barrier(&self) -> Result<u64> {
+    /// Runs `f` with a grid barrier for a cooperative launch (a zeroed `u32`, made on first
+    /// use and kept; see [`Kernel::launch_cooperative_on`](crate::Kernel::launch_cooperative_on)),
+    /// held by this call alone while `f` runs: calls at the same time get different barriers.
+    /// The launch `f` enqueues declares the barrier as written (`Access::write`), so a later
+    /// launch that gets the same barrier on another stream waits for it; each completed launch
+    /// leaves the counter at a multiple of `0x8000_0000`.
+    pub(crate) fn with_grid_barrier<R>(
+        &self,
+        f: impl FnOnce(&mut DeviceBuffer<u32>) -> Result<R>,
+    ) -> Result<R> {
         let key = WorkspaceKey {
             family: "grid barrier",
             types: (std::any::TypeId::of::<u32>(), std::any::TypeId::of::<u32>()),
@@ -801,7 +806,7 @@ impl Gpu {
                     .upload(&[0u32], "grid barrier of cooperative launches")?
                     .into_workspace())
             },
-            |barrier: &mut DeviceBuffer<u32>| Ok(barrier.as_device_ptr().as_raw()),
+            f,
         )
     }
 

@@ -12,8 +12,8 @@ use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::ops::Deref;
 
+use crate::runtime::pointer::{DeviceCopy, DevicePointer};
 use cust::function::FunctionAttribute;
-use cust::memory::{DeviceCopy, DevicePointer};
 use cust::module::Module;
 use cust::sys::CUfunction;
 use ferrocuda_kernels::entry::{ByValue, DeviceGlobal, Entry, EntryInfo};
@@ -27,6 +27,7 @@ use crate::runtime::error::{
 pub use crate::runtime::gpu::KernelAttributes;
 use crate::runtime::gpu::{EmbeddedPtx, Gpu, ResolvedKernel, choose_ptx, load_ptx};
 use crate::runtime::stream::Stream;
+use crate::runtime::track::Access;
 
 /// The parameter list of a kernel known only by its [`EntryInfo`] (from the list of every
 /// entry point): such a [`Kernel`] answers attribute and occupancy queries but cannot launch.
@@ -49,6 +50,15 @@ pub struct KernelFunction<'g> {
     /// (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`), 0 before any opt-in.
     shared_opt_in: std::sync::atomic::AtomicU32,
 }
+
+// SAFETY: `raw` is a driver handle (`CUfunction`) that the driver lets any thread use while
+// its context is current, and every use of it here makes the GPU's context current first
+// (`Gpu::make_current`); the module it belongs to stays loaded for `'g` whichever thread holds
+// the handle. The opt-in record is an atomic. cudarc's function handle is `Send + Sync` on the
+// same grounds.
+unsafe impl Send for KernelFunction<'_> {}
+// SAFETY: as above; the driver's function calls are thread-safe.
+unsafe impl Sync for KernelFunction<'_> {}
 
 /// A kernel of the loaded module that launches with its declared parameter list `Args`.
 pub struct Kernel<'g, Args = Untyped> {
@@ -512,10 +522,10 @@ impl<'g> KernelFunction<'g> {
     /// module is loaded (for the `Gpu`'s own module and those of [`Gpu::kernel_in`], as long as
     /// the `Gpu`; for a [`LoadedModule`], until it is dropped); launches that use it are
     /// `unsafe` and carry that condition.
-    pub fn device_global<T: cust::memory::DeviceCopy>(
+    pub fn device_global<T: DeviceCopy>(
         &self,
         global: &DeviceGlobal<T>,
-    ) -> Result<cust::memory::DevicePointer<T>> {
+    ) -> Result<DevicePointer<T>> {
         let name = global.symbol;
         let cname = std::ffi::CString::new(name).map_err(|_| Error::InvalidArgument {
             what: format!("symbol `{name}` contains a NUL"),
@@ -549,7 +559,7 @@ impl<'g> KernelFunction<'g> {
                 ),
             });
         }
-        Ok(cust::memory::DevicePointer::from_raw(ptr))
+        Ok(DevicePointer::from_raw(ptr))
     }
 
     /// The GPU this kernel belongs to.
@@ -813,19 +823,36 @@ impl<Args> Kernel<'_, Args> {
         unsafe { self.enqueue(stream, config, args, false) }
     }
 
-    /// A cooperative launch (`cuLaunchCooperativeKernel`) on the GPU's stream, for a kernel
-    /// that synchronises its whole grid: `args` receives the launch's [`GridBarrier`] and
-    /// returns the argument tuple. Refused, naming the numbers, when the grid has more blocks
-    /// than can be resident at once with this block size and dynamic shared memory (the
-    /// barrier would never open). Cooperative launches take their barriers from the `Gpu`'s
-    /// kept ones and all go to its stream, so no two use a barrier at the same time.
+    /// A cooperative launch (`cuLaunchCooperativeKernel`) on the GPU's stream: see
+    /// [`launch_cooperative_on`](Self::launch_cooperative_on).
     ///
     /// # Safety
-    /// As [`launch`](Self::launch); every thread of the grid reaches each `grid.sync()`; the
-    /// barrier `args` receives goes into this launch's arguments and nowhere else (kept and
-    /// passed to another launch, it would share a counter with it).
+    /// As [`launch_cooperative_on`](Self::launch_cooperative_on).
     pub unsafe fn launch_cooperative<A: LaunchArgs<Args>>(
         &self,
+        config: LaunchConfig,
+        args: impl FnOnce(GridBarrier) -> A,
+    ) -> Result<()> {
+        // SAFETY: forwarded to the caller.
+        unsafe { self.launch_cooperative_on(self.gpu.stream(), config, args) }
+    }
+
+    /// A cooperative launch (`cuLaunchCooperativeKernel`) on `stream`, for a kernel that
+    /// synchronises its whole grid: `args` receives the launch's [`GridBarrier`] and returns
+    /// the argument tuple. Refused, naming the numbers, when the grid has more blocks than can
+    /// be resident at once with this block size and dynamic shared memory (the barrier would
+    /// never open). The barrier is one of the `Gpu`'s kept ones, held by this call while it
+    /// enqueues and declared written by the launch, so a later launch that gets the same
+    /// barrier on another stream waits for this one on the GPU (and `stream` waits for the
+    /// GPU's own stream, as [`launch_on`](Self::launch_on) does).
+    ///
+    /// # Safety
+    /// As [`launch_on`](Self::launch_on); every thread of the grid reaches each `grid.sync()`;
+    /// the barrier `args` receives goes into this launch's arguments and nowhere else (kept and
+    /// passed to another launch, it would share a counter with it).
+    pub unsafe fn launch_cooperative_on<A: LaunchArgs<Args>>(
+        &self,
+        stream: &Stream,
         config: LaunchConfig,
         args: impl FnOnce(GridBarrier) -> A,
     ) -> Result<()> {
@@ -853,16 +880,22 @@ impl<Args> Kernel<'_, Args> {
                 ),
             });
         }
-        let barrier = self.gpu.grid_barrier()?;
-        // SAFETY: a counter of the GPU's own, zeroed when made and left at a multiple of
-        // 0x8000_0000 by every completed barrier; cooperative launches all go to the GPU's
-        // stream, so no other kernel uses it meanwhile; the grid is co-resident (checked above, and the
-        // driver's cooperative launch refuses it otherwise).
-        let args = args(unsafe { GridBarrier::from_raw(barrier) });
-        // SAFETY: forwarded to the caller; the grid was checked above.
-        self.gpu.make_current()?;
-        // SAFETY: forwarded to the caller; the context is current.
-        unsafe { self.enqueue(self.gpu.stream(), config, args, true) }
+        self.gpu.with_grid_barrier(|barrier| {
+            let address = barrier.as_device_ptr().as_raw();
+            let uses = [Access::write(barrier)];
+            self.gpu.ordered(stream, &uses, || {
+                // SAFETY: a counter of the GPU's own, zeroed when made and left at a multiple
+                // of 0x8000_0000 by every completed barrier; held by this call alone while it
+                // enqueues, and ordered after the barrier's previous launch on any stream by
+                // the record of its uses, so no other kernel uses it meanwhile; the grid is
+                // co-resident (checked above, and the driver's cooperative launch refuses it
+                // otherwise).
+                let args = args(unsafe { GridBarrier::from_raw(address) });
+                // SAFETY: forwarded to the caller; `ordered` made the context current and
+                // checked the stream.
+                unsafe { self.enqueue(stream, config, args, true) }
+            })
+        })
     }
 
     /// Enqueues a validated launch on `stream` with `cuLaunchKernel`, or with

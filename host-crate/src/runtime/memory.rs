@@ -14,7 +14,7 @@ use std::ops::{Bound, Deref, DerefMut, RangeBounds};
 
 use std::sync::{Arc, Weak};
 
-use cust::memory::{DeviceCopy, DevicePointer};
+use crate::runtime::pointer::{DeviceCopy, DevicePointer};
 
 /// What keeps an allocation's context alive and frees it: the shared state of the
 /// [`Gpu`](crate::Gpu) that allocated it.

@@ -10,6 +10,7 @@ pub mod gpu;
 pub mod kernel;
 pub mod memory;
 pub mod pinned;
+pub mod pointer;
 pub mod stream;
 pub mod track;
 pub mod wait;

@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
-use cust::memory::DeviceCopy;
+use crate::runtime::pointer::DeviceCopy;
 
 use crate::runtime::error::{Error, Result, check_raw};
 use crate::runtime::event::Marker;

@@ -40,8 +40,8 @@ use std::sync::{Arc, Mutex};
 use crate::runtime::error::Result;
 use crate::runtime::event::Marker;
 use crate::runtime::memory::DeviceSlice;
+use crate::runtime::pointer::DeviceCopy;
 use crate::runtime::stream::{Stream, StreamHandle};
-use cust::memory::DeviceCopy;
 
 /// What a call does to one buffer (or part of one): read it, or write it. Made from a borrow
 /// of the slice, so that a write can only be declared by whoever holds it mutably.

@@ -216,8 +216,6 @@ mod host {
                 }
             }
 
-            // SAFETY: 16 bits with no pointers, the same bytes on both sides.
-            unsafe impl cust_core::DeviceCopy for $t {}
             // SAFETY: `#[repr(transparent)]` over `u16`, laid out the same on both sides.
             unsafe impl crate::entry::ByValue for $t {}
         )*};

@@ -4,7 +4,7 @@
 //! reproducible sum) are re-exported from `ferrocuda::reduce`.
 use std::marker::PhantomData;
 
-use cust::memory::DevicePointer;
+use ferrocuda::DevicePointer;
 use ferrocuda::{DeviceBuffer, DeviceSlice, View};
 use ferrocuda_lesson_kernels::config::{REDUCE_FAST_ITEMS, REDUCE_STATIC_GRID};
 
