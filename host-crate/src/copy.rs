@@ -64,11 +64,15 @@ impl<'g, 'a> CopyRun<'g, 'a> {
     ) -> Result<Self> {
         let invalid = |what: String| Err(Error::InvalidArgument { what });
         if src.len() != dst.len() {
-            return invalid(format!(
-                "`copy_bulk`: the source has {} elements, the destination {}",
-                src.len(),
-                dst.len()
-            ));
+            return Err(Error::LengthMismatch {
+                what: format!(
+                    "`copy_bulk`: the source has {} elements, the destination {}",
+                    src.len(),
+                    dst.len()
+                ),
+                expected: src.len(),
+                found: dst.len(),
+            });
         }
         gpu.check_owned(src)?;
         gpu.check_owned(dst)?;

@@ -53,7 +53,7 @@ macro_rules! include_ptx {
     };
 }
 pub use runtime::config::LaunchConfig;
-pub use runtime::error::{Error, Result};
+pub use runtime::error::{DriverError, Error, Result};
 pub use runtime::event::Event;
 pub use runtime::gpu::{DeviceProps, Gpu, GpuStream, Wait};
 pub use runtime::kernel::{Kernel, LoadedModule};

@@ -150,7 +150,7 @@ pub fn radius_error(radius: u32) -> Option<String> {
 /// cannot be used ([`Taps::error`]: more than [`STENCIL_MAX_TAPS`] coefficients among others).
 pub fn coefficients<T: Element>(taps: &Taps<T>) -> Result<Option<Coefficients<T>>> {
     if let Some(what) = taps.error() {
-        return Err(Error::InvalidArgument { what });
+        return Err(Error::Unsupported { what });
     }
     let Taps::Weighted(w) = taps else {
         return Ok(None);
@@ -244,14 +244,18 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         let invalid = |what: String| Error::InvalidArgument { what };
         let radius = taps.radius();
         if let Some(e) = taps.error() {
-            return Err(invalid(format!(
-                "fast stencil (R = {radius}, {}), n = {}: {e}",
-                T::TYPE,
-                input.len()
-            )));
+            return Err(Error::Unsupported {
+                what: format!(
+                    "fast stencil (R = {radius}, {}), n = {}: {e}",
+                    T::TYPE,
+                    input.len()
+                ),
+            });
         }
         let r = radius as usize;
-        let none = || invalid(format!("the fast stencil has no {} kernel", T::TYPE));
+        let none = || Error::Unsupported {
+            what: format!("the fast stencil has no {} kernel", T::TYPE),
+        };
         let kernel = match coefficients(taps)? {
             None => StencilKernel::Sum(gpu.kernel(k::stencil_1d_fast::<T>(r).ok_or_else(none)?)?),
             Some(c) => StencilKernel::Weighted(
@@ -298,10 +302,14 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         gpu.check_owned(input)?;
         gpu.check_owned(output)?;
         if output.len() != n {
-            return invalid(format!(
-                "`{symbol}`: the input has {n} elements but the output {}",
-                output.len()
-            ));
+            return Err(Error::LengthMismatch {
+                what: format!(
+                    "`{symbol}`: the input has {n} elements but the output {}",
+                    output.len()
+                ),
+                expected: n,
+                found: output.len(),
+            });
         }
         let bytes = (n * size_of::<T>()) as u64;
         let (a, b) = (
@@ -314,7 +322,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
             ));
         }
         let shared = function.entry().dynamic_shared_bytes(block);
-        let too_large = || Error::InvalidArgument {
+        let too_large = || Error::Unsupported {
             what: format!("`{symbol}`: n = {n} needs more than 2^32 blocks of {block}"),
         };
         let config = match grid {

@@ -124,11 +124,14 @@ fn a_failed_module_load_names_the_arch_and_the_drivers_cuda_version() {
         arch: "sm_90",
         driver_version: 11040,
         hint: "<hint>",
-        cause: cust::error::CudaError::InvalidPtx,
+        cause: ferrocuda::DriverError::from_code(218).expect("CUDA_ERROR_INVALID_PTX"),
     };
     let msg = e.to_string();
     assert!(
-        msg.contains("sm_90") && msg.contains("CUDA 11.4") && msg.ends_with(": <hint>"),
+        msg.contains("sm_90")
+            && msg.contains("CUDA 11.4")
+            && msg.contains("CUDA_ERROR_INVALID_PTX")
+            && msg.ends_with(": <hint>"),
         "{msg}"
     );
 }
@@ -204,4 +207,33 @@ fn device_slice_indexing_and_splitting_keep_addresses_and_bounds() {
     let empty = fake_view(0, 0);
     assert_eq!((empty.as_device_ptr().as_raw(), empty.len()), (0, 0));
     assert!(empty.index(..).is_empty());
+}
+
+/// A driver status by number: its name and description, the two kinds a program tests for, and
+/// no error for success or for a number the driver API does not have.
+#[test]
+fn driver_errors_are_found_by_number_and_name_themselves() {
+    use ferrocuda::DriverError;
+    let oom = DriverError::from_code(2).expect("CUDA_ERROR_OUT_OF_MEMORY");
+    assert_eq!(oom.code(), 2);
+    assert_eq!(oom.name(), "CUDA_ERROR_OUT_OF_MEMORY");
+    assert!(oom.is_out_of_memory() && !oom.is_sticky());
+    assert!(
+        oom.to_string().contains("CUDA_ERROR_OUT_OF_MEMORY"),
+        "{oom}"
+    );
+    let fault = DriverError::from_code(700).expect("CUDA_ERROR_ILLEGAL_ADDRESS");
+    assert!(fault.is_sticky() && !fault.is_out_of_memory(), "{fault:?}");
+    assert_eq!(DriverError::from_code(0), None, "success is no error");
+    assert_eq!(DriverError::from_code(12_345), None);
+    let e = ferrocuda::Error::Driver {
+        call: "cuMemcpyDtoH_v2",
+        launch: None,
+        error: fault,
+    };
+    assert!(
+        e.to_string().starts_with("cuMemcpyDtoH_v2 failed: ")
+            && e.to_string().ends_with("(CUDA_ERROR_ILLEGAL_ADDRESS)"),
+        "{e}"
+    );
 }

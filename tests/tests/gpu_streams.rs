@@ -518,7 +518,11 @@ fn pinned_copies(gpu: &Gpu) -> TestResult {
         ("download_into", gpu.download_into(&device, &mut [0u32; 3])),
     ] {
         match result {
-            Err(Error::InvalidArgument { what: message }) if message.contains(what) => {}
+            Err(Error::LengthMismatch {
+                what: message,
+                expected: 4,
+                found: 3,
+            }) if message.contains(what) => {}
             other => anyhow::bail!("{what} with 3 and 4 elements: {other:?}"),
         }
     }

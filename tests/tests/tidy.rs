@@ -660,6 +660,41 @@ fn registry_source(krate: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("{krate} is not unpacked under {}", registries.display()))
 }
 
+/// `runtime::driver::status::STATUSES` lists every status of cust_raw's `cudaError_enum`, in
+/// its order: `DriverError::from_code` finds a status by number there, never by a cast.
+#[test]
+fn the_driver_status_list_is_cust_raws() {
+    let lock = read(&workspace().join("Cargo.lock"));
+    let version = lock
+        .split("[[package]]")
+        .find(|package| package.contains("name = \"cust_raw\""))
+        .and_then(|package| package.lines().find_map(|l| l.strip_prefix("version = ")))
+        .map(|v| v.trim_matches('"').to_owned())
+        .expect("Cargo.lock has cust_raw");
+    let source = read(&registry_source(&format!("cust_raw-{version}")).join("src/cuda.rs"));
+    let body = source
+        .split("pub enum cudaError_enum {")
+        .nth(1)
+        .and_then(|rest| rest.split("\n}").next())
+        .expect("cust_raw declares cudaError_enum");
+    let declared: Vec<&str> = body
+        .lines()
+        .filter_map(|line| line.trim().split(" = ").next())
+        .filter(|name| name.starts_with("CUDA_"))
+        .collect();
+    let ours = read(&workspace().join("host-crate/src/runtime/driver/status.rs"));
+    let listed: Vec<&str> = ours
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("CUresult::"))
+        .map(|name| name.trim_end_matches(','))
+        .collect();
+    assert!(declared.len() > 80, "read only {} statuses", declared.len());
+    assert_eq!(
+        listed, declared,
+        "driver/status.rs and cust_raw {version} disagree"
+    );
+}
+
 /// `host-crate/src/runtime/driver` defines every driver function cust_raw declares (else a
 /// binary that calls the missing one would not link without a real libcuda), with the same
 /// signature (else the trampoline would pass its arguments wrongly).

@@ -43,7 +43,9 @@ pub fn saxpy(
     dynamic_shared_bytes: u32,
 ) -> Result<Vec<f32>> {
     if x.len() != y.len() {
-        return Err(Error::InvalidArgument {
+        return Err(Error::LengthMismatch {
+            expected: x.len(),
+            found: y.len(),
             what: format!(
                 "`{}`: x has {} elements but y has {}",
                 smoke_saxpy().symbol(),

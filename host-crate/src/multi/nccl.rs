@@ -308,7 +308,7 @@ fn passed(call: &'static str, status: cust::sys::CUresult) -> Result<bool> {
         status => Err(Error::Driver {
             call,
             launch: None,
-            status,
+            error: crate::runtime::error::DriverError::from_status(status),
         }),
     }
 }
@@ -330,12 +330,12 @@ pub(crate) fn in_context(e: Error, what: &str, rank: usize, ranks: usize) -> Err
             status,
             message: format!("{what}: {message}"),
         },
-        Error::Driver { call, status, .. } => Error::Nccl {
+        Error::Driver { call, error, .. } => Error::Nccl {
             call,
             rank,
             ranks,
             status: "a CUDA error",
-            message: format!("{what}: CUDA status {status:?}"),
+            message: format!("{what}: {error}"),
         },
         other => other,
     }

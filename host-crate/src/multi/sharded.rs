@@ -60,7 +60,9 @@ impl<'t, T: Element> ShardedArray<'t, T> {
     pub fn from_buffers(team: &'t Team, parts: Vec<DeviceBuffer<T>>) -> Result<Self> {
         let members = team.members();
         if parts.len() != members.len() {
-            return Err(Error::InvalidArgument {
+            return Err(Error::LengthMismatch {
+                expected: members.len(),
+                found: parts.len(),
                 what: format!(
                     "sharded array: {} buffers given for the {} ranks this process drives",
                     parts.len(),

@@ -79,7 +79,7 @@ pub fn max<T: Element>(gpu: &Gpu, input: &DeviceSlice<T>) -> Result<T> {
 /// [`Bf16`]: crate::runtime::element::Bf16
 pub fn sum_to_f32<T: Element>(gpu: &Gpu, input: &DeviceSlice<T>) -> Result<f32> {
     if !T::TYPE.is_half() {
-        return Err(crate::Error::InvalidArgument {
+        return Err(crate::Error::Unsupported {
             what: format!(
                 "sum_to_f32 of {}: only f16 and bf16 are summed into f32 (reduce::sum keeps {0})",
                 T::TYPE

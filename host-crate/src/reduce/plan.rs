@@ -399,7 +399,7 @@ fn fast_kernel<T: Element, A: Element>(
 ) -> Result<Kernel<'_, FastArgs<T, A>>> {
     match fast_entry::<T, A>(op) {
         Some(entry) => gpu.kernel(entry),
-        None => Err(Error::InvalidArgument {
+        None => Err(Error::Unsupported {
             what: format!(
                 "the fast reduction has no {} kernel for {}{}",
                 op.name(),
@@ -539,7 +539,9 @@ fn to_device<T: Element, A: Element>(
     result: &mut DeviceSlice<A>,
 ) -> Result<()> {
     if result.is_empty() {
-        return Err(Error::InvalidArgument {
+        return Err(Error::LengthMismatch {
+            expected: 1,
+            found: 0,
             what: "reduce plan: the device result buffer is empty; it needs one element".into(),
         });
     }

@@ -52,7 +52,7 @@ type ReproArgs<T> = (*const T, usize, *mut T);
 
 /// The kernel for `T` (an `f32` or `f64` instance of `reduce_reproducible`).
 fn entry<T: Reproducible>() -> Result<Entry<ReproArgs<T>>> {
-    ferrocuda_kernels::reduce::reduce_reproducible::<T>().ok_or_else(|| Error::InvalidArgument {
+    ferrocuda_kernels::reduce::reduce_reproducible::<T>().ok_or_else(|| Error::Unsupported {
         what: format!("no reproducible sum kernel for {}", T::TYPE),
     })
 }
@@ -303,7 +303,9 @@ pub fn chunk_sums_to_device<T: Reproducible>(
 ) -> Result<()> {
     let chunks = input.len().div_ceil(reproducible_chunk::<T>());
     if out.len() < chunks {
-        return Err(Error::InvalidArgument {
+        return Err(Error::LengthMismatch {
+            expected: chunks,
+            found: out.len(),
             what: format!(
                 "reproducible chunk sums: {} elements make {chunks} chunks, but the output holds {}",
                 input.len(),
@@ -360,7 +362,9 @@ fn to_device<S: Element, T: Reproducible>(
     result: &mut DeviceSlice<T>,
 ) -> Result<()> {
     if result.is_empty() {
-        return Err(Error::InvalidArgument {
+        return Err(Error::LengthMismatch {
+            expected: 1,
+            found: 0,
             what: "reproducible sum: the device result buffer is empty; it needs one element"
                 .into(),
         });
@@ -412,12 +416,10 @@ pub fn sum_reproducible_to_f32_device<T: Element>(
 /// The first-level kernel of the 16-bit reproducible sum, or an error naming `call` for any
 /// other element type.
 fn half_entry<T: Element>(call: &str) -> Result<Entry<(*const T, usize, *mut f32)>> {
-    ferrocuda_kernels::reduce::reduce_reproducible_half::<T>().ok_or_else(|| {
-        Error::InvalidArgument {
-            what: format!(
-                "{call} of {}: only f16 and bf16 (sum_reproducible takes f32 and f64)",
-                T::TYPE
-            ),
-        }
+    ferrocuda_kernels::reduce::reduce_reproducible_half::<T>().ok_or_else(|| Error::Unsupported {
+        what: format!(
+            "{call} of {}: only f16 and bf16 (sum_reproducible takes f32 and f64)",
+            T::TYPE
+        ),
     })
 }

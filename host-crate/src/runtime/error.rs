@@ -69,7 +69,7 @@ pub enum Error {
         oldest: &'static str,
     },
     /// The driver could not load the PTX (commonly: a driver older than the PTX ISA version).
-    #[error("loading the {arch} PTX failed ({}); the driver supports CUDA {}.{}: {hint}", cuda_message(.cause), .driver_version / 1000, .driver_version % 1000 / 10)]
+    #[error("loading the {arch} PTX failed ({}); the driver supports CUDA {}.{}: {hint}", .cause.description(), .driver_version / 1000, .driver_version % 1000 / 10)]
     ModuleLoad {
         /// The architecture of the PTX that failed.
         arch: &'static str,
@@ -78,7 +78,7 @@ pub enum Error {
         /// What to do about it.
         hint: &'static str,
         /// The driver's error.
-        cause: cust::error::CudaError,
+        cause: DriverError,
     },
     /// A launch configuration the device or kernel cannot run, caught before launching.
     #[error("invalid launch of {launch}: {reason}")]
@@ -88,7 +88,38 @@ pub enum Error {
         /// Which limit it breaks.
         reason: String,
     },
-    /// An argument outside what a kernel family supports.
+    /// Two lengths that must agree do not: a copy's source and destination, a kernel's input
+    /// and output, a result buffer too short for what is written into it.
+    #[error("{what}")]
+    LengthMismatch {
+        /// The call and the two lengths, in one line.
+        what: String,
+        /// The length the call needed.
+        expected: usize,
+        /// The length it was given.
+        found: usize,
+    },
+    /// A buffer or stream of another device (or another context) was given to this `Gpu`.
+    #[error("{what}")]
+    ForeignDevice {
+        /// The call, the devices and what to do, in one line.
+        what: String,
+        /// The ordinal of the `Gpu` called.
+        expected: u32,
+        /// The ordinal the memory belongs to; `None` when it is not known (a stream of another
+        /// context).
+        found: Option<u32>,
+    },
+    /// What was asked for has no kernel, or the device cannot run it: an element type a family
+    /// lacks, a block size or radius outside its instances, a kernel that needs a newer
+    /// architecture, an operation only some types have.
+    #[error("{what}")]
+    Unsupported {
+        /// What is missing and for what, naming the kernel or family.
+        what: String,
+    },
+    /// Any other argument outside what a call accepts (an empty input whose result is
+    /// undefined, overlapping input and output, a bad rank count, a malformed setting).
     #[error("{what}")]
     InvalidArgument {
         /// What is wrong, naming the kernel or variant.
@@ -108,15 +139,16 @@ pub enum Error {
         /// Total device memory.
         total: usize,
     },
-    /// A driver call made directly (not through a `cust` wrapper) failed.
-    #[error("{call} failed{}: {} ({status:?})", .launch.as_ref().map(|l| format!(" for {l}")).unwrap_or_default(), status_text(*.status))]
+    /// A CUDA driver call failed: the call, the launch it served if any, and the driver's
+    /// status.
+    #[error("{call} failed{}: {error}", .launch.as_ref().map(|l| format!(" for {l}")).unwrap_or_default())]
     Driver {
-        /// The driver call.
+        /// The driver call, e.g. `cuLaunchKernel`.
         call: &'static str,
         /// The launch it belongs to, if any.
         launch: Option<KernelLaunch>,
         /// What the driver returned.
-        status: cust::sys::CUresult,
+        error: DriverError,
     },
     /// NCCL cannot be loaded: the multi-GPU transport is missing on this machine.
     #[error(transparent)]
@@ -153,38 +185,107 @@ pub enum Error {
         /// The limit.
         timeout: std::time::Duration,
     },
-    /// A CUDA call failed.
-    #[error("{call} failed{}: {}", .launch.as_ref().map(|l| format!(" for {l}")).unwrap_or_default(), cuda_message(.cause))]
-    Cuda {
-        /// The driver call, e.g. `cuLaunchKernel`.
-        call: &'static str,
-        /// The launch it belongs to, if any.
-        launch: Option<KernelLaunch>,
-        /// The driver's error.
-        cause: cust::error::CudaError,
-    },
 }
 
-/// The driver's description of `e` (cust quotes it; the quotes go).
-fn cuda_message(e: &cust::error::CudaError) -> String {
-    e.to_string().trim_matches('"').to_string()
+/// A status the CUDA driver returned (`CUresult`), other than success: its number, its name
+/// (`CUDA_ERROR_OUT_OF_MEMORY`) and the driver's description of it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DriverError {
+    status: cust::sys::CUresult,
 }
 
-/// The driver's description of a status code (`cuGetErrorString`; the code's name when the
-/// driver has none to give).
-fn status_text(status: cust::sys::CUresult) -> String {
-    let mut text = std::ptr::null();
-    // SAFETY: `cuGetErrorString` writes a pointer to a static string, or fails.
-    let got = unsafe { crate::runtime::driver::cuGetErrorString(status, &mut text) };
-    if got == cust::sys::CUresult::CUDA_SUCCESS && !text.is_null() {
-        // SAFETY: non-null, NUL-terminated, static (the driver's table).
-        unsafe { std::ffi::CStr::from_ptr(text) }
-            .to_string_lossy()
-            .into_owned()
-    } else {
-        format!("{status:?}")
+impl DriverError {
+    /// The error of a raw driver status.
+    pub(crate) fn from_status(status: cust::sys::CUresult) -> Self {
+        Self { status }
+    }
+
+    /// The error of a failed `cust` call: the status of the same number (cust numbers its
+    /// errors as the driver does), or `CUDA_ERROR_UNKNOWN` for cust's own two (an allocation
+    /// it refused, OptiX).
+    pub(crate) fn from_cust(error: cust::error::CudaError) -> Self {
+        Self::from_code(error as u32).unwrap_or(Self {
+            status: cust::sys::CUresult::CUDA_ERROR_UNKNOWN,
+        })
+    }
+
+    /// The error numbered `code` (`cudaError_enum`, e.g. 218 for `CUDA_ERROR_INVALID_PTX`), if
+    /// the driver API has such a status other than success; for a program's own tests, or a
+    /// status read from another library.
+    #[must_use]
+    pub fn from_code(code: u32) -> Option<Self> {
+        crate::runtime::driver::status::status_of(code)
+            .filter(|s| *s != cust::sys::CUresult::CUDA_SUCCESS)
+            .map(|status| Self { status })
+    }
+
+    /// The status's number (`cudaError_enum`), e.g. 2 for out of memory.
+    #[must_use]
+    pub fn code(self) -> u32 {
+        self.status as i32 as u32
+    }
+
+    /// The status's name, e.g. `CUDA_ERROR_OUT_OF_MEMORY`.
+    #[must_use]
+    pub fn name(self) -> String {
+        format!("{:?}", self.status)
+    }
+
+    /// The driver's description of the status (`cuGetErrorString`; its name when the driver
+    /// has none to give).
+    #[must_use]
+    pub fn description(self) -> String {
+        let mut text = std::ptr::null();
+        // SAFETY: `cuGetErrorString` writes a pointer to a static string, or fails.
+        let got = unsafe { crate::runtime::driver::cuGetErrorString(self.status, &mut text) };
+        if got == cust::sys::CUresult::CUDA_SUCCESS && !text.is_null() {
+            // SAFETY: non-null, NUL-terminated, static (the driver's table).
+            unsafe { std::ffi::CStr::from_ptr(text) }
+                .to_string_lossy()
+                .into_owned()
+        } else {
+            self.name()
+        }
+    }
+
+    /// Whether the device ran out of memory (`CUDA_ERROR_OUT_OF_MEMORY`).
+    #[must_use]
+    pub fn is_out_of_memory(self) -> bool {
+        self.status == cust::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY
+    }
+
+    /// Whether a kernel faulted and the context is lost (an illegal address or instruction, a
+    /// misaligned access, a trap, a failed launch): every later call on the context fails.
+    #[must_use]
+    pub fn is_sticky(self) -> bool {
+        use cust::sys::CUresult as S;
+        matches!(
+            self.status,
+            S::CUDA_ERROR_ILLEGAL_ADDRESS
+                | S::CUDA_ERROR_ILLEGAL_INSTRUCTION
+                | S::CUDA_ERROR_MISALIGNED_ADDRESS
+                | S::CUDA_ERROR_INVALID_ADDRESS_SPACE
+                | S::CUDA_ERROR_INVALID_PC
+                | S::CUDA_ERROR_HARDWARE_STACK_ERROR
+                | S::CUDA_ERROR_ASSERT
+                | S::CUDA_ERROR_LAUNCH_FAILED
+        )
     }
 }
+
+impl fmt::Display for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.description(), self.name())
+    }
+}
+
+impl fmt::Debug for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DriverError({}, {})", self.code(), self.name())
+    }
+}
+
+impl std::error::Error for DriverError {}
 
 /// Checks the result of a raw driver call made through `cust::sys`.
 pub(crate) fn check_raw(call: &'static str, result: cust::sys::CUresult) -> Result<()> {
@@ -203,33 +304,24 @@ pub(crate) fn check_raw_launch(
         Err(Error::Driver {
             call,
             launch: launch.cloned(),
-            status: result,
+            error: DriverError::from_status(result),
         })
     }
 }
 
-/// Attaches the failing call (and launch) to a CUDA error: `cust_result.call("cuMemAlloc")?`
-/// gives an [`Error::Cuda`] that names `cuMemAlloc`.
-pub trait CudaContext<T> {
+/// Attaches the failing call (and launch) to an error of a `cust` call:
+/// `cust_result.call("cuModuleLoadData")?` gives an [`Error::Driver`] that names it.
+pub(crate) trait CudaContext<T> {
     /// Names the driver call.
     fn call(self, call: &'static str) -> Result<T>;
-    /// Names the driver call and the launch it served.
-    fn launch(self, call: &'static str, launch: &KernelLaunch) -> Result<T>;
 }
 
 impl<T> CudaContext<T> for cust::error::CudaResult<T> {
     fn call(self, call: &'static str) -> Result<T> {
-        self.map_err(|cause| Error::Cuda {
+        self.map_err(|e| Error::Driver {
             call,
             launch: None,
-            cause,
-        })
-    }
-    fn launch(self, call: &'static str, launch: &KernelLaunch) -> Result<T> {
-        self.map_err(|cause| Error::Cuda {
-            call,
-            launch: Some(launch.clone()),
-            cause,
+            error: DriverError::from_cust(e),
         })
     }
 }

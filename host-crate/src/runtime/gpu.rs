@@ -8,7 +8,7 @@ use ferrocuda_kernels::config::WARP_SIZE;
 
 use crate::runtime::element::Element;
 use crate::runtime::error::{
-    CudaContext, Error, KernelLaunch, Result, check_raw, check_raw_launch,
+    CudaContext, DriverError, Error, KernelLaunch, Result, check_raw, check_raw_launch,
 };
 use crate::runtime::event::Event;
 use crate::runtime::memory::{ContextKeeper, DeviceBuffer, DeviceSlice};
@@ -126,14 +126,14 @@ pub(crate) fn load_ptx(ptx: &EmbeddedPtx, driver_version: i32) -> Result<Module>
         arch: ptx.arch,
         driver_version,
         hint: "update the NVIDIA driver if it is older than the PTX ISA version, or build PTX for an older architecture",
-        cause,
+        cause: DriverError::from_cust(cause),
     })
 }
 
 /// The newest of `ptx` that `gpu` runs, or an error naming what was offered.
 pub(crate) fn choose_ptx(gpu: &Gpu, ptx: &'static [EmbeddedPtx]) -> Result<&'static EmbeddedPtx> {
     let cc = gpu.props().compute_capability;
-    best_ptx_in(ptx, cc).ok_or_else(|| Error::InvalidArgument {
+    best_ptx_in(ptx, cc).ok_or_else(|| Error::Unsupported {
         what: format!(
             "none of the {} PTX architectures given ({}) runs on {} (compute capability {}.{})",
             ptx.len(),
@@ -686,7 +686,9 @@ impl Gpu {
     /// `dst` (see `docs/library.md`, "No race from safe code").
     pub fn upload_into<T: DeviceCopy>(&self, dst: &mut DeviceSlice<T>, src: &[T]) -> Result<()> {
         if dst.len() != src.len() {
-            return Err(Error::InvalidArgument {
+            return Err(Error::LengthMismatch {
+                expected: dst.len(),
+                found: src.len(),
                 what: format!(
                     "upload_into: {} host elements into a device slice of {}",
                     src.len(),
@@ -896,7 +898,9 @@ impl Gpu {
             cust::sys::cuStreamGetCtx(stream.as_inner(), &mut context)
         })?;
         if context != self.0._context.as_raw() {
-            return Err(Error::InvalidArgument {
+            return Err(Error::ForeignDevice {
+                expected: self.0.props.ordinal,
+                found: None,
                 what: format!(
                     "the stream given belongs to another context than device {}'s ({}); create it \
                      with Gpu::new_stream",
@@ -926,7 +930,9 @@ impl Gpu {
             )
         })?;
         if ordinal != self.0.props.ordinal as std::ffi::c_int {
-            return Err(Error::InvalidArgument {
+            return Err(Error::ForeignDevice {
+                expected: self.0.props.ordinal,
+                found: u32::try_from(ordinal).ok(),
                 what: format!(
                     "a device slice of device {ordinal} was given to device {} ({}): copy it there first",
                     self.0.props.ordinal, self.0.props.name
@@ -995,7 +1001,9 @@ impl Gpu {
         dst: &mut DeviceSlice<T>,
     ) -> Result<()> {
         if src.len() != dst.len() {
-            return Err(Error::InvalidArgument {
+            return Err(Error::LengthMismatch {
+                expected: src.len(),
+                found: dst.len(),
                 what: format!(
                     "device copy: the source has {} elements, the destination {}",
                     src.len(),
@@ -1137,7 +1145,7 @@ impl Gpu {
             status => Err(Error::Driver {
                 call: "cuMemAllocAsync",
                 launch: None,
-                status,
+                error: DriverError::from_status(status),
             }),
         }
     }
@@ -1182,7 +1190,9 @@ impl Gpu {
     /// allocation.
     pub fn download_into<T: DeviceCopy>(&self, src: &DeviceSlice<T>, dst: &mut [T]) -> Result<()> {
         if src.len() != dst.len() {
-            return Err(Error::InvalidArgument {
+            return Err(Error::LengthMismatch {
+                expected: src.len(),
+                found: dst.len(),
                 what: format!(
                     "download_into: a device slice of {} elements into {} host elements",
                     src.len(),

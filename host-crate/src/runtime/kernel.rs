@@ -22,7 +22,7 @@ use ferrocuda_kernels::grid::GridBarrier;
 use crate::runtime::config::LaunchConfig;
 use crate::runtime::driver::cuda12;
 use crate::runtime::error::{
-    CudaContext, Error, KernelLaunch, Result, check_raw, check_raw_launch,
+    CudaContext, DriverError, Error, KernelLaunch, Result, check_raw, check_raw_launch,
 };
 pub use crate::runtime::gpu::KernelAttributes;
 use crate::runtime::gpu::{EmbeddedPtx, Gpu, ResolvedKernel, choose_ptx, load_ptx};
@@ -344,7 +344,7 @@ impl<'g> KernelFunction<'g> {
         }
         if !entry.built_for(arch) {
             let props = gpu.props();
-            return Err(Error::InvalidArgument {
+            return Err(Error::Unsupported {
                 what: format!(
                     "kernel `{symbol}` needs sm_{} or newer ({}); {} is compute capability {}.{} and runs the {arch} PTX",
                     entry.min_arch,
@@ -362,16 +362,16 @@ impl<'g> KernelFunction<'g> {
         let resolve = || -> Result<ResolvedKernel> {
             gpu.make_current()?;
             let function = module.get_function(symbol).map_err(|cause| match cause {
-                cust::error::CudaError::NotFound => Error::InvalidArgument {
+                cust::error::CudaError::NotFound => Error::Unsupported {
                     what: format!(
                         "no kernel `{symbol}` (package `{}`) in the loaded {arch} PTX",
                         entry.package
                     ),
                 },
-                cause => Error::Cuda {
+                cause => Error::Driver {
                     call: "cuModuleGetFunction",
                     launch: None,
-                    cause,
+                    error: DriverError::from_cust(cause),
                 },
             })?;
             let attr = |a| {
@@ -426,7 +426,7 @@ impl<'g> KernelFunction<'g> {
             .shared_mem_per_block_optin
             .max(props.shared_mem_per_block);
         if needed > limit as u64 {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Unsupported {
                 what: format!(
                     "kernel `{}`: {} B static + {dynamic_shared_bytes} B dynamic shared memory exceeds the {limit} B a block may use on {}",
                     self.symbol(),

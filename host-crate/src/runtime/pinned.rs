@@ -316,7 +316,9 @@ fn check_lengths(call: &str, host: usize, device: usize) -> Result<()> {
     if host == device {
         return Ok(());
     }
-    Err(Error::InvalidArgument {
+    Err(Error::LengthMismatch {
+        expected: device,
+        found: host,
         what: format!("{call}: {host} pinned host elements and a device slice of {device}"),
     })
 }

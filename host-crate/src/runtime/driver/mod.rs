@@ -25,7 +25,7 @@ use cust::sys::*;
 pub mod cpu;
 pub mod cuda12;
 pub mod launch;
-mod status;
+pub(crate) mod status;
 
 /// The library the NVIDIA driver installs; the unversioned `libcuda.so` is a development link.
 pub const DRIVER_LIBRARY: &str = "libcuda.so.1";
