@@ -575,7 +575,7 @@ fn bad_input_leaves_plans_usable(gpu: &Gpu) -> TestResult {
     // handle is ordered as one.
     let again = Gpu::new(gpu.props().ordinal)?;
     ensure!(
-        again.stream().as_inner() == gpu.stream().as_inner(),
+        again.stream().as_raw() == gpu.stream().as_raw(),
         "Gpu::new of an open device made a second stream"
     );
     Ok(())

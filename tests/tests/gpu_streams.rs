@@ -14,6 +14,10 @@ use ferrocuda_tests::{TestResult, gpu_test, hardware_test, random_vec, run_gpu_s
 #[path = "../../examples/pipeline.rs"]
 mod pipeline;
 
+/// Memory and a stream of another library, used by ferrocuda, as `examples/interop.rs` does.
+#[path = "../../examples/interop.rs"]
+mod interop;
+
 /// Set in the environment of this binary run as a child by
 /// `dropping_the_last_gpu_with_work_in_flight`: it runs that scenario instead of the suite.
 const DROP_CHILD: &str = "FERROCUDA_TEST_DROP_IN_FLIGHT";
@@ -39,6 +43,14 @@ fn main() -> ExitCode {
         gpu_test(
             "the_pipeline_example_on_two_streams_gives_the_stencil_and_its_sum",
             pipeline_example,
+        ),
+        gpu_test(
+            "another_librarys_buffer_and_stream_are_reduced_by_ferrocuda_and_handed_back",
+            interop_example,
+        ),
+        gpu_test(
+            "an_adopted_stream_handed_back_is_never_touched_again_even_by_the_free_of_a_buffer_it_wrote",
+            adopted_stream_handed_back,
         ),
         gpu_test(
             "safe_calls_wait_across_streams_exactly_where_their_buffers_conflict",
@@ -162,6 +174,53 @@ fn handles_move_and_cooperate(gpu: &Gpu) -> TestResult {
         check.passed,
         "the stencil run launched on another thread: {}",
         check.detail
+    );
+    Ok(())
+}
+
+fn interop_example(gpu: &Gpu) -> TestResult {
+    for n in [0usize, 1, 6, 7, 33, (1 << 20) + 1].map(scaled) {
+        let got = interop::interop(gpu, n).map_err(|e| anyhow::anyhow!("n = {n}: {e}"))?;
+        let want: u64 = (0..n as u64).map(|i| i % 7).sum();
+        ensure!(got == want, "n = {n}: {got}, want {want}");
+    }
+    Ok(())
+}
+
+/// A stream of another library (here cust's) writes a ferrocuda buffer through a safe call and
+/// is handed back (its `GpuStream` dropped); its owner then destroys it. The buffer's later
+/// use and its free must not touch the destroyed stream: the free would otherwise be enqueued
+/// on it, as the buffer's last user.
+fn adopted_stream_handed_back(gpu: &Gpu) -> TestResult {
+    let theirs = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None)?;
+    let n = 4096;
+    let x = gpu.upload(&random_vec::<f32>(n, 9), "x")?;
+    let mut y = gpu.alloc::<f32>(n, "y")?;
+    let taps = Taps::Sum { radius: 2 };
+    {
+        // SAFETY: a live stream of this device's primary context, alive until after `adopted`
+        // is dropped.
+        let adopted = unsafe { gpu.adopt_stream(theirs.as_inner().cast())? };
+        ensure!(!adopted.is_owned(), "an adopted stream is not ferrocuda's");
+        ensure!(
+            adopted.as_raw() == theirs.as_inner().cast(),
+            "the adopted stream lends the same handle back"
+        );
+        ferrocuda::stencil::apply_into_on(gpu, &adopted, &x, &mut y, &taps, Boundary::Zero)?;
+    }
+    drop(theirs);
+    // `y`'s last user is the handed-back stream: its free goes elsewhere.
+    let dead_before = ferrocuda::runtime::driver::cpu::dead_stream_uses();
+    drop(y);
+    gpu.synchronize()?;
+    gpu.synchronize_device()?;
+    // The CPU device counts calls on destroyed streams (the NVIDIA driver may not catch one).
+    let dead = ferrocuda::runtime::driver::cpu::dead_stream_uses() - dead_before;
+    ensure!(dead == 0, "{dead} driver calls named the destroyed stream");
+    let again = gpu.upload(&[1.0f32, 2.0], "after the free")?;
+    ensure!(
+        gpu.download(&again)? == [1.0, 2.0],
+        "the GPU works after the free"
     );
     Ok(())
 }

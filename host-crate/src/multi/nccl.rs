@@ -526,7 +526,7 @@ impl Communicator {
         self.poll(what, || {
             // SAFETY: a live stream of the current context.
             passed("cuStreamQuery", unsafe {
-                cust::sys::cuStreamQuery(stream.as_inner())
+                cust::sys::cuStreamQuery(stream.raw())
             })
         })
     }
@@ -577,7 +577,7 @@ impl Communicator {
         peer: usize,
         stream: &Stream,
     ) -> Result<()> {
-        let (p, s) = (ptr as *const c_void, stream.as_inner());
+        let (p, s) = (ptr as *const c_void, stream.raw());
         // SAFETY: the caller's contract; a live communicator and stream.
         self.call("ncclSend", |api, comm| unsafe {
             (api.send)(p, bytes, UINT8, peer as c_int, comm, s)
@@ -596,7 +596,7 @@ impl Communicator {
         peer: usize,
         stream: &Stream,
     ) -> Result<()> {
-        let (p, s) = (ptr as *mut c_void, stream.as_inner());
+        let (p, s) = (ptr as *mut c_void, stream.raw());
         // SAFETY: the caller's contract; a live communicator and stream.
         self.call("ncclRecv", |api, comm| unsafe {
             (api.recv)(p, bytes, UINT8, peer as c_int, comm, s)
@@ -615,7 +615,7 @@ impl Communicator {
         root: usize,
         stream: &Stream,
     ) -> Result<()> {
-        let (p, s) = (ptr as *mut c_void, stream.as_inner());
+        let (p, s) = (ptr as *mut c_void, stream.raw());
         // SAFETY: the caller's contract; in place (send = receive buffer).
         self.call("ncclBroadcast", |api, comm| unsafe {
             (api.broadcast)(p, p, bytes, UINT8, root as c_int, comm, s)

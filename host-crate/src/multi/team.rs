@@ -345,10 +345,10 @@ impl Team {
             let waited = m.gpu.make_current().and_then(|()| {
                 // SAFETY: live streams of the current context.
                 check_raw("cuStreamSynchronize", unsafe {
-                    cust::sys::cuStreamSynchronize(m.edge.as_inner())
+                    cust::sys::cuStreamSynchronize(m.edge.raw())
                 })?;
                 check_raw("cuStreamSynchronize", unsafe {
-                    cust::sys::cuStreamSynchronize(m.bulk.as_inner())
+                    cust::sys::cuStreamSynchronize(m.bulk.raw())
                 })?;
                 m.gpu.synchronize()
             });

@@ -123,7 +123,7 @@ impl<T: Element, A: Element> PlanState<T, A> {
         gpu.ordered(stream, accesses, || {
             // From the GPU's kernel cache (a lookup): a `'static` state cannot hold the handle.
             let kernel = fast_kernel::<T, A>(gpu, self.op)?;
-            let stream_id = stream.as_inner() as usize;
+            let stream_id = stream.raw() as usize;
             if self.last_stream.is_some_and(|last| last != stream_id) {
                 // The previous run, on another stream, may still use the partials and ticket.
                 self.done.wait_on(stream)?;

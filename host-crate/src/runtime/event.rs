@@ -34,7 +34,7 @@ impl Marker {
     pub fn record(&self, stream: &Stream) -> Result<()> {
         // SAFETY: live handles.
         check_raw("cuEventRecord", unsafe {
-            cust::sys::cuEventRecord(self.0, stream.as_inner())
+            cust::sys::cuEventRecord(self.0, stream.raw())
         })
     }
 
@@ -58,7 +58,7 @@ impl Marker {
     pub fn wait_on(&self, stream: &Stream) -> Result<()> {
         // SAFETY: live handles.
         check_raw("cuStreamWaitEvent", unsafe {
-            cust::sys::cuStreamWaitEvent(stream.as_inner(), self.0, 0)
+            cust::sys::cuStreamWaitEvent(stream.raw(), self.0, 0)
         })
     }
 
@@ -137,9 +137,18 @@ impl Event {
         cust::context::CurrentContext::set_current(&self.context).call("cuCtxSetCurrent")
     }
 
-    /// The driver's handle (`CUevent`), for driver calls the library does not wrap.
-    pub fn as_inner(&self) -> cust::sys::CUevent {
+    /// The driver's handle.
+    pub(crate) fn raw(&self) -> cust::sys::CUevent {
         self.raw
+    }
+
+    /// The driver's handle (a `CUevent`, the runtime API's `cudaEvent_t`), lent for calls the
+    /// library does not make (another library waiting for ferrocuda's work, `cuStreamWaitEvent`
+    /// on a stream of its own). It stays this event's: valid while the `Event` lives, and
+    /// destroyed by its drop.
+    #[must_use]
+    pub fn as_raw(&self) -> *mut std::ffi::c_void {
+        self.raw.cast()
     }
 
     /// Whether it keeps time stamps.
@@ -153,7 +162,7 @@ impl Event {
         self.make_current()?;
         // SAFETY: live handles; the context is current.
         check_raw("cuEventRecord", unsafe {
-            cust::sys::cuEventRecord(self.raw, stream.as_inner())
+            cust::sys::cuEventRecord(self.raw, stream.raw())
         })
     }
 
@@ -225,7 +234,7 @@ impl Stream {
         self.handle().make_current()?;
         // SAFETY: live handles; the context is current.
         check_raw("cuStreamWaitEvent", unsafe {
-            cust::sys::cuStreamWaitEvent(self.as_inner(), event.as_inner(), 0)
+            cust::sys::cuStreamWaitEvent(self.raw(), event.raw(), 0)
         })
     }
 }

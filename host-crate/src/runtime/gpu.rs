@@ -337,17 +337,31 @@ impl DeviceProps {
     }
 }
 
-/// A stream from [`Gpu::new_stream`]: a ferrocuda [`Stream`] (it derefs to one). The stream
-/// keeps the context it lives in (a retain of the device's primary context), so it is never
-/// used or destroyed after that context; the driver's stream is destroyed once the program and
-/// the record of the buffers it used both let go of it.
-pub struct GpuStream(Stream);
+/// A stream from [`Gpu::new_stream`], or one of another library from [`Gpu::adopt_stream`]: a
+/// ferrocuda [`Stream`] (it derefs to one). The stream keeps the context it lives in (a retain
+/// of the device's primary context), so it is never used or destroyed after that context; the
+/// driver's stream is destroyed once the program and the record of the buffers it used both
+/// let go of it. An adopted stream is never destroyed: its drop waits for it and hands it back.
+pub struct GpuStream(Stream, Option<Gpu>);
 
 impl std::ops::Deref for GpuStream {
     type Target = Stream;
 
     fn deref(&self) -> &Stream {
         &self.0
+    }
+}
+
+impl Drop for GpuStream {
+    /// An adopted stream is handed back to its owner: the host waits for everything on it, and
+    /// the record of buffers' uses forgets it (their work is done), so ferrocuda never touches
+    /// the driver's handle again.
+    fn drop(&mut self) {
+        if let Some(gpu) = self.1.take() {
+            let _ = gpu.make_current();
+            let _ = self.0.release();
+            gpu.0.tracker.forget(self.0.handle());
+        }
     }
 }
 
@@ -602,7 +616,7 @@ impl Gpu {
         stream: &Stream,
         launch: Option<&KernelLaunch>,
     ) -> Result<()> {
-        let raw = stream.as_inner();
+        let raw = stream.raw();
         let (call, status) = self.wait_policy().until(
             // SAFETY: a live stream handle of this context, current on this thread.
             ("cuStreamQuery", &mut || unsafe {
@@ -661,11 +675,37 @@ impl Gpu {
 
     fn make_stream_with_priority(&self, flags: u32, priority: Option<i32>) -> Result<GpuStream> {
         self.make_current()?;
-        Ok(GpuStream(Stream::create(
-            self.retain_context()?,
-            flags,
-            priority,
-        )?))
+        Ok(GpuStream(
+            Stream::create(self.retain_context()?, flags, priority)?,
+            None,
+        ))
+    }
+
+    /// A stream made by another library (cuBLAS, PyTorch's `torch.cuda.current_stream()
+    /// .cuda_stream`, cudarc, a raw `cuStreamCreate`), as a ferrocuda [`Stream`]: every `_on`
+    /// call takes it, in order with that library's work on it, and ferrocuda never destroys it.
+    /// Refused (`Error::ForeignDevice`) unless it is a stream of this GPU's context (the device's
+    /// primary context, the one the CUDA runtime, PyTorch and CuPy use); the null handle is the
+    /// legacy default stream.
+    ///
+    /// What the other library's work on the stream reads or writes of ferrocuda's buffers, the
+    /// program declares with [`uses_on`](Self::uses_on); memory the other library owns comes in
+    /// as a [`View`](crate::View) or [`ViewMut`](crate::ViewMut)
+    /// (`from_raw_parts`).
+    ///
+    /// Dropping the returned stream hands it back: the host waits for everything on it, and
+    /// ferrocuda forgets it (buffers it used are then freed in the `Gpu`'s stream's order).
+    ///
+    /// # Safety
+    /// `raw` is a live stream (`CUstream` / `cudaStream_t`) and stays one until the returned
+    /// [`GpuStream`] is dropped.
+    pub unsafe fn adopt_stream(&self, raw: *mut std::ffi::c_void) -> Result<GpuStream> {
+        self.make_current()?;
+        // SAFETY: a live stream (the caller's contract); the context is current. The stream is
+        // checked before it is used for anything else.
+        let stream = unsafe { Stream::adopt(self.retain_context()?, raw.cast()) };
+        self.check_stream(&stream)?;
+        Ok(GpuStream(stream, Some(self.clone())))
     }
 
     /// A new retain of the device's primary context (what a stream or an event keeps).
@@ -709,7 +749,7 @@ impl Gpu {
                     dst.as_device_ptr().as_raw(),
                     src.as_ptr().cast(),
                     std::mem::size_of_val(src),
-                    stream.as_inner(),
+                    stream.raw(),
                 )
             })
         })?;
@@ -877,7 +917,7 @@ impl Gpu {
     /// was allocated, zeroed or freed in the GPU's stream's order ready. The context is
     /// current and `stream` checked.
     pub(crate) fn after_own_stream(&self, stream: &Stream) -> Result<()> {
-        if stream.as_inner() == self.0.stream.as_inner() {
+        if stream.raw() == self.0.stream.raw() {
             return Ok(());
         }
         self.0
@@ -889,13 +929,13 @@ impl Gpu {
     /// Fails, naming both, unless `stream` belongs to this GPU's context (a stream of another
     /// context would run the launch there, or fail with an opaque handle error).
     pub fn check_stream(&self, stream: &Stream) -> Result<()> {
-        if stream.as_inner() == self.0.stream.as_inner() {
+        if stream.raw() == self.0.stream.raw() {
             return Ok(());
         }
         let mut context = std::ptr::null_mut();
         // SAFETY: a live stream handle and a writable context handle.
         check_raw("cuStreamGetCtx", unsafe {
-            cust::sys::cuStreamGetCtx(stream.as_inner(), &mut context)
+            cust::sys::cuStreamGetCtx(stream.raw(), &mut context)
         })?;
         if context != self.0._context.as_raw() {
             return Err(Error::ForeignDevice {
@@ -1134,7 +1174,7 @@ impl Gpu {
         // SAFETY: a writable address; the context is current. Reading the contents before they
         // are written is excluded by this function's own contract, forwarded to the caller.
         let status = unsafe {
-            cust::sys::cuMemAllocAsync(&mut address, bytes as usize, self.0.stream.as_inner())
+            cust::sys::cuMemAllocAsync(&mut address, bytes as usize, self.0.stream.raw())
         };
         match status {
             cust::sys::CUresult::CUDA_SUCCESS => {
@@ -1167,7 +1207,7 @@ impl Gpu {
                     buf.as_device_ptr().as_raw(),
                     data.as_ptr().cast(),
                     std::mem::size_of_val(data),
-                    self.0.stream.as_inner(),
+                    self.0.stream.raw(),
                 )
             })?;
             self.synchronize()?;
@@ -1215,7 +1255,7 @@ impl Gpu {
                     dst.as_mut_ptr().cast(),
                     src.as_device_ptr().as_raw(),
                     std::mem::size_of_val(dst),
-                    stream.as_inner(),
+                    stream.raw(),
                 )
             })
         })?;
@@ -1237,7 +1277,7 @@ pub(crate) unsafe fn copy_bytes_async(
 ) -> Result<()> {
     // SAFETY: the caller's contract.
     check_raw("cuMemcpyDtoDAsync", unsafe {
-        cust::sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, stream.as_inner())
+        cust::sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, stream.raw())
     })
 }
 
@@ -1253,6 +1293,6 @@ pub(crate) unsafe fn memset_bytes_async(
 ) -> Result<()> {
     // SAFETY: the caller's contract.
     check_raw("cuMemsetD8Async", unsafe {
-        cust::sys::cuMemsetD8Async(dst, byte, bytes, stream.as_inner())
+        cust::sys::cuMemsetD8Async(dst, byte, bytes, stream.raw())
     })
 }

@@ -928,7 +928,7 @@ impl<Args> Kernel<'_, Args> {
                         grid: [gx, gy, gz],
                         block: [bx, by, bz],
                         shared_mem_bytes: shared,
-                        stream: stream.as_inner(),
+                        stream: stream.raw(),
                         attrs: &mut attribute,
                         num_attrs: 1,
                     };
@@ -944,7 +944,7 @@ impl<Args> Kernel<'_, Args> {
                         by,
                         bz,
                         shared,
-                        stream.as_inner(),
+                        stream.raw(),
                         params,
                     );
                     ("cuLaunchCooperativeKernel", status)
@@ -958,7 +958,7 @@ impl<Args> Kernel<'_, Args> {
                         by,
                         bz,
                         shared,
-                        stream.as_inner(),
+                        stream.raw(),
                         params,
                         std::ptr::null_mut(),
                     );

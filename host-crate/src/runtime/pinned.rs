@@ -265,7 +265,7 @@ impl Gpu {
                     dst.as_device_ptr().as_raw(),
                     src.ptr.as_ptr().cast(),
                     src.len * size_of::<T>(),
-                    stream.as_inner(),
+                    stream.raw(),
                 )
             })?;
             src.enter(stream, false).inspect_err(|_| {
@@ -301,7 +301,7 @@ impl Gpu {
                     dst.ptr.as_ptr().cast(),
                     src.as_device_ptr().as_raw(),
                     dst.len * size_of::<T>(),
-                    stream.as_inner(),
+                    stream.raw(),
                 )
             })?;
             dst.enter(stream, true).inspect_err(|_| {

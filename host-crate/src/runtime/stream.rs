@@ -13,6 +13,12 @@ use crate::runtime::error::{Result, check_raw};
 /// The driver's stream and the context it lives in.
 pub(crate) struct StreamHandle {
     raw: cust::sys::CUstream,
+    /// Made by ferrocuda, and destroyed with the last handle; `false` for a stream adopted from
+    /// another library ([`Stream::adopt`]), which its owner destroys.
+    owned: bool,
+    /// An adopted stream handed back to its owner: everything on it had finished then, and the
+    /// driver's handle may be gone; a wait for it is a wait for nothing.
+    released: std::sync::atomic::AtomicBool,
     /// A retain of the device's primary context, released after the stream is destroyed.
     context: Context,
 }
@@ -38,7 +44,7 @@ impl Drop for StreamHandle {
     /// Destroys the stream in its own context (the dropping thread may never have used it);
     /// work still on it completes (`cuStreamDestroy` does not wait, nor cancel).
     fn drop(&mut self) {
-        if self.make_current().is_ok() {
+        if self.owned && self.make_current().is_ok() {
             // SAFETY: made by `cuStreamCreate*`, destroyed once, here.
             let _ = unsafe { cust::sys::cuStreamDestroy_v2(self.raw) };
         }
@@ -65,12 +71,67 @@ impl Stream {
             }
         };
         check_raw("cuStreamCreate", status)?;
-        Ok(Self(Arc::new(StreamHandle { raw, context })))
+        Ok(Self(Arc::new(StreamHandle {
+            raw,
+            owned: true,
+            released: std::sync::atomic::AtomicBool::new(false),
+            context,
+        })))
     }
 
-    /// The driver's handle (`CUstream`), for driver calls the library does not wrap.
-    pub fn as_inner(&self) -> cust::sys::CUstream {
+    /// A stream another library made, `raw`, of `context`; never destroyed by ferrocuda.
+    ///
+    /// # Safety
+    /// As [`Gpu::adopt_stream`](crate::Gpu::adopt_stream).
+    pub(crate) unsafe fn adopt(context: Context, raw: cust::sys::CUstream) -> Self {
+        Self(Arc::new(StreamHandle {
+            raw,
+            owned: false,
+            released: std::sync::atomic::AtomicBool::new(false),
+            context,
+        }))
+    }
+
+    /// Hands an adopted stream back: waits for everything on it, then marks every handle of
+    /// it released, so that a run that launched on it finds nothing to wait for. The record of
+    /// buffers' uses forgets it first (`Gpu`'s drop of an adopted stream).
+    pub(crate) fn release(&self) -> Result<()> {
+        self.0.make_current()?;
+        // SAFETY: a live stream (the adoption's contract holds until this returns); its
+        // context is current.
+        let status = unsafe { cust::sys::cuStreamSynchronize(self.0.raw) };
+        self.0
+            .released
+            .store(true, std::sync::atomic::Ordering::Release);
+        check_raw("cuStreamSynchronize", status)
+    }
+
+    fn released(&self) -> bool {
+        self.0.released.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The driver's handle.
+    pub(crate) fn raw(&self) -> cust::sys::CUstream {
         self.0.raw
+    }
+
+    /// The driver's handle (a `CUstream`, the runtime API's `cudaStream_t`), lent to another
+    /// library so that its work goes on this stream, in order with ferrocuda's there (cuBLAS's
+    /// `cublasSetStream`, PyTorch's `torch.cuda.ExternalStream`, a raw driver call). It stays
+    /// this stream's: valid while any handle of it lives. What that library's work on it
+    /// writes or reads of ferrocuda's buffers, declare with
+    /// [`Gpu::uses_on`](crate::Gpu::uses_on) right after enqueueing it, so that the library's
+    /// calls on other streams and the buffers' drops wait for it.
+    #[must_use]
+    pub fn as_raw(&self) -> *mut std::ffi::c_void {
+        self.0.raw.cast()
+    }
+
+    /// Whether the driver's stream was made by ferrocuda (and is destroyed by it), not adopted
+    /// from another library.
+    #[must_use]
+    pub fn is_owned(&self) -> bool {
+        self.0.owned
     }
 
     /// Another handle of the same stream (the driver's stream lives until both are dropped).
@@ -86,6 +147,9 @@ impl Stream {
     /// Blocks the host until everything enqueued on this stream so far has finished; an error
     /// of that work is returned (and names `cuStreamSynchronize`).
     pub fn synchronize(&self) -> Result<()> {
+        if self.released() {
+            return Ok(());
+        }
         self.0.make_current()?;
         // SAFETY: a live stream handle; its context is current.
         check_raw("cuStreamSynchronize", unsafe {
@@ -96,6 +160,9 @@ impl Stream {
     /// Whether everything enqueued on this stream so far has finished (`cuStreamQuery`),
     /// without waiting; an error of that work is returned.
     pub fn query(&self) -> Result<bool> {
+        if self.released() {
+            return Ok(true);
+        }
         self.0.make_current()?;
         // SAFETY: a live stream handle; its context is current.
         let status = unsafe { cust::sys::cuStreamQuery(self.0.raw) };
@@ -108,6 +175,9 @@ impl Stream {
 
 impl std::fmt::Debug for Stream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Stream").field(&self.as_inner()).finish()
+        f.debug_struct("Stream")
+            .field("raw", &self.raw())
+            .field("owned", &self.0.owned)
+            .finish()
     }
 }

@@ -360,6 +360,25 @@ fn latest_of(latest: &mut Vec<(Arc<StreamHandle>, Option<Arc<Marker>>, u64)>, u:
 }
 
 impl Tracker {
+    /// Forgets every use on `stream`, whose work has all finished (an adopted stream handed
+    /// back): later calls wait for nothing there, and frees go on another stream.
+    pub(crate) fn forget(&self, stream: &Arc<StreamHandle>) {
+        let mut state = self.lock();
+        let mut retired = Vec::new();
+        for allocation in state.allocations.values_mut() {
+            allocation.uses.retain_mut(|u| {
+                let keep = !Arc::ptr_eq(&u.stream, stream);
+                if !keep {
+                    retired.extend(u.done.take());
+                }
+                keep
+            });
+        }
+        for done in retired {
+            state.recycle(Some(done));
+        }
+    }
+
     /// How many times a stream was made to wait for another so far.
     pub(crate) fn joins(&self) -> u64 {
         self.lock().joins

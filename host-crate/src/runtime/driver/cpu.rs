@@ -1093,7 +1093,10 @@ unsafe extern "C" fn cuMemAllocAsync(
     unsafe { cuMemAlloc_v2(dptr, bytes) }
 }
 
-unsafe extern "C" fn cuMemFreeAsync(dptr: CUdeviceptr, _s: CUstream) -> CUresult {
+unsafe extern "C" fn cuMemFreeAsync(dptr: CUdeviceptr, stream: CUstream) -> CUresult {
+    if !live(stream) {
+        return CUresult::CUDA_ERROR_INVALID_HANDLE;
+    }
     unsafe { cuMemFree_v2(dptr) }
 }
 
@@ -1308,8 +1311,39 @@ fn new_handle() -> *mut c_void {
     Box::into_raw(Box::new(0u64)).cast()
 }
 
+/// The streams made and not yet destroyed, by address: a call on any other stream (but the
+/// legacy and per-thread default streams) is a use of a destroyed stream, which the driver may
+/// not catch (its handle is freed memory).
+static LIVE_STREAMS: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// How many calls named a stream that was destroyed (or never made).
+static DEAD_STREAM_USES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many calls so far named a stream that was destroyed or never made: `0` in a correct
+/// program (the tests check it after handing streams back).
+pub fn dead_stream_uses() -> u64 {
+    DEAD_STREAM_USES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+fn new_stream() -> CUstream {
+    let handle = new_handle();
+    lock(&LIVE_STREAMS).push(handle as usize);
+    handle.cast()
+}
+
+/// Whether `stream` may be used: a default stream, or one made and not destroyed; else the use
+/// is counted and the call fails as the driver's does on a bad handle.
+fn live(stream: CUstream) -> bool {
+    let address = stream as usize;
+    if address <= 2 || lock(&LIVE_STREAMS).contains(&address) {
+        return true;
+    }
+    DEAD_STREAM_USES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    false
+}
+
 unsafe extern "C" fn cuStreamCreate(stream: *mut CUstream, _flags: c_uint) -> CUresult {
-    unsafe { put(stream, new_handle().cast()) }
+    unsafe { put(stream, new_stream()) }
 }
 
 unsafe extern "C" fn cuStreamCreateWithPriority(
@@ -1317,27 +1351,37 @@ unsafe extern "C" fn cuStreamCreateWithPriority(
     _f: c_uint,
     _p: c_int,
 ) -> CUresult {
-    unsafe { put(stream, new_handle().cast()) }
+    unsafe { put(stream, new_stream()) }
 }
 
 unsafe extern "C" fn cuStreamDestroy_v2(stream: CUstream) -> CUresult {
-    if stream.is_null() {
+    if stream.is_null() || !live(stream) {
         return INVALID;
     }
+    lock(&LIVE_STREAMS).retain(|s| *s != stream as usize);
     // SAFETY: made by `cuStreamCreate`.
     drop(unsafe { Box::from_raw(stream.cast::<u64>()) });
     OK
 }
 
-unsafe extern "C" fn cuStreamSynchronize(_stream: CUstream) -> CUresult {
+unsafe extern "C" fn cuStreamSynchronize(stream: CUstream) -> CUresult {
+    if !live(stream) {
+        return CUresult::CUDA_ERROR_INVALID_HANDLE;
+    }
     OK
 }
 
-unsafe extern "C" fn cuStreamQuery(_stream: CUstream) -> CUresult {
+unsafe extern "C" fn cuStreamQuery(stream: CUstream) -> CUresult {
+    if !live(stream) {
+        return CUresult::CUDA_ERROR_INVALID_HANDLE;
+    }
     OK
 }
 
-unsafe extern "C" fn cuStreamWaitEvent(_s: CUstream, _e: CUevent, _flags: c_uint) -> CUresult {
+unsafe extern "C" fn cuStreamWaitEvent(stream: CUstream, _e: CUevent, _flags: c_uint) -> CUresult {
+    if !live(stream) {
+        return CUresult::CUDA_ERROR_INVALID_HANDLE;
+    }
     OK
 }
 
@@ -1371,9 +1415,12 @@ unsafe extern "C" fn cuEventDestroy_v2(event: CUevent) -> CUresult {
     OK
 }
 
-unsafe extern "C" fn cuEventRecord(event: CUevent, _s: CUstream) -> CUresult {
+unsafe extern "C" fn cuEventRecord(event: CUevent, stream: CUstream) -> CUresult {
     if event.is_null() {
         return INVALID;
+    }
+    if !live(stream) {
+        return CUresult::CUDA_ERROR_INVALID_HANDLE;
     }
     unsafe { event.cast::<u64>().write(now_ns()) };
     OK
