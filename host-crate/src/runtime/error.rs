@@ -69,7 +69,7 @@ pub enum Error {
         oldest: &'static str,
     },
     /// The driver could not load the PTX (commonly: a driver older than the PTX ISA version).
-    #[error("loading the {arch} PTX failed ({}); the driver supports CUDA {}.{}: {hint}", .cause.description(), .driver_version / 1000, .driver_version % 1000 / 10)]
+    #[error("loading the {arch} PTX failed: {cause}; the driver supports CUDA {}.{}: {hint}", .driver_version / 1000, .driver_version % 1000 / 10)]
     ModuleLoad {
         /// The architecture of the PTX that failed.
         arch: &'static str,
