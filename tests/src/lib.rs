@@ -303,20 +303,21 @@ pub mod reduce_suite {
         vec![T::from_f64(0.1); pool_len()]
     }
 
-    /// Each aligned group of four holds `+v, -v, 1, 0` in a random order, `v` an integer from 1
+    /// Each aligned group of four holds `+v, -v, 1, 1` in a random order, `v` an integer from 1
     /// to `m`, where `m` keeps `sum(|x|)` of any `LARGEST` elements within `2^EXACT_INT_BITS`
-    /// (`m = 1` for `f32`): an exactly summable input whose partial sums rise and cancel, and
-    /// whose every group adds 1, so that no block's share is zero.
+    /// (`m = 1` for `f32`): an exactly summable input whose partial sums rise and cancel, whose
+    /// every group adds 2, so that no block's share is zero, and with no zero element, so that a
+    /// single element dropped or counted twice always changes the sum.
     pub fn alternating_pool<T: Element>() -> Vec<T> {
-        // A group's `sum(|x|)` is `2v + 1`; `LARGEST / 4` groups must stay within the budget.
+        // A group's `sum(|x|)` is `2v + 2`; `LARGEST / 4` groups must stay within the budget.
         let per_group = (1u64 << T::EXACT_INT_BITS.min(60)) / (LARGEST as u64 / 4);
-        let m = (per_group.saturating_sub(1) / 2).clamp(1, 255);
+        let m = (per_group.saturating_sub(2) / 2).clamp(1, 255);
         let mut rng = SplitMix64::new(seed(&format!("alternating {} pool", T::TYPE)));
         (0..pool_len() / 4)
             .flat_map(|_| {
                 let bits = rng.next_u64();
                 let v = (1 + (bits >> 8) % m) as f64;
-                let mut group = [v, -v, 1.0, 0.0];
+                let mut group = [v, -v, 1.0, 1.0];
                 // One of the 24 orders, from the low bits.
                 let mut order = bits & 0xFF;
                 for i in (1..4).rev() {

@@ -143,3 +143,28 @@ fn best_ptx_is_the_newest_not_above_the_device() {
     assert_eq!(best_ptx_for((7, 5)).unwrap().arch, "sm_70");
     assert!(best_ptx_for((6, 1)).is_none());
 }
+
+/// The alternating-sign reduction input has no zero element, so that a reduction that drops one
+/// element (or counts one twice) always gets another sum, and every group of four adds 2 within
+/// the type's exact range over the largest input.
+#[test]
+fn the_alternating_pool_has_no_zero_and_stays_exact() {
+    use ferrocuda::runtime::element::{Bf16, Element, F16};
+    use ferrocuda_tests::reduce_suite::{LARGEST, alternating_pool};
+    fn check<T: Element>() {
+        let pool: Vec<T> = alternating_pool();
+        let values: Vec<f64> = pool.iter().map(|v| v.to_f64()).collect();
+        let zeros = values.iter().filter(|v| **v == 0.0).count();
+        assert_eq!(zeros, 0, "{}: {zeros} zeros in the alternating pool", T::TYPE);
+        for group in values.chunks_exact(4).take(1000) {
+            assert_eq!(group.iter().sum::<f64>(), 2.0, "{}: {group:?}", T::TYPE);
+        }
+        let abs: f64 = values[..LARGEST].iter().map(|v| v.abs()).sum();
+        let budget = 2f64.powi(T::EXACT_INT_BITS.min(53).max(24) as i32);
+        assert!(abs <= budget, "{}: sum |x| = {abs} over {budget}", T::TYPE);
+    }
+    check::<f32>();
+    check::<f64>();
+    check::<F16>();
+    check::<Bf16>();
+}

@@ -197,7 +197,7 @@ enum Pattern {
     Random,
     /// `0.1` everywhere: a float sum checked against its rounding bound.
     Constant,
-    /// Integers `+v, -v, 1, 0` in every group of four (`reduce_suite::alternating_pool`): exact,
+    /// Integers `+v, -v, 1, 1` in every group of four (`reduce_suite::alternating_pool`): exact,
     /// with cancellation.
     Alternating,
 }
