@@ -155,7 +155,12 @@ fn the_alternating_pool_has_no_zero_and_stays_exact() {
         let pool: Vec<T> = alternating_pool();
         let values: Vec<f64> = pool.iter().map(|v| v.to_f64()).collect();
         let zeros = values.iter().filter(|v| **v == 0.0).count();
-        assert_eq!(zeros, 0, "{}: {zeros} zeros in the alternating pool", T::TYPE);
+        assert_eq!(
+            zeros,
+            0,
+            "{}: {zeros} zeros in the alternating pool",
+            T::TYPE
+        );
         for group in values.chunks_exact(4).take(1000) {
             assert_eq!(group.iter().sum::<f64>(), 2.0, "{}: {group:?}", T::TYPE);
         }

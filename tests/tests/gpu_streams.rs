@@ -75,6 +75,11 @@ fn main() -> ExitCode {
             "kernels_and_prepared_runs_launch_from_other_threads_and_cooperative_launches_take_callers_streams",
             handles_move_and_cooperate,
         ),
+        hardware_test(
+            "dropping_a_loaded_module_waits_for_its_kernels_on_a_callers_stream",
+            "work that runs while the host goes on",
+            module_drop_waits,
+        ),
         gpu_test(
             "events_record_wait_query_and_time_and_refuse_to_time_without_timing",
             events_checks,
@@ -221,6 +226,66 @@ fn adopted_stream_handed_back(gpu: &Gpu) -> TestResult {
     ensure!(
         gpu.download(&again)? == [1.0, 2.0],
         "the GPU works after the free"
+    );
+    Ok(())
+}
+
+/// A module loaded for a while (`Gpu::load_module`) whose kernel was launched many times on a
+/// caller's stream is dropped with that work queued: `cuModuleUnload` must not run under its
+/// kernels, so the drop waits for them (the stream is idle when it returns), and their results
+/// are whole.
+fn module_drop_waits(gpu: &Gpu) -> TestResult {
+    use ferrocuda_lessons::kernels::smoke::smoke_saxpy;
+    let n = 1usize << 26;
+    let x = gpu.upload(&vec![1.0f32; n], "x")?;
+    let y = gpu.upload(&vec![2.0f32; n], "y")?;
+    let mut out = gpu.alloc::<f32>(n, "out")?;
+    let stream = gpu.new_stream()?;
+    let module = gpu.load_module(ferrocuda_lessons::LESSON_PTX)?;
+    let kernel = module.kernel(smoke_saxpy())?;
+    let config = kernel.config(n.div_ceil(256) as u32, 256);
+    gpu.uses_on(
+        &stream,
+        &[Access::read(&x), Access::read(&y), Access::write(&mut out)],
+    )?;
+    let launches = 50;
+    for _ in 0..launches {
+        // SAFETY: the three buffers hold `n` f32 and live until the stream is idle (below).
+        unsafe {
+            kernel.launch_on(
+                &stream,
+                config,
+                (
+                    n,
+                    3.0f32,
+                    x.as_device_ptr(),
+                    y.as_device_ptr(),
+                    out.as_device_ptr(),
+                ),
+            )?
+        };
+    }
+    let queued = !stream.query()?;
+    drop(kernel);
+    let start = std::time::Instant::now();
+    drop(module);
+    let dropped = start.elapsed();
+    ensure!(
+        stream.query()?,
+        "the module was dropped ({dropped:?}) with its kernels still running on the stream"
+    );
+    let got = gpu.download(&out)?;
+    ensure!(
+        got.iter().all(|v| *v == 5.0),
+        "3 x 1 + 2 is not 5 everywhere"
+    );
+    println!(
+        "{launches} launches of {n} elements, {} when the drop began; the drop took {dropped:?}",
+        if queued {
+            "still running"
+        } else {
+            "already done"
+        }
     );
     Ok(())
 }
