@@ -192,16 +192,24 @@ fn interop_example(gpu: &Gpu) -> TestResult {
     Ok(())
 }
 
-/// A stream of another library (here cust's) writes a ferrocuda buffer through a safe call and
-/// is handed back (its `GpuStream` dropped); its owner then destroys it. The buffer's later
-/// use and its free must not touch the destroyed stream: the free would otherwise be enqueued
-/// on it, as the buffer's last user.
+/// A stream of another library (here cust's) writes a ferrocuda buffer through a safe call, and
+/// a prepared stencil run launches on it; it is handed back (its `GpuStream` dropped) and its
+/// owner destroys it. The buffer's free (the stream was its last user) and the run's `finish`
+/// (the stream was its last launch's) must not name the destroyed stream. The per-thread default
+/// stream, another stream on every thread, is refused.
 fn adopted_stream_handed_back(gpu: &Gpu) -> TestResult {
+    // SAFETY: refused before the handle is used.
+    match unsafe { gpu.adopt_stream(2 as *mut std::ffi::c_void) } {
+        Err(Error::InvalidArgument { what }) if what.contains("per-thread") => {}
+        other => anyhow::bail!("the per-thread default stream was not refused: {other:?}"),
+    }
     let theirs = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None)?;
     let n = 4096;
     let x = gpu.upload(&random_vec::<f32>(n, 9), "x")?;
     let mut y = gpu.alloc::<f32>(n, "y")?;
+    let mut z = gpu.alloc::<f32>(n, "z")?;
     let taps = Taps::Sum { radius: 2 };
+    let mut run = StencilRun::new(gpu, &taps, Boundary::Zero, &x, &mut z)?;
     {
         // SAFETY: a live stream of this device's primary context, alive until after `adopted`
         // is dropped.
@@ -212,11 +220,15 @@ fn adopted_stream_handed_back(gpu: &Gpu) -> TestResult {
             "the adopted stream lends the same handle back"
         );
         ferrocuda::stencil::apply_into_on(gpu, &adopted, &x, &mut y, &taps, Boundary::Zero)?;
+        run.launch_on(&adopted)?;
     }
     drop(theirs);
-    // `y`'s last user is the handed-back stream: its free goes elsewhere.
+    // `y`'s last user is the handed-back stream: its free goes elsewhere; the run's last
+    // launch was there: its `finish` finds it done.
     let dead_before = ferrocuda::runtime::driver::cpu::dead_stream_uses();
     drop(y);
+    run.finish()?;
+    drop(run);
     gpu.synchronize()?;
     gpu.synchronize_device()?;
     // The CPU device counts calls on destroyed streams (the NVIDIA driver may not catch one).

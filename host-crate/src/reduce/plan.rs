@@ -52,8 +52,9 @@ pub(crate) struct PlanState<T: Element, A: Element> {
     result: MappedSlot<A>,
     /// Recorded after each run; a run on another stream waits for it.
     done: Marker,
-    /// The stream of the last run (its handle, compared only).
-    last_stream: Option<usize>,
+    /// The stream of the last run: a handle of it, compared by record (a later stream may get
+    /// the same driver address).
+    last_stream: Option<Stream>,
     /// False from a launch until it was enqueued and, for a waited run, finished: after a
     /// failure the ticket may be left non-zero, so the next run zeroes it first.
     ticket_clean: bool,
@@ -123,8 +124,11 @@ impl<T: Element, A: Element> PlanState<T, A> {
         gpu.ordered(stream, accesses, || {
             // From the GPU's kernel cache (a lookup): a `'static` state cannot hold the handle.
             let kernel = fast_kernel::<T, A>(gpu, self.op)?;
-            let stream_id = stream.raw() as usize;
-            if self.last_stream.is_some_and(|last| last != stream_id) {
+            if self
+                .last_stream
+                .as_ref()
+                .is_some_and(|last| !last.same_stream(stream))
+            {
                 // The previous run, on another stream, may still use the partials and ticket.
                 self.done.wait_on(stream)?;
             }
@@ -151,7 +155,13 @@ impl<T: Element, A: Element> PlanState<T, A> {
                 )?
             };
             self.done.record(stream)?;
-            self.last_stream = Some(stream_id);
+            if !self
+                .last_stream
+                .as_ref()
+                .is_some_and(|last| last.same_stream(stream))
+            {
+                self.last_stream = Some(stream.share());
+            }
             self.ticket_clean = true;
             Ok(())
         })

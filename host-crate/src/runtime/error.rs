@@ -255,7 +255,8 @@ impl DriverError {
     }
 
     /// Whether a kernel faulted and the context is lost (an illegal address or instruction, a
-    /// misaligned access, a trap, a failed launch): every later call on the context fails.
+    /// misaligned access, a trap, a failed or timed-out launch, an uncorrectable ECC error):
+    /// every later call on the context fails.
     #[must_use]
     pub fn is_sticky(self) -> bool {
         use cust::sys::CUresult as S;
@@ -269,6 +270,8 @@ impl DriverError {
                 | S::CUDA_ERROR_HARDWARE_STACK_ERROR
                 | S::CUDA_ERROR_ASSERT
                 | S::CUDA_ERROR_LAUNCH_FAILED
+                | S::CUDA_ERROR_LAUNCH_TIMEOUT
+                | S::CUDA_ERROR_ECC_UNCORRECTABLE
         )
     }
 }

@@ -359,7 +359,11 @@ impl Drop for GpuStream {
     fn drop(&mut self) {
         if let Some(gpu) = self.1.take() {
             let _ = gpu.make_current();
-            let _ = self.0.release();
+            if self.0.release().is_err() {
+                // The stream's work failed, or could not be waited for: wait for the whole
+                // context, so that nothing of it still runs when the record forgets it.
+                let _ = gpu.synchronize_device();
+            }
             gpu.0.tracker.forget(self.0.handle());
         }
     }
@@ -616,6 +620,10 @@ impl Gpu {
         stream: &Stream,
         launch: Option<&KernelLaunch>,
     ) -> Result<()> {
+        if stream.is_released() {
+            // An adopted stream handed back: everything on it had finished then.
+            return Ok(());
+        }
         let raw = stream.raw();
         let (call, status) = self.wait_policy().until(
             // SAFETY: a live stream handle of this context, current on this thread.
@@ -686,7 +694,9 @@ impl Gpu {
     /// call takes it, in order with that library's work on it, and ferrocuda never destroys it.
     /// Refused (`Error::ForeignDevice`) unless it is a stream of this GPU's context (the device's
     /// primary context, the one the CUDA runtime, PyTorch and CuPy use); the null handle is the
-    /// legacy default stream.
+    /// legacy default stream; the per-thread default stream (`0x2`) is refused
+    /// (`Error::InvalidArgument`). A stream being captured into a CUDA graph is not supported
+    /// (the drop's wait would end the capture).
     ///
     /// What the other library's work on the stream reads or writes of ferrocuda's buffers, the
     /// program declares with [`uses_on`](Self::uses_on); memory the other library owns comes in
@@ -700,6 +710,15 @@ impl Gpu {
     /// `raw` is a live stream (`CUstream` / `cudaStream_t`) and stays one until the returned
     /// [`GpuStream`] is dropped.
     pub unsafe fn adopt_stream(&self, raw: *mut std::ffi::c_void) -> Result<GpuStream> {
+        // `CU_STREAM_PER_THREAD`: a different stream on every thread, which one record of uses
+        // cannot stand for.
+        if raw as usize == 2 {
+            return Err(Error::InvalidArgument {
+                what: "adopt_stream: the per-thread default stream (CU_STREAM_PER_THREAD, 0x2) is \
+                       another stream on every thread; adopt an explicit stream instead"
+                    .into(),
+            });
+        }
         self.make_current()?;
         // SAFETY: a live stream (the caller's contract); the context is current. The stream is
         // checked before it is used for anything else.

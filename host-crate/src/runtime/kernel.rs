@@ -410,8 +410,8 @@ impl<'g> KernelFunction<'g> {
     /// cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)` does in CUDA C++. The attribute
     /// belongs to the `CUfunction`, which every handle of the kernel shares: it is only ever
     /// raised (read, compared and set under one process-wide lock), so a handle asking for less
-    /// never takes away what another one opted in to. Past the device's opt-in limit it is an
-    /// `InvalidArgument` naming the kernel; `launch` describes the launch for a driver error.
+    /// never takes away what another one opted in to. Past the device's opt-in limit it is
+    /// `Unsupported`, naming the kernel; `launch` describes the launch for a driver error.
     fn opt_in_shared(&self, dynamic_shared_bytes: u32, launch: Option<LaunchConfig>) -> Result<()> {
         use std::sync::atomic::Ordering::Relaxed;
         static OPT_IN: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -34,6 +34,16 @@ impl StreamHandle {
         self.raw
     }
 
+    /// Whether ferrocuda made it (and destroys it), rather than adopted it.
+    pub(crate) fn is_owned(&self) -> bool {
+        self.owned
+    }
+
+    /// Whether it is an adopted stream handed back: nothing of ferrocuda's is left on it.
+    pub(crate) fn is_released(&self) -> bool {
+        self.released.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     pub(crate) fn make_current(&self) -> Result<()> {
         use crate::runtime::error::CudaContext;
         cust::context::CurrentContext::set_current(&self.context).call("cuCtxSetCurrent")
@@ -94,7 +104,7 @@ impl Stream {
 
     /// Hands an adopted stream back: waits for everything on it, then marks every handle of
     /// it released, so that a run that launched on it finds nothing to wait for. The record of
-    /// buffers' uses forgets it first (`Gpu`'s drop of an adopted stream).
+    /// buffers' uses forgets it next (the drop of an adopted `GpuStream`).
     pub(crate) fn release(&self) -> Result<()> {
         self.0.make_current()?;
         // SAFETY: a live stream (the adoption's contract holds until this returns); its
@@ -106,8 +116,9 @@ impl Stream {
         check_raw("cuStreamSynchronize", status)
     }
 
-    fn released(&self) -> bool {
-        self.0.released.load(std::sync::atomic::Ordering::Acquire)
+    /// Whether this is an adopted stream handed back ([`release`](Self::release)d).
+    pub(crate) fn is_released(&self) -> bool {
+        self.0.is_released()
     }
 
     /// The driver's handle.
@@ -120,8 +131,9 @@ impl Stream {
     /// `cublasSetStream`, PyTorch's `torch.cuda.ExternalStream`, a raw driver call). It stays
     /// this stream's: valid while any handle of it lives. What that library's work on it
     /// writes or reads of ferrocuda's buffers, declare with
-    /// [`Gpu::uses_on`](crate::Gpu::uses_on) right after enqueueing it, so that the library's
-    /// calls on other streams and the buffers' drops wait for it.
+    /// [`Gpu::uses_on`](crate::Gpu::uses_on) right before enqueueing it: the stream then waits
+    /// for the other streams' conflicting work, and the library's later calls on other streams
+    /// and the buffers' drops wait for it.
     #[must_use]
     pub fn as_raw(&self) -> *mut std::ffi::c_void {
         self.0.raw.cast()
@@ -132,6 +144,12 @@ impl Stream {
     #[must_use]
     pub fn is_owned(&self) -> bool {
         self.0.owned
+    }
+
+    /// Whether `other` is a handle of the same stream record (not merely of a stream that came
+    /// to have the same address).
+    pub(crate) fn same_stream(&self, other: &Stream) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 
     /// Another handle of the same stream (the driver's stream lives until both are dropped).
@@ -147,7 +165,7 @@ impl Stream {
     /// Blocks the host until everything enqueued on this stream so far has finished; an error
     /// of that work is returned (and names `cuStreamSynchronize`).
     pub fn synchronize(&self) -> Result<()> {
-        if self.released() {
+        if self.is_released() {
             return Ok(());
         }
         self.0.make_current()?;
@@ -160,7 +178,7 @@ impl Stream {
     /// Whether everything enqueued on this stream so far has finished (`cuStreamQuery`),
     /// without waiting; an error of that work is returned.
     pub fn query(&self) -> Result<bool> {
-        if self.released() {
+        if self.is_released() {
             return Ok(true);
         }
         self.0.make_current()?;

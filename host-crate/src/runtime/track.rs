@@ -136,13 +136,16 @@ impl State {
     }
 
     /// Makes `to` wait for a use of `from`: its event when it has one, else what `from` holds
-    /// now.
+    /// now (nothing, for an adopted stream handed back: its work had finished then).
     fn wait_for(
         &mut self,
         from: &StreamHandle,
         done: Option<&Arc<Marker>>,
         to: &StreamHandle,
     ) -> Result<()> {
+        if done.is_none() && from.is_released() {
+            return Ok(());
+        }
         match done {
             Some(done) => {
                 done.wait_raw(to.raw())?;
@@ -208,10 +211,13 @@ impl Tracker {
         let Some(allocation) = state.allocations.remove(&address) else {
             return Ok(own.handle().clone());
         };
+        // Never a stream another library owns: it may be handed back and destroyed before the
+        // free, enqueued after this returns, reaches it.
         let target = allocation
             .uses
             .iter()
             .max_by_key(|u| u.seq)
+            .filter(|u| u.stream.is_owned())
             .map_or_else(|| own.handle().clone(), |u| u.stream.clone());
         if !Arc::ptr_eq(&target, own.handle()) {
             state.join(own.handle(), &target)?;

@@ -856,12 +856,15 @@ unsafe extern "C" fn cuLaunchKernel(
     by: c_uint,
     bz: c_uint,
     shared: c_uint,
-    _stream: CUstream,
+    stream: CUstream,
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
 ) -> CUresult {
     if !extra.is_null() {
         return CUresult::CUDA_ERROR_NOT_SUPPORTED;
+    }
+    if !live(stream) {
+        return CUresult::CUDA_ERROR_INVALID_HANDLE;
     }
     unsafe {
         launch(
@@ -885,9 +888,12 @@ unsafe extern "C" fn cuLaunchCooperativeKernel(
     by: c_uint,
     bz: c_uint,
     shared: c_uint,
-    _stream: CUstream,
+    stream: CUstream,
     params: *mut *mut c_void,
 ) -> CUresult {
+    if !live(stream) {
+        return CUresult::CUDA_ERROR_INVALID_HANDLE;
+    }
     let blocks = gx as u64 * gy as u64 * gz as u64;
     let mut per_sm = 0;
     let threads = (bx * by * bz) as c_int;
@@ -920,6 +926,9 @@ unsafe extern "C" fn cuLaunchKernelEx(
         return INVALID;
     }
     let config = unsafe { &*config };
+    if !live(config.stream) {
+        return CUresult::CUDA_ERROR_INVALID_HANDLE;
+    }
     let mut cluster = [1, 1, 1];
     for i in 0..config.num_attrs as usize {
         // SAFETY: `attrs` holds `num_attrs` attributes.
@@ -1088,8 +1097,11 @@ unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
 unsafe extern "C" fn cuMemAllocAsync(
     dptr: *mut CUdeviceptr,
     bytes: usize,
-    _s: CUstream,
+    s: CUstream,
 ) -> CUresult {
+    if !live(s) {
+        return CUresult::CUDA_ERROR_INVALID_HANDLE;
+    }
     unsafe { cuMemAlloc_v2(dptr, bytes) }
 }
 
@@ -1188,8 +1200,11 @@ unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
     dst: CUdeviceptr,
     src: *const c_void,
     n: usize,
-    _s: CUstream,
+    s: CUstream,
 ) -> CUresult {
+    if !live(s) {
+        return CUresult::CUDA_ERROR_INVALID_HANDLE;
+    }
     unsafe { copy(dst as usize, src as usize, n) }
 }
 
@@ -1197,8 +1212,11 @@ unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
     dst: *mut c_void,
     src: CUdeviceptr,
     n: usize,
-    _s: CUstream,
+    s: CUstream,
 ) -> CUresult {
+    if !live(s) {
+        return CUresult::CUDA_ERROR_INVALID_HANDLE;
+    }
     unsafe { copy(dst as usize, src as usize, n) }
 }
 
@@ -1206,8 +1224,11 @@ unsafe extern "C" fn cuMemcpyDtoDAsync_v2(
     dst: CUdeviceptr,
     src: CUdeviceptr,
     n: usize,
-    _s: CUstream,
+    s: CUstream,
 ) -> CUresult {
+    if !live(s) {
+        return CUresult::CUDA_ERROR_INVALID_HANDLE;
+    }
     unsafe { copy(dst as usize, src as usize, n) }
 }
 
@@ -1219,8 +1240,11 @@ unsafe extern "C" fn cuMemcpyAsync(
     dst: CUdeviceptr,
     src: CUdeviceptr,
     n: usize,
-    _s: CUstream,
+    s: CUstream,
 ) -> CUresult {
+    if !live(s) {
+        return CUresult::CUDA_ERROR_INVALID_HANDLE;
+    }
     unsafe { copy(dst as usize, src as usize, n) }
 }
 
@@ -1239,8 +1263,11 @@ unsafe extern "C" fn cuMemsetD8Async(
     dst: CUdeviceptr,
     value: c_uchar,
     n: usize,
-    _s: CUstream,
+    s: CUstream,
 ) -> CUresult {
+    if !live(s) {
+        return CUresult::CUDA_ERROR_INVALID_HANDLE;
+    }
     unsafe { cuMemsetD8_v2(dst, value, n) }
 }
 
@@ -1358,9 +1385,9 @@ unsafe extern "C" fn cuStreamDestroy_v2(stream: CUstream) -> CUresult {
     if stream.is_null() || !live(stream) {
         return INVALID;
     }
+    // The handle's memory is never freed, so no later stream gets its address and a use of
+    // this one after its destruction is always counted.
     lock(&LIVE_STREAMS).retain(|s| *s != stream as usize);
-    // SAFETY: made by `cuStreamCreate`.
-    drop(unsafe { Box::from_raw(stream.cast::<u64>()) });
     OK
 }
 
@@ -1385,7 +1412,10 @@ unsafe extern "C" fn cuStreamWaitEvent(stream: CUstream, _e: CUevent, _flags: c_
     OK
 }
 
-unsafe extern "C" fn cuStreamGetCtx(_s: CUstream, pctx: *mut CUcontext) -> CUresult {
+unsafe extern "C" fn cuStreamGetCtx(s: CUstream, pctx: *mut CUcontext) -> CUresult {
+    if !live(s) {
+        return CUresult::CUDA_ERROR_INVALID_HANDLE;
+    }
     unsafe { put(pctx, context()) }
 }
 

@@ -177,11 +177,13 @@ macro_rules! forward {
             match SLOT.resolve(name) {
                 Ok(entry) => {
                     // SAFETY: `entry` is the driver's function of this name, whose C signature
-                    // is the one declared here (both come from `cuda.h`).
-                    let entry: unsafe extern "C" fn($($ty),*) -> CUresult =
+                    // is the one declared here (both come from `cuda.h`), its `CUresult` read as
+                    // the C `int` it is: a newer driver may return a status `cust_raw` lacks,
+                    // which must not become a Rust enum value that does not exist.
+                    let entry: unsafe extern "C" fn($($ty),*) -> c_int =
                         unsafe { std::mem::transmute::<*mut c_void, _>(entry) };
                     // SAFETY: the caller upholds the driver function's contract.
-                    unsafe { entry($($arg),*) }
+                    status::from_int(unsafe { entry($($arg),*) })
                 }
                 Err(status) => forward!(@unresolved status ($($arg),*) $($fallback)?),
             }
@@ -216,22 +218,27 @@ macro_rules! hidden_symbol {
     };
 }
 
+/// The jump, after the landing pad an indirect call needs where control-flow protection is
+/// on (`endbr64`, `bti c`: no-ops on processors without it).
 #[cfg(target_arch = "x86_64")]
 macro_rules! tail_jump {
     () => {
-        "jmp {target}"
+        "endbr64\n jmp {target}"
     };
 }
 
 #[cfg(target_arch = "aarch64")]
 macro_rules! tail_jump {
     () => {
-        "b {target}"
+        "hint #34\n b {target}"
     };
 }
 
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-compile_error!("ferrocuda's driver trampolines are written for x86_64 and aarch64 Linux");
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+compile_error!("ferrocuda's driver trampolines are written for x86_64 and aarch64 Linux (ELF)");
 
 include!("api.rs");
 

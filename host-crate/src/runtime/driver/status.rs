@@ -116,6 +116,15 @@ pub(crate) const STATUSES: [CUresult; 87] = [
     CUresult::CUDA_ERROR_UNKNOWN,
 ];
 
+/// The status a driver call returned as a C `int`: `CUDA_ERROR_UNKNOWN` for a number `cust_raw`
+/// does not know (a newer driver's).
+pub(crate) fn from_int(code: std::ffi::c_int) -> CUresult {
+    if code == 0 {
+        return CUresult::CUDA_SUCCESS;
+    }
+    status_of(code as u32).unwrap_or(CUresult::CUDA_ERROR_UNKNOWN)
+}
+
 /// The status numbered `code`, if the driver API has one.
 pub(crate) fn status_of(code: u32) -> Option<CUresult> {
     STATUSES.iter().copied().find(|s| *s as i32 as u32 == code)
