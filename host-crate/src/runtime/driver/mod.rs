@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use cust::sys::*;
 
 pub mod cpu;
-pub mod cuda12;
-pub mod launch;
+pub(crate) mod cuda12;
+pub(crate) mod launch;
 pub(crate) mod status;
 
 /// The library the NVIDIA driver installs; the unversioned `libcuda.so` is a development link.
