@@ -633,12 +633,26 @@ fn pinned_copies(gpu: &Gpu) -> TestResult {
         "pinned units"
     );
     // An upload from a pinned buffer that a download on another stream is still writing waits
-    // for the download (on the device): the device gets what the download brought.
+    // for the download (on the device): the device gets what the download brought. The
+    // download waits behind a stencil of milliseconds on its stream (one block), so an upload
+    // that did not wait would read the pinned buffer long before the download reaches it.
     let n = scaled(1 << 22);
-    let src = gpu.upload(&random_vec::<f32>(n, 9), "src")?;
+    let x = gpu.upload(&random_vec::<f32>(n, 9), "x")?;
+    let mut src = gpu.alloc::<f32>(n, "src")?;
     let mut staging = gpu.alloc_pinned::<f32>(n)?;
     let mut dst = gpu.alloc::<f32>(n, "dst")?;
     let s2 = gpu.new_stream()?;
+    let taps = Taps::Sum { radius: 3 };
+    let mut slow = StencilRun::with_grid(
+        gpu,
+        &taps,
+        Boundary::Zero,
+        &x,
+        &mut src,
+        ferrocuda::stencil::StencilGrid::Blocks(1),
+    )?;
+    slow.launch_on(&s1)?;
+    drop(slow);
     gpu.download_async_on(&s1, &src, &mut staging)?;
     gpu.upload_async_on(&s2, &staging, &mut dst)?;
     ensure!(
