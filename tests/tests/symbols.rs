@@ -13,21 +13,17 @@ use std::process::Command;
 
 /// The tools of the toolchain running this suite (`llvm-tools` is in `rust-toolchain.toml`).
 fn llvm_tool(name: &str) -> PathBuf {
-    let sysroot = Command::new("rustc")
-        .args(["--print", "sysroot"])
-        .current_dir(workspace())
-        .output()
-        .expect("rustc runs");
-    let sysroot = String::from_utf8(sysroot.stdout).unwrap();
-    let host = Command::new("rustc")
-        .args(["--print", "host-tuple"])
-        .current_dir(workspace())
-        .output()
-        .expect("rustc runs");
-    let host = String::from_utf8(host.stdout).unwrap();
-    Path::new(sysroot.trim())
+    let print = |what: &str| {
+        let out = Command::new("rustc")
+            .args(["--print", what])
+            .current_dir(workspace())
+            .output()
+            .expect("rustc runs");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    Path::new(&print("sysroot"))
         .join("lib/rustlib")
-        .join(host.trim())
+        .join(print("host-tuple"))
         .join("bin")
         .join(name)
 }

@@ -660,10 +660,8 @@ fn registry_source(krate: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("{krate} is not unpacked under {}", registries.display()))
 }
 
-/// `runtime::driver::status::STATUSES` lists every status of cust_raw's `cudaError_enum`, in
-/// its order: `DriverError::from_code` finds a status by number there, never by a cast.
-#[test]
-fn the_driver_status_list_is_cust_raws() {
+/// The version of cust_raw in `Cargo.lock` and its driver API bindings (`src/cuda.rs`).
+fn cust_raw_bindings() -> (String, String) {
     let lock = read(&workspace().join("Cargo.lock"));
     let version = lock
         .split("[[package]]")
@@ -672,6 +670,14 @@ fn the_driver_status_list_is_cust_raws() {
         .map(|v| v.trim_matches('"').to_owned())
         .expect("Cargo.lock has cust_raw");
     let source = read(&registry_source(&format!("cust_raw-{version}")).join("src/cuda.rs"));
+    (version, source)
+}
+
+/// `runtime::driver::status::STATUSES` lists every status of cust_raw's `cudaError_enum`, in
+/// its order: `DriverError::from_code` finds a status by number there, never by a cast.
+#[test]
+fn the_driver_status_list_is_cust_raws() {
+    let (version, source) = cust_raw_bindings();
     let body = source
         .split("pub enum cudaError_enum {")
         .nth(1)
@@ -700,16 +706,8 @@ fn the_driver_status_list_is_cust_raws() {
 /// signature (else the trampoline would pass its arguments wrongly).
 #[test]
 fn the_driver_trampolines_match_cust_raw_declaration_for_declaration() {
-    let lock = read(&workspace().join("Cargo.lock"));
-    let version = lock
-        .split("[[package]]")
-        .find(|package| package.contains("name = \"cust_raw\""))
-        .and_then(|package| package.lines().find_map(|l| l.strip_prefix("version = ")))
-        .map(|v| v.trim_matches('"').to_owned())
-        .expect("Cargo.lock has cust_raw");
-    let declared = driver_functions(&read(
-        &registry_source(&format!("cust_raw-{version}")).join("src/cuda.rs"),
-    ));
+    let (version, source) = cust_raw_bindings();
+    let declared = driver_functions(&source);
     let driver = workspace().join("host-crate/src/runtime/driver");
     let api = read(&driver.join("api.rs"));
     let mut defined: BTreeSet<String> = api

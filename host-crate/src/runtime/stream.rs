@@ -143,7 +143,7 @@ impl Stream {
     /// from another library.
     #[must_use]
     pub fn is_owned(&self) -> bool {
-        self.0.owned
+        self.0.is_owned()
     }
 
     /// Whether `other` is a handle of the same stream record (not merely of a stream that came
