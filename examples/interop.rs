@@ -39,8 +39,10 @@ fn main() {
 /// sums it on the other library's stream into the other library's one-element buffer, and the
 /// other library reads the result back. Returns it (`n / 7 * 21` plus the tail's).
 pub fn interop(gpu: &Gpu, n: usize) -> Result<u64, Box<dyn std::error::Error>> {
-    // The other library's: its stream, its input, its result slot (in the device's primary
-    // context, which the `Gpu` made current on this thread, as PyTorch and CuPy use it).
+    // The other library's: its stream, its input, its result slot, in the device's primary
+    // context (the one the CUDA runtime, PyTorch and CuPy use), current on this thread for its
+    // driver calls.
+    gpu.make_current()?;
     let their_stream = TheirStream::new(StreamFlags::NON_BLOCKING, None)?;
     let values: Vec<u64> = (0..n as u64).map(|i| i % 7).collect();
     let their_input = TheirBuffer::from_slice(&values)?;

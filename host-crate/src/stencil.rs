@@ -415,7 +415,7 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         if self.n == 0 {
             return Ok(());
         }
-        self.gpu.make_current()?;
+        let _current = self.gpu.enter()?;
         self.gpu.check_stream(stream)?;
         // SAFETY: the context is current and the stream checked; the ordering is the caller's.
         unsafe { self.enqueue(stream) }

@@ -95,7 +95,10 @@ fn thread_gpu() -> Result<&'static Gpu, SkipOrFail> {
 pub fn gpu_test(name: &str, test: impl FnOnce(&Gpu) -> TestResult + Send + 'static) -> Trial {
     let name = name.to_string();
     Trial::ignorable_test(name.clone(), move || match thread_gpu() {
-        Ok(gpu) => completed(test(gpu)),
+        Ok(gpu) => {
+            let _theirs = AnotherLibrarysContext::on_cpu_device(gpu);
+            completed(test(gpu))
+        }
         Err(e) => skip_or_fail(e, &name),
     })
     .with_kind("gpu")
@@ -116,6 +119,35 @@ pub fn hardware_test(
         Err(e) => skip_or_fail(e, &name),
     })
     .with_kind("gpu")
+}
+
+/// On the CPU device, every [`gpu_test`] runs with another library's context current on its
+/// thread (`cuCtxCreate`), as in a program that also uses one: the CPU device fails a call that
+/// needs a context while that one is current, so every library call the test makes must run in
+/// the device's own context, entered by the call itself, and not in what an earlier call left
+/// current. Destroyed when the test ends. (Cheap on the CPU device; on a GPU a context costs
+/// hundreds of MB, and `gpu_streams` checks the same there.) Test code that calls the driver
+/// itself makes the device's context current first (`Gpu::make_current`), as a program must.
+struct AnotherLibrarysContext(cust::sys::CUcontext);
+
+impl AnotherLibrarysContext {
+    fn on_cpu_device(gpu: &Gpu) -> Option<Self> {
+        if !gpu.is_cpu() {
+            return None;
+        }
+        let mut context = std::ptr::null_mut();
+        // SAFETY: a writable handle and the CPU device's one device.
+        let status = unsafe { cust::sys::cuCtxCreate_v2(&mut context, 0, 0) };
+        assert_eq!(status, cust::sys::CUresult::CUDA_SUCCESS, "cuCtxCreate");
+        Some(Self(context))
+    }
+}
+
+impl Drop for AnotherLibrarysContext {
+    fn drop(&mut self) {
+        // SAFETY: made by `cuCtxCreate`, destroyed once, here.
+        let _ = unsafe { cust::sys::cuCtxDestroy_v2(self.0) };
+    }
 }
 
 fn hardware_only(needs: &str, name: &str) -> Completion {

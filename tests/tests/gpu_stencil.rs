@@ -232,9 +232,6 @@ fn pool<T: Element>(gpu: &Gpu) -> anyhow::Result<&'static Pool<T>> {
     let host: Vec<T> = random_vec(len, 0x57e9 + T::TYPE as u64);
     let input = gpu.upload(&host, &format!("{} stencil input pool", T::TYPE))?;
     let output = gpu.alloc(OUT_POOL_LEN, &format!("{} stencil output pool", T::TYPE))?;
-    // A synchronous copy from pageable memory may return before its DMA lands, and the
-    // library's stream does not wait for the legacy stream that copy ran on.
-    cust::context::CurrentContext::synchronize().context("cuCtxSynchronize after the upload")?;
     let pool: &'static Pool<T> = Box::leak(Box::new(Pool {
         host,
         input,
@@ -491,7 +488,6 @@ fn shorter_than_radius(gpu: &Gpu) -> TestResult {
         for boundary in Boundary::ALL {
             let x: Vec<f64> = random_vec(n, n as u64);
             let input = gpu.upload(&x, "short input")?;
-            cust::context::CurrentContext::synchronize()?;
             let taps = Taps::Weighted(random_vec(33, 7 + n as u64));
             let got = gpu.download(&*stencil::apply(gpu, &input, &taps, boundary)?)?;
             for (i, g) in got.iter().enumerate() {
@@ -505,7 +501,6 @@ fn shorter_than_radius(gpu: &Gpu) -> TestResult {
             }
             let ints: Vec<i32> = random_vec(n, 100 + n as u64);
             let input = gpu.upload(&ints, "short input")?;
-            cust::context::CurrentContext::synchronize()?;
             let taps = Taps::Sum { radius: 8 };
             let got = gpu.download(&*stencil::apply(gpu, &input, &taps, boundary)?)?;
             let want = cpu::stencil(&ints, &taps, boundary);

@@ -88,6 +88,10 @@ fn main() -> ExitCode {
             "pinned_buffers_carry_asynchronous_copies_both_ways_and_refuse_wrong_lengths",
             pinned_copies,
         ),
+        gpu_test(
+            "every_call_and_drop_gives_the_thread_back_another_librarys_current_context",
+            context_comes_back,
+        ),
     ])
 }
 
@@ -203,6 +207,8 @@ fn adopted_stream_handed_back(gpu: &Gpu) -> TestResult {
         Err(Error::InvalidArgument { what }) if what.contains("per-thread") => {}
         other => anyhow::bail!("the per-thread default stream was not refused: {other:?}"),
     }
+    // The other library's stream, made in the device's primary context.
+    gpu.make_current()?;
     let theirs = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None)?;
     let n = 4096;
     let x = gpu.upload(&random_vec::<f32>(n, 9), "x")?;
@@ -746,4 +752,124 @@ fn drop_in_flight_child() -> anyhow::Result<bool> {
     let sum = ferrocuda::reduce::sum(&again, &ones)?;
     anyhow::ensure!(sum == 1000.0, "a new Gpu summed 1000 ones to {sum}");
     Ok(in_flight)
+}
+
+/// The thread's current context, as the driver reports it.
+fn current_context() -> anyhow::Result<cust::sys::CUcontext> {
+    let mut context = std::ptr::null_mut();
+    // SAFETY: a writable handle.
+    let status = unsafe { cust::sys::cuCtxGetCurrent(&mut context) };
+    ensure!(
+        status == cust::sys::CUresult::CUDA_SUCCESS,
+        "cuCtxGetCurrent: {status:?}"
+    );
+    Ok(context)
+}
+
+/// Another library's context on the device (`cuCtxCreate`, current while it lives), destroyed
+/// on every way out of the test, with the device's primary context made current again.
+struct TheirContext<'g>(cust::sys::CUcontext, &'g Gpu);
+
+impl Drop for TheirContext<'_> {
+    fn drop(&mut self) {
+        // SAFETY: made by `cuCtxCreate`, destroyed once, here; nothing of it is in use.
+        let _ = unsafe { cust::sys::cuCtxDestroy_v2(self.0) };
+        let _ = self.1.make_current();
+    }
+}
+
+/// A program that works in another library's context on this thread (its own `cuCtxCreate`)
+/// calls ferrocuda in between: every call, and every drop, runs in the device's primary
+/// context (the CPU device fails a call made in the other one) and gives the thread its
+/// context back, so the other library's next call finds it. A thread with no context current
+/// keeps the primary context afterwards, as after a CUDA runtime call.
+fn context_comes_back(gpu: &Gpu) -> TestResult {
+    use ferrocuda::reduce::{ReduceOp, ReducePlan};
+    let mut device = 0;
+    // SAFETY: a writable handle.
+    let status = unsafe { cust::sys::cuDeviceGet(&mut device, gpu.props().ordinal as i32) };
+    ensure!(
+        status == cust::sys::CUresult::CUDA_SUCCESS,
+        "cuDeviceGet: {status:?}"
+    );
+    let mut raw = std::ptr::null_mut();
+    // SAFETY: a writable handle and a device of the driver.
+    let status = unsafe { cust::sys::cuCtxCreate_v2(&mut raw, 0, device) };
+    ensure!(
+        status == cust::sys::CUresult::CUDA_SUCCESS,
+        "cuCtxCreate: {status:?}"
+    );
+    let theirs = TheirContext(raw, gpu);
+    ensure!(
+        current_context()? == theirs.0,
+        "cuCtxCreate makes its context current"
+    );
+    let restored = |what: &str| -> TestResult {
+        ensure!(
+            current_context()? == theirs.0,
+            "{what} left another context current than the thread's own"
+        );
+        Ok(())
+    };
+    let n = 1000;
+    let data = random_vec::<f32>(n, 3);
+    let taps = Taps::Sum { radius: 1 };
+    let x = gpu.upload(&data, "x")?;
+    restored("upload")?;
+    let mut y = gpu.alloc::<f32>(n, "y")?;
+    restored("alloc")?;
+    ferrocuda::stencil::apply_into(gpu, &x, &mut y, &taps, Boundary::Periodic)?;
+    restored("stencil::apply_into")?;
+    let stream = gpu.new_stream()?;
+    restored("new_stream")?;
+    let mut z = gpu.alloc::<f32>(n, "z")?;
+    ferrocuda::stencil::apply_into_on(gpu, &stream, &x, &mut z, &taps, Boundary::Periodic)?;
+    restored("stencil::apply_into_on")?;
+    let event = gpu.new_event(true)?;
+    event.record(&stream)?;
+    gpu.stream().wait_event(&event)?;
+    stream.synchronize()?;
+    restored("events and stream waits")?;
+    let sum = ferrocuda::reduce::sum(gpu, &y)?;
+    restored("reduce::sum")?;
+    let mut plan = ReducePlan::<f32>::new(gpu, ReduceOp::Sum)?;
+    let planned = plan.run(&z)?;
+    restored("a reduction plan")?;
+    let mut pinned = gpu.alloc_pinned::<f32>(n)?;
+    gpu.download_async_on(&stream, &z, &mut pinned)?;
+    let through_pinned = pinned.as_slice()?.to_vec();
+    restored("pinned memory and asynchronous copies")?;
+    let host = gpu.download(&y)?;
+    restored("download")?;
+    drop((plan, pinned, event, stream, x, y, z));
+    restored("the drops of a plan, a pinned buffer, an event, a stream and buffers")?;
+    gpu.synchronize_device()?;
+    restored("synchronize_device")?;
+    let check = check_stencil(&data, &taps, Boundary::Periodic, &host);
+    ensure!(check.passed, "the stencil: {}", check.detail);
+    ensure!(
+        through_pinned == host,
+        "the stencil on the other stream, through pinned memory"
+    );
+    let expected: f64 = host.iter().map(|&v| f64::from(v)).sum();
+    for (what, got) in [("reduce::sum", sum), ("the plan", planned)] {
+        ensure!(
+            (f64::from(got) - expected).abs() <= 1e-3 * expected.abs().max(1.0),
+            "{what}: {got} against {expected}"
+        );
+    }
+    drop(theirs);
+    // No context current: the call leaves the primary one, as the CUDA runtime would.
+    // SAFETY: unbinds the thread's context.
+    let status = unsafe { cust::sys::cuCtxSetCurrent(std::ptr::null_mut()) };
+    ensure!(
+        status == cust::sys::CUresult::CUDA_SUCCESS,
+        "cuCtxSetCurrent: {status:?}"
+    );
+    gpu.synchronize()?;
+    ensure!(
+        !current_context()?.is_null(),
+        "a call on a thread without a context leaves the device's context current"
+    );
+    Ok(())
 }

@@ -392,10 +392,13 @@ impl Communicator {
         })?;
         let mut failed = None;
         for (rank, gpu) in ranks {
-            if let Err(e) = gpu.make_current() {
-                failed = Some(e);
-                break;
-            }
+            let _current = match gpu.enter() {
+                Ok(current) => current,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            };
             let mut raw = std::ptr::null_mut();
             let mut config = Config::non_blocking();
             // SAFETY: writable handle and config; `rank < world` (the caller's check).
@@ -522,7 +525,7 @@ impl Communicator {
 
     /// Waits for everything on `stream` (of this rank's GPU) within the time limit.
     pub(crate) fn wait_stream(&self, stream: &Stream, what: &str) -> Result<()> {
-        self.gpu.make_current()?;
+        let _current = self.gpu.enter()?;
         self.poll(what, || {
             // SAFETY: a live stream of the current context.
             passed("cuStreamQuery", unsafe {
@@ -537,7 +540,7 @@ impl Communicator {
         marker: &crate::runtime::event::Marker,
         what: &str,
     ) -> Result<()> {
-        self.gpu.make_current()?;
+        let _current = self.gpu.enter()?;
         self.poll(what, || passed("cuEventQuery", marker.query()))
     }
 
@@ -547,7 +550,7 @@ impl Communicator {
             return;
         }
         if let Ok(api) = api() {
-            let _ = self.gpu.make_current();
+            let _current = self.gpu.enter();
             // SAFETY: a live communicator, aborted once.
             let _ = unsafe { (api.comm_abort)(self.raw) };
         }
@@ -687,7 +690,7 @@ impl Drop for Communicator {
             return;
         }
         let Ok(api) = api() else { return };
-        let _ = self.gpu.make_current();
+        let _current = self.gpu.enter();
         // SAFETY: a live communicator, finalised and destroyed once.
         let finalised = check(
             "ncclCommFinalize",

@@ -182,7 +182,7 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
                     self.one_step()?;
                     for l in &self.locals {
                         let m = &team.members()[l.member];
-                        m.gpu.make_current()?;
+                        let _current = m.gpu.enter()?;
                         m.done[k % 2].record(&m.edge)?;
                     }
                     self.cur = 1 - self.cur;
@@ -390,7 +390,7 @@ impl<T: Element> ShardedStencil<'_, T> {
             let len = l.len;
             let [a, b] = &mut l.ext;
             let (input, output) = if cur == 0 { (&*a, b) } else { (&*b, a) };
-            m.gpu.make_current()?;
+            let _current = m.gpu.enter()?;
             m.ready.wait_on(&m.bulk)?;
             // SAFETY (the three launches): the bulk stream waited for the last step's edge work
             // (`ready`); the edge stream holds it; `finish` waits for both before any buffer is
@@ -442,7 +442,7 @@ impl<T: Element> ShardedStencil<'_, T> {
         for l in locals.iter_mut() {
             let m = &members[l.member];
             let len = l.len;
-            m.gpu.make_current()?;
+            let _current = m.gpu.enter()?;
             m.bulk_done.wait_on(&m.edge)?;
             let (left_end, right_end) = ends(holders, m.rank, boundary);
             let out = &mut l.ext[nxt];
@@ -513,7 +513,7 @@ fn fill_end<T: Element>(
     edge: usize,
     boundary: Boundary,
 ) -> Result<()> {
-    gpu.make_current()?;
+    let _current = gpu.enter()?;
     let base = buf.as_device_ptr().as_raw();
     let size = size_of::<T>();
     match boundary {
@@ -561,7 +561,7 @@ unsafe fn raw_copy<T: Element>(
     if src.is_empty() {
         return Ok(());
     }
-    gpu.make_current()?;
+    let _current = gpu.enter()?;
     // SAFETY: the caller's contract; `len` elements each, one borrowed mutably.
     unsafe {
         copy_bytes_async(

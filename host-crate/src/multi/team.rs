@@ -58,7 +58,7 @@ impl Member {
     fn new(rank: usize, gpu: &Gpu, comm: Option<Communicator>) -> Result<Self> {
         let edge = gpu.new_stream_of_priority(true)?;
         let bulk = gpu.new_stream_of_priority(false)?;
-        gpu.make_current()?;
+        let _current = gpu.enter()?;
         Ok(Self {
             rank,
             gpu: gpu.clone(),
@@ -299,7 +299,7 @@ impl Team {
     /// that wrote the inputs).
     pub(crate) fn enter(&self) -> Result<()> {
         for m in &self.members {
-            m.gpu.make_current()?;
+            let _current = m.gpu.enter()?;
             m.ready.record(m.gpu.stream())?;
             m.ready.wait_on(&m.edge)?;
             m.ready.wait_on(&m.bulk)?;
@@ -315,7 +315,7 @@ impl Team {
     pub(crate) fn finish(&self, what: &str) -> Result<()> {
         let mut first = None;
         for m in &self.members {
-            let joined = m.gpu.make_current().and_then(|()| {
+            let joined = m.gpu.enter().and_then(|_current| {
                 m.ready.record(&m.edge)?;
                 m.ready.wait_on(m.gpu.stream())?;
                 m.bulk_done.record(&m.bulk)?;
@@ -342,7 +342,7 @@ impl Team {
         }
         for m in &self.members {
             // Aborted communicators' kernels have stopped: nothing here waits for a peer.
-            let waited = m.gpu.make_current().and_then(|()| {
+            let waited = m.gpu.enter().and_then(|_current| {
                 // SAFETY: live streams of the current context.
                 check_raw("cuStreamSynchronize", unsafe {
                     cust::sys::cuStreamSynchronize(m.edge.raw())
@@ -365,7 +365,7 @@ impl Team {
         let m = &self.members[i];
         let waited = match &m.comm {
             Some(c) => c.wait_marker(marker, what),
-            None => m.gpu.make_current().and_then(|()| {
+            None => m.gpu.enter().and_then(|_current| {
                 let (call, status) = marker.wait(m.gpu.wait_policy());
                 check_raw(call, status).map_err(|e| self.in_context(m, what, e))
             }),
@@ -432,7 +432,7 @@ impl Team {
             for (m, buf) in self.members.iter().zip(gathered.iter_mut()) {
                 let comm = m.comm.as_ref().expect("an NCCL member has a communicator");
                 m.gpu.check_owned(buf)?;
-                m.gpu.make_current()?;
+                let _current = m.gpu.enter()?;
                 let base = buf.as_device_ptr().as_raw();
                 for root in 0..self.size {
                     let (a, b) = (bounds[root], bounds[root + 1]);
@@ -469,7 +469,7 @@ impl Team {
         match self.transport {
             Transport::Virtual => {
                 for m in &self.members {
-                    m.gpu.make_current()?;
+                    let _current = m.gpu.enter()?;
                     for t in transfers.iter().filter(|t| t.from == m.rank && t.bytes > 0) {
                         // SAFETY: the caller's contract; one context for all virtual ranks.
                         unsafe { copy_bytes_async(t.dst, t.src, t.bytes, &m.edge)? };
@@ -492,7 +492,7 @@ impl Team {
                 nccl::group(&comms, what, || {
                     for m in &self.members {
                         let comm = m.comm.as_ref().expect("an NCCL member has a communicator");
-                        m.gpu.make_current()?;
+                        let _current = m.gpu.enter()?;
                         for t in transfers.iter().filter(|t| t.bytes > 0) {
                             // SAFETY (both): the caller's contract.
                             if t.from == m.rank {

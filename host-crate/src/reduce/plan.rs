@@ -67,7 +67,7 @@ impl<T: Element, A: Element> PlanState<T, A> {
         let block = FAST_BLOCK;
         let resident = kernel.resident_blocks(block, 0)?;
         let max_grid = resident.max(1);
-        gpu.make_current()?;
+        let _current = gpu.enter()?;
         // SAFETY: `A` is an `Element`, valid for every byte pattern; each run's blocks write
         // their partials before the last block reads them.
         let partials =
@@ -82,7 +82,7 @@ impl<T: Element, A: Element> PlanState<T, A> {
             ticket: gpu
                 .upload(&[0u32], "reduction plan: ticket")?
                 .into_workspace(),
-            result: MappedSlot::new()?,
+            result: MappedSlot::new(gpu)?,
             done: Marker::new()?,
             last_stream: None,
             ticket_clean: true,
@@ -238,7 +238,8 @@ pub(super) struct MappedSlot<A> {
 unsafe impl<A: Send> Send for MappedSlot<A> {}
 
 impl<A: Element> MappedSlot<A> {
-    pub(super) fn new() -> Result<Self> {
+    pub(super) fn new(gpu: &Gpu) -> Result<Self> {
+        let _current = gpu.enter()?;
         let mut host = std::ptr::null_mut();
         // SAFETY: a writable pointer; flags PORTABLE (1) | DEVICEMAP (2).
         check_raw("cuMemHostAlloc", unsafe {
@@ -384,9 +385,9 @@ pub(crate) fn cached_many<T: Element, A: Element>(
             // waited for before its state goes back to the pool, with its own context current
             // again (the others made theirs current).
             let others = cached_many(op, inputs, values);
-            let current = gpu.make_current();
+            let current = gpu.enter();
             let own = state.finish(gpu, gpu.stream(), input, started);
-            current?;
+            let _current = current?;
             *value = own?;
             others
         },

@@ -76,11 +76,12 @@ impl<T: Reproducible> ReproState<T> {
     fn new(gpu: &Gpu) -> Result<Self> {
         let kernel = gpu.kernel(entry::<T>()?)?;
         let resident = kernel.resident_blocks(REDUCE_REPRO_BLOCK, 0)?;
+        let _current = gpu.enter()?;
         Ok(Self {
             max_grid: resident.max(1),
             first_grids: Vec::new(),
             levels: [Self::chunk_sums(gpu, 1)?, Self::chunk_sums(gpu, 1)?],
-            result: MappedSlot::new()?,
+            result: MappedSlot::new(gpu)?,
             done: Marker::new()?,
         })
     }

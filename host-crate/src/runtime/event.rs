@@ -5,7 +5,8 @@
 //! is the library's own timing-free event, made in the current context.
 use cust::context::Context;
 
-use crate::runtime::error::{CudaContext, Error};
+use crate::runtime::current::Current;
+use crate::runtime::error::Error;
 use crate::runtime::stream::Stream;
 
 use crate::runtime::error::{Result, check_raw};
@@ -133,8 +134,9 @@ impl Event {
         })
     }
 
-    fn make_current(&self) -> Result<()> {
-        cust::context::CurrentContext::set_current(&self.context).call("cuCtxSetCurrent")
+    /// Makes the event's context current for as long as the guard lives.
+    fn enter(&self) -> Result<Current> {
+        Current::enter(self.context.as_raw())
     }
 
     /// The driver's handle.
@@ -159,7 +161,7 @@ impl Event {
     /// Moves the event to the end of what `stream` holds now (`cuEventRecord`). The stream
     /// must be of the event's context.
     pub fn record(&self, stream: &Stream) -> Result<()> {
-        self.make_current()?;
+        let _current = self.enter()?;
         // SAFETY: live handles; the context is current.
         check_raw("cuEventRecord", unsafe {
             cust::sys::cuEventRecord(self.raw, stream.raw())
@@ -169,7 +171,7 @@ impl Event {
     /// Whether the work before the last record has finished (an event never recorded has);
     /// an error of that work is returned.
     pub fn query(&self) -> Result<bool> {
-        self.make_current()?;
+        let _current = self.enter()?;
         // SAFETY: a live event handle; its context is current.
         let status = unsafe { cust::sys::cuEventQuery(self.raw) };
         if status == cust::sys::CUresult::CUDA_ERROR_NOT_READY {
@@ -180,7 +182,7 @@ impl Event {
 
     /// Blocks the host until the work before the last record has finished.
     pub fn synchronize(&self) -> Result<()> {
-        self.make_current()?;
+        let _current = self.enter()?;
         // SAFETY: a live event handle; its context is current.
         check_raw("cuEventSynchronize", unsafe {
             cust::sys::cuEventSynchronize(self.raw)
@@ -198,7 +200,7 @@ impl Event {
                     .into(),
             });
         }
-        self.make_current()?;
+        let _current = self.enter()?;
         let mut ms = 0.0f32;
         // SAFETY: live handles; a writable float; the context is current.
         check_raw("cuEventElapsedTime", unsafe {
@@ -210,7 +212,7 @@ impl Event {
 
 impl Drop for Event {
     fn drop(&mut self) {
-        if self.make_current().is_ok() {
+        if let Ok(_current) = self.enter() {
             // SAFETY: created by cuEventCreate, destroyed once, here.
             let _ = unsafe { cust::sys::cuEventDestroy_v2(self.raw) };
         }
@@ -231,7 +233,7 @@ impl Stream {
     /// completed (`cuStreamWaitEvent`: the host does not wait). An event never recorded is
     /// complete.
     pub fn wait_event(&self, event: &Event) -> Result<()> {
-        self.handle().make_current()?;
+        let _current = self.handle().enter()?;
         // SAFETY: live handles; the context is current.
         check_raw("cuStreamWaitEvent", unsafe {
             cust::sys::cuStreamWaitEvent(self.raw(), event.raw(), 0)

@@ -6,6 +6,7 @@ use cust::device::{Device, DeviceAttribute};
 use cust::module::Module;
 use ferrocuda_kernels::config::WARP_SIZE;
 
+use crate::runtime::current::{Current, RestoreLater};
 use crate::runtime::element::Element;
 use crate::runtime::error::{
     CudaContext, DriverError, Error, KernelLaunch, Result, check_raw, check_raw_launch,
@@ -358,7 +359,7 @@ impl Drop for GpuStream {
     /// the driver's handle again.
     fn drop(&mut self) {
         if let Some(gpu) = self.1.take() {
-            let _ = gpu.make_current();
+            let _current = gpu.enter();
             if self.0.release().is_err() {
                 // The stream's work failed, or could not be waited for: wait for the whole
                 // context, so that nothing of it still runs when the record forgets it.
@@ -427,6 +428,9 @@ struct GpuState {
     ptx: &'static EmbeddedPtx,
     props: DeviceProps,
     _context: Context,
+    /// The dropping thread's previous context, put back once every field above is gone (their
+    /// drops need this context current).
+    restore: RestoreLater,
 }
 
 /// The devices open in this process, by ordinal (see [`Gpu::new`]).
@@ -435,9 +439,9 @@ static OPEN: std::sync::Mutex<Vec<(u32, std::sync::Weak<GpuState>)>> =
 
 impl ContextKeeper for GpuState {
     fn free(&self, address: u64) {
-        if cust::context::CurrentContext::set_current(&self._context).is_err() {
+        let Ok(_current) = Current::enter(self._context.as_raw()) else {
             return;
-        }
+        };
         // If the stream of the free cannot be made to wait for the other users, the host waits
         // for the whole context instead: freeing under a running kernel is not an option.
         let on = self
@@ -467,9 +471,12 @@ impl Drop for GpuState {
         OPEN_DEVICES.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         // Work still enqueued, on any stream, may use the module and the workspaces about to
         // be freed.
-        if cust::context::CurrentContext::set_current(&self._context).is_ok() {
+        // The fields' drops (the module's unload, the workspaces' frees) run after this, in
+        // this context: the thread's previous one comes back after the last of them.
+        if let Ok(current) = Current::enter(self._context.as_raw()) {
             // SAFETY: the context is current.
             let _ = unsafe { cust::sys::cuCtxSynchronize() };
+            self.restore.set(current.defer());
         }
     }
 }
@@ -553,7 +560,7 @@ impl Gpu {
             return Err(Error::DeviceNotFound { ordinal, count });
         }
         let device = Device::get_device(ordinal).call("cuDeviceGet")?;
-        let context = Context::new(device).call("cuDevicePrimaryCtxRetain")?;
+        let context = crate::runtime::current::retain_primary(device)?;
         let props = DeviceProps::query(ordinal, device)?;
         // The CPU device may have 64-wide waves: a kernel written for 32 lanes is refused there
         // when it calls a warp function, by name.
@@ -569,7 +576,7 @@ impl Gpu {
         // A blocking stream: it is ordered with work other code puts on the legacy default
         // stream, both ways.
         let stream = Stream::create(
-            Context::new(device).call("cuDevicePrimaryCtxRetain")?,
+            crate::runtime::current::retain_primary(device)?,
             STREAM_DEFAULT,
             None,
         )?;
@@ -586,6 +593,7 @@ impl Gpu {
             ptx,
             props,
             _context: context,
+            restore: RestoreLater::default(),
         })))
     }
 
@@ -669,7 +677,7 @@ impl Gpu {
     /// multi-GPU stencil runs its halo cells and exchange on the first, its interior on the
     /// second, as NVIDIA's multi-GPU Jacobi does.
     pub(crate) fn new_stream_of_priority(&self, high: bool) -> Result<GpuStream> {
-        self.make_current()?;
+        let _current = self.enter()?;
         let (mut least, mut greatest) = (0, 0);
         // SAFETY: two writable ints; the context is current.
         check_raw("cuCtxGetStreamPriorityRange", unsafe {
@@ -682,7 +690,7 @@ impl Gpu {
     }
 
     fn make_stream_with_priority(&self, flags: u32, priority: Option<i32>) -> Result<GpuStream> {
-        self.make_current()?;
+        let _current = self.enter()?;
         Ok(GpuStream(
             Stream::create(self.retain_context()?, flags, priority)?,
             None,
@@ -719,7 +727,7 @@ impl Gpu {
                     .into(),
             });
         }
-        self.make_current()?;
+        let _current = self.enter()?;
         // SAFETY: a live stream (the caller's contract); the context is current. The stream is
         // checked before it is used for anything else.
         let stream = unsafe { Stream::adopt(self.retain_context()?, raw.cast()) };
@@ -730,13 +738,13 @@ impl Gpu {
     /// A new retain of the device's primary context (what a stream or an event keeps).
     fn retain_context(&self) -> Result<Context> {
         let device = Device::get_device(self.0.props.ordinal).call("cuDeviceGet")?;
-        Context::new(device).call("cuDevicePrimaryCtxRetain")
+        crate::runtime::current::retain_primary(device)
     }
 
     /// A new event of this GPU's context; with `timing`, it keeps time stamps for
     /// [`Event::elapsed_ms`] (cheaper without).
     pub fn new_event(&self, timing: bool) -> Result<Event> {
-        self.make_current()?;
+        let _current = self.enter()?;
         Event::create(self.retain_context()?, timing)
     }
 
@@ -801,7 +809,7 @@ impl Gpu {
     ) -> Result<(&Module, &'static EmbeddedPtx)> {
         self.0.modules.get_or_load(ptx, || {
             let chosen = choose_ptx(self, ptx)?;
-            self.make_current()?;
+            let _current = self.enter()?;
             Ok((load_ptx(chosen, self.0.props.driver_version)?, chosen))
         })
     }
@@ -883,7 +891,7 @@ impl Gpu {
         accesses: &[Access],
         enqueue: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
-        self.make_current()?;
+        let _current = self.enter()?;
         self.check_stream(stream)?;
         self.ordered_recording(stream, accesses, true, enqueue)
     }
@@ -926,7 +934,7 @@ impl Gpu {
     /// the buffers' drops, wait for them. Call it right before enqueueing that work; it adds
     /// waits and nothing else, so it is safe whatever the caller enqueues (or does not).
     pub fn uses_on(&self, stream: &Stream, accesses: &[Access]) -> Result<()> {
-        self.make_current()?;
+        let _current = self.enter()?;
         self.check_stream(stream)?;
         self.ordered_recording(stream, accesses, false, || Ok(()))
     }
@@ -977,7 +985,7 @@ impl Gpu {
         if slice.is_empty() || OPEN_DEVICES.load(std::sync::atomic::Ordering::Relaxed) <= 1 {
             return Ok(());
         }
-        self.make_current()?;
+        let _current = self.enter()?;
         let mut ordinal: std::ffi::c_int = -1;
         // SAFETY: a writable int for CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL; the address is a
         // live allocation's (the slice borrows it).
@@ -1008,12 +1016,21 @@ impl Gpu {
         &self.0.module
     }
 
-    /// Makes this GPU's context current on the calling thread. Every entry point of the library
-    /// calls it first, so one `Gpu` can be shared by several host threads (`Gpu` is `Sync`):
-    /// their work goes to the same stream, in the order the calls reach it. Needed only before
-    /// driver calls made directly (through `cust`), not before ferrocuda's own.
+    /// Makes this GPU's context current on the calling thread and leaves it so, as
+    /// `cudaSetDevice` does: for driver calls a program makes itself (through `cust` or
+    /// `cust::sys`). ferrocuda's own calls need nothing: each makes the context current while it
+    /// runs and then gives the thread back the context it had (another library's, another
+    /// device's), or leaves this one current where the thread had none, as the CUDA runtime's
+    /// first call does (`docs/library.md`, "Working with other libraries").
     pub fn make_current(&self) -> Result<()> {
         cust::context::CurrentContext::set_current(&self.0._context).call("cuCtxSetCurrent")
+    }
+
+    /// Makes this GPU's context current on the calling thread while the guard lives, and puts
+    /// the thread's previous context back after (`runtime::current`): what every entry point
+    /// of the library does first.
+    pub(crate) fn enter(&self) -> Result<Current> {
+        Current::enter(self.0._context.as_raw())
     }
 
     /// Sets every byte of `slice` to `byte` on the stream (`cuMemsetD8Async`, asynchronous).
@@ -1099,14 +1116,14 @@ impl Gpu {
 
     /// Waits for all work on the stream, as the [`wait_policy`](Self::wait_policy) says.
     pub fn synchronize(&self) -> Result<()> {
-        self.make_current()?;
+        let _current = self.enter()?;
         self.wait_for_stream(&self.0.stream, None)
     }
 
     /// Waits for every stream of this GPU's context, the program's own streams included
     /// (`cuCtxSynchronize`), whatever the wait policy.
     pub fn synchronize_device(&self) -> Result<()> {
-        self.make_current()?;
+        let _current = self.enter()?;
         // SAFETY: the context is current.
         check_raw("cuCtxSynchronize", unsafe { cust::sys::cuCtxSynchronize() })
     }
@@ -1123,13 +1140,13 @@ impl Gpu {
         stream: &Stream,
         launch: &KernelLaunch,
     ) -> Result<()> {
-        self.make_current()?;
+        let _current = self.enter()?;
         self.wait_for_stream(stream, Some(launch))
     }
 
     /// Free and total device memory in bytes.
     pub fn memory_info(&self) -> Result<(usize, usize)> {
-        self.make_current()?;
+        let _current = self.enter()?;
         let (mut free, mut total) = (0, 0);
         // SAFETY: valid out-pointers; the context is current on this thread.
         check_raw("cuMemGetInfo", unsafe {
@@ -1172,7 +1189,7 @@ impl Gpu {
         len: usize,
         what: &str,
     ) -> Result<DeviceBuffer<T>> {
-        self.make_current()?;
+        let _current = self.enter()?;
         let bytes = len as u128 * size_of::<T>() as u128;
         let out_of_memory = || -> Result<Error> {
             let (free, total) = self.memory_info()?;
@@ -1214,7 +1231,7 @@ impl Gpu {
     /// `cuMemcpyHtoD` from pageable memory may return before its data reached the device, which
     /// only streams ordered after the legacy default stream would see in time).
     pub fn upload<T: DeviceCopy>(&self, data: &[T], what: &str) -> Result<DeviceBuffer<T>> {
-        // `alloc_uninit` makes the context current, for the copy below too.
+        let _current = self.enter()?;
         // SAFETY: every element is written by the copy below before the buffer is returned; if
         // the copy fails, the buffer is dropped unread.
         let buf = unsafe { self.alloc_uninit::<T>(data.len(), what)? };
@@ -1263,7 +1280,7 @@ impl Gpu {
         let stream = &self.0.stream;
         if dst.is_empty() {
             // Still a synchronisation point, as a download of something is.
-            self.make_current()?;
+            let _current = self.enter()?;
             return self.wait_for_stream(stream, None);
         }
         self.ordered(stream, &[Access::read(src)], || {
@@ -1314,4 +1331,35 @@ pub(crate) unsafe fn memset_bytes_async(
     check_raw("cuMemsetD8Async", unsafe {
         cust::sys::cuMemsetD8Async(dst, byte, bytes, stream.raw())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A safe call whose enqueueing panics after its work went to the stream is still entered
+    /// as its buffer's user: the next conflicting call, on another stream, waits for it.
+    #[test]
+    fn a_call_that_panics_after_enqueueing_is_still_its_buffers_user() {
+        let gpu = Gpu::cpu().expect("the CPU device");
+        let mut buffer = gpu.alloc::<f32>(16, "written").expect("alloc");
+        let first = gpu.new_stream().expect("stream");
+        let address = buffer.as_device_ptr().as_raw();
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            gpu.ordered(&first, &[Access::write(&mut buffer)], || -> Result<()> {
+                // SAFETY: the buffer's 64 bytes, held by this test; the context is current.
+                unsafe { memset_bytes_async(address, 1, 64, &first)? };
+                panic!("after the enqueue");
+            })
+        }));
+        assert!(caught.is_err(), "the enqueue panicked");
+        let before = gpu.cross_stream_waits();
+        // On the GPU's own stream: the one wait is for `first`.
+        gpu.memset_d8_async(&mut buffer, 2).expect("memset");
+        assert_eq!(
+            gpu.cross_stream_waits(),
+            before + 1,
+            "the write on the GPU's stream waits for the one on another stream whose enqueue panicked"
+        );
+    }
 }

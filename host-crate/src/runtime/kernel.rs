@@ -217,11 +217,11 @@ impl Gpu {
     /// ```
     pub fn load_module(&self, ptx: &'static [EmbeddedPtx]) -> Result<LoadedModule<'_>> {
         let chosen = choose_ptx(self, ptx)?;
-        self.make_current()?;
+        let _current = self.enter()?;
         let module = load_ptx(chosen, self.props().driver_version)?;
         Ok(LoadedModule {
             gpu: self,
-            module,
+            module: std::mem::ManuallyDrop::new(module),
             ptx: chosen,
         })
     }
@@ -278,7 +278,8 @@ impl Gpu {
 /// launch's `# Safety` says of the memory they use.
 pub struct LoadedModule<'g> {
     gpu: &'g Gpu,
-    module: Module,
+    /// Unloaded by the drop, with the context current.
+    module: std::mem::ManuallyDrop<Module>,
     ptx: &'static EmbeddedPtx,
 }
 
@@ -287,7 +288,10 @@ impl Drop for LoadedModule<'_> {
     /// context (a kernel of the module may have been launched on a caller's stream), so that
     /// `cuModuleUnload` runs in its context with none of its kernels left to run.
     fn drop(&mut self) {
+        let _current = self.gpu.enter();
         let _ = self.gpu.synchronize_device();
+        // SAFETY: dropped once, here; the `LoadedModule` is not used after its drop.
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.module) };
     }
 }
 
@@ -360,7 +364,7 @@ impl<'g> KernelFunction<'g> {
             });
         }
         let resolve = || -> Result<ResolvedKernel> {
-            gpu.make_current()?;
+            let _current = gpu.enter()?;
             let function = module.get_function(symbol).map_err(|cause| match cause {
                 cust::error::CudaError::NotFound => Error::Unsupported {
                     what: format!(
@@ -437,7 +441,7 @@ impl<'g> KernelFunction<'g> {
         }
         let described = launch.map(|c| self.describe(c));
         let _serial = OPT_IN.lock().unwrap_or_else(|e| e.into_inner());
-        self.gpu.make_current()?;
+        let _current = self.gpu.enter()?;
         let attribute =
             cust::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
         let mut current = 0;
@@ -477,7 +481,7 @@ impl<'g> KernelFunction<'g> {
             });
         }
         self.opt_in_shared(dynamic_shared_bytes, None)?;
-        self.gpu.make_current()?;
+        let _current = self.gpu.enter()?;
         let mut attribute = cuda12::cluster_dimension(blocks);
         let config = cuda12::LaunchConfig {
             grid: [blocks, 1, 1],
@@ -530,7 +534,7 @@ impl<'g> KernelFunction<'g> {
         let cname = std::ffi::CString::new(name).map_err(|_| Error::InvalidArgument {
             what: format!("symbol `{name}` contains a NUL"),
         })?;
-        self.gpu.make_current()?;
+        let _current = self.gpu.enter()?;
         let mut module = std::ptr::null_mut();
         let (mut ptr, mut bytes) = (0, 0);
         // SAFETY: valid out-pointers; the function handle belongs to a loaded module.
@@ -576,7 +580,7 @@ impl<'g> KernelFunction<'g> {
         self.opt_in_shared(dynamic_shared_bytes, None)?;
         let ask = || {
             let mut blocks = 0;
-            self.gpu.make_current()?;
+            let _current = self.gpu.enter()?;
             // SAFETY: a live function handle and a writable count.
             check_raw("cuOccupancyMaxActiveBlocksPerMultiprocessor", unsafe {
                 cust::sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
@@ -618,7 +622,7 @@ impl<'g> KernelFunction<'g> {
     /// `cuOccupancyMaxPotentialBlockSize`: (minimum grid for full occupancy, block size).
     pub fn suggested_block_size(&self, dynamic_shared_bytes: u32) -> Result<(u32, u32)> {
         let (mut grid, mut block) = (0, 0);
-        self.gpu.make_current()?;
+        let _current = self.gpu.enter()?;
         // SAFETY: a live function handle and writable outputs; no per-block-size callback.
         check_raw("cuOccupancyMaxPotentialBlockSize", unsafe {
             cust::sys::cuOccupancyMaxPotentialBlockSize(
@@ -640,7 +644,7 @@ impl<'g> KernelFunction<'g> {
     /// Returns (minimum grid for full occupancy, block size).
     pub fn suggested_block_size_declared(&self) -> Result<(u32, u32)> {
         let (mut grid, mut block) = (0, 0);
-        self.gpu.make_current()?;
+        let _current = self.gpu.enter()?;
         DECLARED_SHARED.with(|rule| rule.set(Some(self.entry)));
         // SAFETY: a live function handle and writable outputs; the callback reads the rule set
         // just above, on this thread, for the duration of the call.
@@ -787,7 +791,7 @@ impl<Args> Kernel<'_, Args> {
         config: LaunchConfig,
         args: A,
     ) -> Result<()> {
-        self.gpu.make_current()?;
+        let _current = self.gpu.enter()?;
         self.gpu.check_stream(stream)?;
         // Memory is allocated and freed in the GPU's stream's order: a caller's stream waits
         // for what that stream holds, as the library's own calls do.
@@ -798,7 +802,7 @@ impl<Args> Kernel<'_, Args> {
 
     /// [`launch_on`](Self::launch_on) for the library's own calls, which made the context
     /// current and checked `stream` already (in [`Gpu::ordered`]): one driver call less per
-    /// launch (`cuCtxSetCurrent` is not free).
+    /// launch (entering the context is not free).
     ///
     /// # Safety
     /// As [`launch_on`](Self::launch_on); the GPU's context is current on this thread and

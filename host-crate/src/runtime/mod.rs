@@ -2,6 +2,7 @@
 //! its context, stream and modules, typed kernel launches. Nothing here knows a kernel
 //! family; the families are built on it.
 pub mod config;
+pub(crate) mod current;
 pub mod driver;
 pub mod element;
 pub mod error;

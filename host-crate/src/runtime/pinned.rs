@@ -72,7 +72,7 @@ impl<T: DeviceCopy> PinnedBuffer<T> {
         if in_flight.iter().all(|c| writes_only && !c.writes) {
             return Ok(());
         }
-        self.gpu.make_current()?;
+        let _current = self.gpu.enter()?;
         let mut first_error = None;
         in_flight.retain(|c| {
             if writes_only && !c.writes {
@@ -155,11 +155,12 @@ impl<T: DeviceCopy> Drop for PinnedBuffer<T> {
     fn drop(&mut self) {
         if self.settle(false).is_err() {
             // A copy failed: the context may be unusable; wait for all of it before freeing.
-            let _ = self.gpu.make_current();
+            let _current = self.gpu.enter();
             // SAFETY: the context is current (or this fails harmlessly).
             let _ = unsafe { cust::sys::cuCtxSynchronize() };
         }
         if self.allocated {
+            let _current = self.gpu.enter();
             // SAFETY: allocated by `cuMemHostAlloc`, freed once, here, after every copy.
             let _ = unsafe { cust::sys::cuMemFreeHost(self.ptr.as_ptr().cast()) };
         }
@@ -217,7 +218,7 @@ impl Gpu {
             })?;
         let mut ptr = NonNull::<T>::dangling();
         if bytes > 0 {
-            self.make_current()?;
+            let _current = self.enter()?;
             let mut raw = std::ptr::null_mut();
             // SAFETY: a writable pointer; the context is current.
             check_raw("cuMemHostAlloc", unsafe {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use cust::context::Context;
 
+use crate::runtime::current::Current;
 use crate::runtime::error::{Result, check_raw};
 
 /// The driver's stream and the context it lives in.
@@ -44,9 +45,9 @@ impl StreamHandle {
         self.released.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    pub(crate) fn make_current(&self) -> Result<()> {
-        use crate::runtime::error::CudaContext;
-        cust::context::CurrentContext::set_current(&self.context).call("cuCtxSetCurrent")
+    /// Makes the stream's context current for as long as the guard lives.
+    pub(crate) fn enter(&self) -> Result<Current> {
+        Current::enter(self.context.as_raw())
     }
 }
 
@@ -54,7 +55,9 @@ impl Drop for StreamHandle {
     /// Destroys the stream in its own context (the dropping thread may never have used it);
     /// work still on it completes (`cuStreamDestroy` does not wait, nor cancel).
     fn drop(&mut self) {
-        if self.owned && self.make_current().is_ok() {
+        if self.owned
+            && let Ok(_current) = self.enter()
+        {
             // SAFETY: made by `cuStreamCreate*`, destroyed once, here.
             let _ = unsafe { cust::sys::cuStreamDestroy_v2(self.raw) };
         }
@@ -106,7 +109,7 @@ impl Stream {
     /// it released, so that a run that launched on it finds nothing to wait for. The record of
     /// buffers' uses forgets it next (the drop of an adopted `GpuStream`).
     pub(crate) fn release(&self) -> Result<()> {
-        self.0.make_current()?;
+        let _current = self.0.enter()?;
         // SAFETY: a live stream (the adoption's contract holds until this returns); its
         // context is current.
         let status = unsafe { cust::sys::cuStreamSynchronize(self.0.raw) };
@@ -168,7 +171,7 @@ impl Stream {
         if self.is_released() {
             return Ok(());
         }
-        self.0.make_current()?;
+        let _current = self.0.enter()?;
         // SAFETY: a live stream handle; its context is current.
         check_raw("cuStreamSynchronize", unsafe {
             cust::sys::cuStreamSynchronize(self.0.raw)
@@ -181,7 +184,7 @@ impl Stream {
         if self.is_released() {
             return Ok(true);
         }
-        self.0.make_current()?;
+        let _current = self.0.enter()?;
         // SAFETY: a live stream handle; its context is current.
         let status = unsafe { cust::sys::cuStreamQuery(self.0.raw) };
         if status == cust::sys::CUresult::CUDA_ERROR_NOT_READY {

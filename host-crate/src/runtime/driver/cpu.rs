@@ -252,8 +252,29 @@ fn context() -> CUcontext {
     (&raw const CONTEXT).cast_mut().cast()
 }
 
+/// A context a program made itself (`cuCtxCreate`): the CPU device keeps one, as another
+/// library's context on the device. The device's memory, modules and streams are the primary
+/// context's, so a call that needs a context fails while this one is current, as a call of the
+/// NVIDIA driver does with another context current than its memory's.
+fn created_context() -> CUcontext {
+    static CREATED: u8 = 0;
+    (&raw const CREATED).cast_mut().cast()
+}
+
 thread_local! {
-    static CURRENT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The thread's current context (`cuCtxSetCurrent`): null, [`context`] or
+    /// [`created_context`].
+    static CURRENT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// `CUDA_ERROR_INVALID_CONTEXT` unless the primary context is current on the calling thread:
+/// the calls below that work in the current context check it.
+fn in_context() -> Result<(), CUresult> {
+    if CURRENT.with(std::cell::Cell::get) == context() as usize {
+        Ok(())
+    } else {
+        Err(CUresult::CUDA_ERROR_INVALID_CONTEXT)
+    }
 }
 
 /// Writes `value` through `out` unless it is null.
@@ -439,31 +460,29 @@ unsafe extern "C" fn cuCtxCreate_v2(
     if dev != 0 {
         return CUresult::CUDA_ERROR_INVALID_DEVICE;
     }
-    CURRENT.with(|c| c.set(true));
-    unsafe { put(pctx, context()) }
+    CURRENT.with(|c| c.set(created_context() as usize));
+    unsafe { put(pctx, created_context()) }
 }
 
-unsafe extern "C" fn cuCtxDestroy_v2(_ctx: CUcontext) -> CUresult {
+unsafe extern "C" fn cuCtxDestroy_v2(ctx: CUcontext) -> CUresult {
+    CURRENT.with(|c| {
+        if c.get() == ctx as usize {
+            c.set(0);
+        }
+    });
     OK
 }
 
 unsafe extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
-    CURRENT.with(|c| c.set(!ctx.is_null()));
+    if !ctx.is_null() && ctx != context() && ctx != created_context() {
+        return CUresult::CUDA_ERROR_INVALID_CONTEXT;
+    }
+    CURRENT.with(|c| c.set(ctx as usize));
     OK
 }
 
 unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
-    let current = CURRENT.with(std::cell::Cell::get);
-    unsafe {
-        put(
-            pctx,
-            if current {
-                context()
-            } else {
-                std::ptr::null_mut()
-            },
-        )
-    }
+    unsafe { put(pctx, CURRENT.with(std::cell::Cell::get) as CUcontext) }
 }
 
 unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CUresult {
@@ -482,6 +501,9 @@ unsafe extern "C" fn cuCtxGetDevice(device: *mut CUdevice) -> CUresult {
 }
 
 unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     OK
 }
 
@@ -620,6 +642,9 @@ fn ptx_entries(ptx: &str) -> Vec<(String, i32)> {
 }
 
 unsafe extern "C" fn cuModuleLoadData(module: *mut CUmodule, image: *const c_void) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     if image.is_null() {
         return INVALID;
     }
@@ -638,10 +663,16 @@ unsafe extern "C" fn cuModuleLoadDataEx(
     _options: *mut CUjit_option,
     _values: *mut *mut c_void,
 ) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     unsafe { cuModuleLoadData(module, image) }
 }
 
 unsafe extern "C" fn cuModuleUnload(module: CUmodule) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     if module.is_null() {
         return INVALID;
     }
@@ -860,6 +891,9 @@ unsafe extern "C" fn cuLaunchKernel(
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
 ) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     if !extra.is_null() {
         return CUresult::CUDA_ERROR_NOT_SUPPORTED;
     }
@@ -891,6 +925,9 @@ unsafe extern "C" fn cuLaunchCooperativeKernel(
     stream: CUstream,
     params: *mut *mut c_void,
 ) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     if !live(stream) {
         return CUresult::CUDA_ERROR_INVALID_HANDLE;
     }
@@ -922,6 +959,9 @@ unsafe extern "C" fn cuLaunchKernelEx(
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
 ) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     if config.is_null() || !extra.is_null() {
         return INVALID;
     }
@@ -1078,6 +1118,9 @@ fn free(address: usize) -> CUresult {
 }
 
 unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     if bytes == 0 {
         return INVALID;
     }
@@ -1088,6 +1131,9 @@ unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize) -> CUre
 }
 
 unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     if dptr == 0 {
         return OK;
     }
@@ -1099,6 +1145,9 @@ unsafe extern "C" fn cuMemAllocAsync(
     bytes: usize,
     s: CUstream,
 ) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     if !live(s) {
         return CUresult::CUDA_ERROR_INVALID_HANDLE;
     }
@@ -1124,6 +1173,9 @@ unsafe extern "C" fn cuMemHostAlloc(
     bytes: usize,
     _flags: c_uint,
 ) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     unsafe { cuMemAllocHost_v2(pp, bytes) }
 }
 
@@ -1152,6 +1204,9 @@ unsafe extern "C" fn cuMemHostUnregister(_p: *mut c_void) -> CUresult {
 }
 
 unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     // The host's memory as the device's, less what is allocated on it: a program's own
     // allocations move it, and nothing else does.
     let t = host_memory();
@@ -1202,6 +1257,9 @@ unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
     n: usize,
     s: CUstream,
 ) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     if !live(s) {
         return CUresult::CUDA_ERROR_INVALID_HANDLE;
     }
@@ -1214,6 +1272,9 @@ unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
     n: usize,
     s: CUstream,
 ) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     if !live(s) {
         return CUresult::CUDA_ERROR_INVALID_HANDLE;
     }
@@ -1226,6 +1287,9 @@ unsafe extern "C" fn cuMemcpyDtoDAsync_v2(
     n: usize,
     s: CUstream,
 ) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     if !live(s) {
         return CUresult::CUDA_ERROR_INVALID_HANDLE;
     }
@@ -1265,6 +1329,9 @@ unsafe extern "C" fn cuMemsetD8Async(
     n: usize,
     s: CUstream,
 ) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     if !live(s) {
         return CUresult::CUDA_ERROR_INVALID_HANDLE;
     }
@@ -1370,6 +1437,9 @@ fn live(stream: CUstream) -> bool {
 }
 
 unsafe extern "C" fn cuStreamCreate(stream: *mut CUstream, _flags: c_uint) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     unsafe { put(stream, new_stream()) }
 }
 
@@ -1378,6 +1448,9 @@ unsafe extern "C" fn cuStreamCreateWithPriority(
     _f: c_uint,
     _p: c_int,
 ) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     unsafe { put(stream, new_stream()) }
 }
 
@@ -1434,6 +1507,9 @@ fn now_ns() -> u64 {
 }
 
 unsafe extern "C" fn cuEventCreate(event: *mut CUevent, _flags: c_uint) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     unsafe { put(event, new_handle().cast()) }
 }
 
