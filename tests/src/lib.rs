@@ -94,12 +94,19 @@ fn thread_gpu() -> Result<&'static Gpu, SkipOrFail> {
 /// A test that needs a GPU.
 pub fn gpu_test(name: &str, test: impl FnOnce(&Gpu) -> TestResult + Send + 'static) -> Trial {
     let name = name.to_string();
-    Trial::ignorable_test(name.clone(), move || match thread_gpu() {
-        Ok(gpu) => {
-            let _theirs = AnotherLibrarysContext::on_cpu_device(gpu);
-            completed(test(gpu))
+    Trial::ignorable_test(name.clone(), move || {
+        // Before the thread's `Gpu` is opened: opening it runs in its own context too.
+        let theirs = AnotherLibrarysContext::on_cpu_device();
+        match thread_gpu() {
+            Ok(gpu) => {
+                let result = completed(test(gpu));
+                match theirs.map(AnotherLibrarysContext::still_current) {
+                    Some(Err(e)) if result.is_ok() => Err(Failed::from(e)),
+                    _ => result,
+                }
+            }
+            Err(e) => skip_or_fail(e, &name),
         }
-        Err(e) => skip_or_fail(e, &name),
     })
     .with_kind("gpu")
 }
@@ -123,16 +130,19 @@ pub fn hardware_test(
 
 /// On the CPU device, every [`gpu_test`] runs with another library's context current on its
 /// thread (`cuCtxCreate`), as in a program that also uses one: the CPU device fails a call that
-/// needs a context while that one is current, so every library call the test makes must run in
-/// the device's own context, entered by the call itself, and not in what an earlier call left
-/// current. Destroyed when the test ends. (Cheap on the CPU device; on a GPU a context costs
-/// hundreds of MB, and `gpu_streams` checks the same there.) Test code that calls the driver
-/// itself makes the device's context current first (`Gpu::make_current`), as a program must.
+/// needs a context while that one is current, so every library call the test makes (the
+/// thread's first `Gpu::new` included) must run in the device's own context, entered by the
+/// call itself, and not in what an earlier call left current; and when the test ends, the
+/// other context must be current again. Destroyed when the test ends. (Cheap on the CPU
+/// device; on a GPU a context costs hundreds of MB, and `gpu_streams` checks the same there.)
+/// Test code that calls the driver itself makes the device's context current first
+/// (`Gpu::make_current`) and gives the thread's back after ([`KeepContext`]), as a program
+/// must.
 struct AnotherLibrarysContext(cust::sys::CUcontext);
 
 impl AnotherLibrarysContext {
-    fn on_cpu_device(gpu: &Gpu) -> Option<Self> {
-        if !gpu.is_cpu() {
+    fn on_cpu_device() -> Option<Self> {
+        if !ON_CPU_DEVICE.load(Ordering::Relaxed) {
             return None;
         }
         let mut context = std::ptr::null_mut();
@@ -141,12 +151,54 @@ impl AnotherLibrarysContext {
         assert_eq!(status, cust::sys::CUresult::CUDA_SUCCESS, "cuCtxCreate");
         Some(Self(context))
     }
+
+    /// Fails unless it is still the thread's current context.
+    fn still_current(self) -> Result<(), String> {
+        let mut current = std::ptr::null_mut();
+        // SAFETY: a writable handle.
+        let _ = unsafe { cust::sys::cuCtxGetCurrent(&mut current) };
+        if current == self.0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "the test ended with another context current ({current:?}) than the one it \
+                 began with ({:?}): a library call did not give the thread its context back",
+                self.0
+            ))
+        }
+    }
 }
 
 impl Drop for AnotherLibrarysContext {
     fn drop(&mut self) {
         // SAFETY: made by `cuCtxCreate`, destroyed once, here.
         let _ = unsafe { cust::sys::cuCtxDestroy_v2(self.0) };
+    }
+}
+
+/// The thread's current context when made, current again when dropped: for test code that
+/// makes the device's context current itself (`Gpu::make_current`) before driver calls.
+pub struct KeepContext(cust::sys::CUcontext);
+
+impl KeepContext {
+    pub fn new() -> Self {
+        let mut current = std::ptr::null_mut();
+        // SAFETY: a writable handle.
+        let _ = unsafe { cust::sys::cuCtxGetCurrent(&mut current) };
+        Self(current)
+    }
+}
+
+impl Default for KeepContext {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for KeepContext {
+    fn drop(&mut self) {
+        // SAFETY: the context current when this was made, which the test keeps alive.
+        let _ = unsafe { cust::sys::cuCtxSetCurrent(self.0) };
     }
 }
 

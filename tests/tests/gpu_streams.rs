@@ -188,6 +188,8 @@ fn handles_move_and_cooperate(gpu: &Gpu) -> TestResult {
 }
 
 fn interop_example(gpu: &Gpu) -> TestResult {
+    // The example makes the device's context current for the other library's calls.
+    let _keep = ferrocuda_tests::KeepContext::new();
     for n in [0usize, 1, 6, 7, 33, (1 << 20) + 1].map(scaled) {
         let got = interop::interop(gpu, n).map_err(|e| anyhow::anyhow!("n = {n}: {e}"))?;
         let want: u64 = (0..n as u64).map(|i| i % 7).sum();
@@ -208,6 +210,7 @@ fn adopted_stream_handed_back(gpu: &Gpu) -> TestResult {
         other => anyhow::bail!("the per-thread default stream was not refused: {other:?}"),
     }
     // The other library's stream, made in the device's primary context.
+    let _keep = ferrocuda_tests::KeepContext::new();
     gpu.make_current()?;
     let theirs = cust::stream::Stream::new(cust::stream::StreamFlags::NON_BLOCKING, None)?;
     let n = 4096;
@@ -785,6 +788,7 @@ impl Drop for TheirContext<'_> {
 /// keeps the primary context afterwards, as after a CUDA runtime call.
 fn context_comes_back(gpu: &Gpu) -> TestResult {
     use ferrocuda::reduce::{ReduceOp, ReducePlan};
+    let _keep = ferrocuda_tests::KeepContext::new();
     let mut device = 0;
     // SAFETY: a writable handle.
     let status = unsafe { cust::sys::cuDeviceGet(&mut device, gpu.props().ordinal as i32) };
@@ -832,6 +836,12 @@ fn context_comes_back(gpu: &Gpu) -> TestResult {
     restored("events and stream waits")?;
     let sum = ferrocuda::reduce::sum(gpu, &y)?;
     restored("reduce::sum")?;
+    let exact = ferrocuda::reduce::sum_reproducible(gpu, &y)?;
+    restored("reduce::sum_reproducible")?;
+    let mut w = gpu.alloc::<f32>(n, "w")?;
+    gpu.upload_into(&mut w, &data)?;
+    restored("upload_into")?;
+    ensure!(gpu.download(&w)? == data, "upload_into");
     let mut plan = ReducePlan::<f32>::new(gpu, ReduceOp::Sum)?;
     let planned = plan.run(&z)?;
     restored("a reduction plan")?;
@@ -841,7 +851,7 @@ fn context_comes_back(gpu: &Gpu) -> TestResult {
     restored("pinned memory and asynchronous copies")?;
     let host = gpu.download(&y)?;
     restored("download")?;
-    drop((plan, pinned, event, stream, x, y, z));
+    drop((plan, pinned, event, stream, x, y, z, w));
     restored("the drops of a plan, a pinned buffer, an event, a stream and buffers")?;
     gpu.synchronize_device()?;
     restored("synchronize_device")?;
@@ -852,7 +862,11 @@ fn context_comes_back(gpu: &Gpu) -> TestResult {
         "the stencil on the other stream, through pinned memory"
     );
     let expected: f64 = host.iter().map(|&v| f64::from(v)).sum();
-    for (what, got) in [("reduce::sum", sum), ("the plan", planned)] {
+    for (what, got) in [
+        ("reduce::sum", sum),
+        ("the plan", planned),
+        ("sum_reproducible", exact),
+    ] {
         ensure!(
             (f64::from(got) - expected).abs() <= 1e-3 * expected.abs().max(1.0),
             "{what}: {got} against {expected}"
@@ -867,9 +881,11 @@ fn context_comes_back(gpu: &Gpu) -> TestResult {
         "cuCtxSetCurrent: {status:?}"
     );
     gpu.synchronize()?;
+    let left = current_context()?;
+    gpu.make_current()?;
     ensure!(
-        !current_context()?.is_null(),
-        "a call on a thread without a context leaves the device's context current"
+        left == current_context()?,
+        "a call on a thread without a context leaves the device's context current: {left:?}"
     );
     Ok(())
 }

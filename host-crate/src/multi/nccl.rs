@@ -420,10 +420,13 @@ impl Communicator {
                 break;
             }
         }
+        // NCCL may make its devices' contexts current: the thread's own comes back.
+        let kept = crate::runtime::current::Current::preserve();
         // SAFETY: closes the group opened above.
         let ended = check("ncclGroupEnd", first, world, None, unsafe {
             (api.group_end)()
         });
+        drop(kept);
         let ready = match (failed, ended) {
             (Some(e), _) | (None, Err(e)) => Err(e),
             (None, Ok(())) => comms.iter().try_for_each(|c| {
@@ -669,10 +672,13 @@ pub(crate) fn group(
         (api.group_start)()
     })?;
     let inside = calls();
+    // NCCL may make its devices' contexts current: the thread's own comes back.
+    let kept = crate::runtime::current::Current::preserve();
     // SAFETY: closes the group.
     let ended = check("ncclGroupEnd", rank, ranks, None, unsafe {
         (api.group_end)()
     });
+    drop(kept);
     let result = inside
         .and(ended)
         .and_then(|()| comms.iter().try_for_each(|c| c.settle(what)));

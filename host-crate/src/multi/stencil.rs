@@ -372,6 +372,7 @@ impl<T: Element> ShardedStencil<'_, T> {
             let m = &members[l.member];
             let at_ends = ends(&self.holders, m.rank, boundary);
             let len = l.len;
+            let _current = m.gpu.enter()?;
             fill_ends(&m.gpu, &m.edge, &mut l.ext[0], r, len, at_ends, boundary)?;
             m.ready.record(&m.edge)?;
         }

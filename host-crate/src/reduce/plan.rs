@@ -231,10 +231,14 @@ impl<T: Element, A: Element> Drop for PlanState<T, A> {
 pub(super) struct MappedSlot<A> {
     host: *mut A,
     device: cust::sys::CUdeviceptr,
+    /// The context it was allocated in, entered to free it: a primary context that outlives
+    /// the slot (its owner, a plan or a `Gpu`'s workspace, holds the `Gpu`).
+    context: cust::sys::CUcontext,
 }
 
 // SAFETY: the slot is plain page-locked memory, read and written only by its owner (after the
-// kernel wrote it) and by the kernel it is handed to.
+// kernel wrote it) and by the kernel it is handed to; the context is a driver handle any thread
+// may make current.
 unsafe impl<A: Send> Send for MappedSlot<A> {}
 
 impl<A: Element> MappedSlot<A> {
@@ -251,6 +255,7 @@ impl<A: Element> MappedSlot<A> {
             cust::sys::cuMemHostGetDevicePointer_v2(&mut device, host, 0)
         });
         let slot = Self {
+            context: gpu.context_raw(),
             host: host.cast(),
             device,
         };
@@ -350,6 +355,7 @@ const EVENT_CHECK: std::time::Duration = std::time::Duration::from_micros(50);
 
 impl<A> Drop for MappedSlot<A> {
     fn drop(&mut self) {
+        let _current = crate::runtime::current::Current::enter(self.context);
         // SAFETY: allocated by cuMemHostAlloc, freed once.
         let _ = unsafe { cust::sys::cuMemFreeHost(self.host.cast()) };
     }
@@ -382,8 +388,7 @@ pub(crate) fn cached_many<T: Element, A: Element>(
         |state| {
             let started = state.start(gpu, gpu.stream(), input);
             // The others launch while this one runs; whatever they return, this one's launch is
-            // waited for before its state goes back to the pool, with its own context current
-            // again (the others made theirs current).
+            // waited for before its state goes back to the pool, in its own context.
             let others = cached_many(op, inputs, values);
             let current = gpu.enter();
             let own = state.finish(gpu, gpu.stream(), input, started);
@@ -480,8 +485,9 @@ pub struct ReducePlan<T: Element, A: Element = T> {
 }
 
 impl<T: Element, A: Element> Drop for ReducePlan<T, A> {
-    /// Makes the context current on the dropping thread and waits for the GPU's stream; the
-    /// state's own drop waits for its last run on whichever stream it ran.
+    /// Waits for the GPU's stream (in the GPU's context, the thread's own given back after);
+    /// the state's own drop waits for its last run on whichever stream it ran, and its mapped
+    /// result slot enters the context to be freed.
     fn drop(&mut self) {
         let _ = self.gpu.synchronize();
     }

@@ -264,6 +264,8 @@ fn with_state<T: Reproducible, R>(
         types: (std::any::TypeId::of::<T>(), std::any::TypeId::of::<T>()),
         variant: "sum",
     };
+    // The state's events are recorded and waited for in the GPU's context.
+    let _current = gpu.enter()?;
     gpu.with_workspace(key, || ReproState::<T>::new(gpu), f)
 }
 

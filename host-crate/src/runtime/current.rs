@@ -48,6 +48,17 @@ impl Current {
 }
 
 impl Current {
+    /// Remembers the thread's current context, to put back when dropped: around a call into
+    /// another library (NCCL) that may make another context current.
+    pub(crate) fn preserve() -> Result<Self> {
+        let mut previous = std::ptr::null_mut();
+        // SAFETY: a writable handle.
+        check_raw("cuCtxGetCurrent", unsafe {
+            cust::sys::cuCtxGetCurrent(&mut previous)
+        })?;
+        Ok(Self { previous })
+    }
+
     /// Ends the guard without putting anything back yet: the context to restore, for a
     /// [`RestoreLater`] that outlives the guard's scope (null: nothing).
     pub(crate) fn defer(self) -> CUcontext {
@@ -79,9 +90,10 @@ impl Drop for RestoreLater {
 impl Drop for Current {
     fn drop(&mut self) {
         if !self.previous.is_null() {
-            // SAFETY: the context that was current when the call began; the program keeps it
-            // alive across the call (destroying a context another thread is using in a call
-            // is already undefined for the driver).
+            // SAFETY: the context that was current on this thread when the call began. The
+            // program keeps it alive while a ferrocuda call runs on a thread where it is
+            // current (`docs/library.md`, "Working with other libraries"): a context destroyed
+            // meanwhile by another thread would leave this handle dangling.
             let _ = unsafe { cust::sys::cuCtxSetCurrent(self.previous) };
         }
     }

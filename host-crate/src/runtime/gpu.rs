@@ -561,6 +561,8 @@ impl Gpu {
         }
         let device = Device::get_device(ordinal).call("cuDeviceGet")?;
         let context = crate::runtime::current::retain_primary(device)?;
+        // The module is loaded and the stream made in this context, whatever the thread had.
+        let _current = Current::enter(context.as_raw())?;
         let props = DeviceProps::query(ordinal, device)?;
         // The CPU device may have 64-wide waves: a kernel written for 32 lanes is refused there
         // when it calls a warp function, by name.
@@ -622,7 +624,8 @@ impl Gpu {
     }
 
     /// Waits for everything enqueued on `stream` so far, as the wait policy says; a failure
-    /// names the call that reported it and, when given, the launch it belongs to.
+    /// names the call that reported it and, when given, the launch it belongs to. Enters the
+    /// context itself: a caller's guard may have ended with the call that enqueued the work.
     pub(crate) fn wait_for_stream(
         &self,
         stream: &Stream,
@@ -632,6 +635,7 @@ impl Gpu {
             // An adopted stream handed back: everything on it had finished then.
             return Ok(());
         }
+        let _current = self.enter()?;
         let raw = stream.raw();
         let (call, status) = self.wait_policy().until(
             // SAFETY: a live stream handle of this context, current on this thread.
@@ -767,6 +771,7 @@ impl Gpu {
             return Ok(());
         }
         self.check_owned(dst)?;
+        let _current = self.enter()?;
         let stream = &self.0.stream;
         self.ordered(stream, &[Access::write(dst)], || {
             // SAFETY: `dst` holds `src.len()` elements and is held mutably; `src` stays borrowed
@@ -1033,6 +1038,12 @@ impl Gpu {
         Current::enter(self.0._context.as_raw())
     }
 
+    /// The driver's handle of this GPU's context (the device's primary context), which lives as
+    /// long as this `Gpu` or any clone of it.
+    pub(crate) fn context_raw(&self) -> cust::sys::CUcontext {
+        self.0._context.as_raw()
+    }
+
     /// Sets every byte of `slice` to `byte` on the stream (`cuMemsetD8Async`, asynchronous).
     pub fn memset_d8_async<T: Element>(&self, slice: &mut DeviceSlice<T>, byte: u8) -> Result<()> {
         self.memset_d8_async_on(&self.0.stream, slice, byte)
@@ -1277,10 +1288,10 @@ impl Gpu {
             });
         }
         self.check_owned(src)?;
+        let _current = self.enter()?;
         let stream = &self.0.stream;
         if dst.is_empty() {
             // Still a synchronisation point, as a download of something is.
-            let _current = self.enter()?;
             return self.wait_for_stream(stream, None);
         }
         self.ordered(stream, &[Access::read(src)], || {

@@ -52,8 +52,8 @@ pub struct KernelFunction<'g> {
 }
 
 // SAFETY: `raw` is a driver handle (`CUfunction`) that the driver lets any thread use while
-// its context is current, and every use of it here makes the GPU's context current first
-// (`Gpu::make_current`); the module it belongs to stays loaded for `'g` whichever thread holds
+// its context is current, and every use of it here enters the GPU's context first
+// (`Gpu::enter`); the module it belongs to stays loaded for `'g` whichever thread holds
 // the handle. The opt-in record is an atomic. cudarc's function handle is `Send + Sync` on the
 // same grounds.
 unsafe impl Send for KernelFunction<'_> {}

@@ -511,6 +511,9 @@ unsafe extern "C" fn cuCtxGetStreamPriorityRange(
     least: *mut c_int,
     greatest: *mut c_int,
 ) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     if !least.is_null() {
         unsafe { least.write(0) };
     }
@@ -1155,6 +1158,9 @@ unsafe extern "C" fn cuMemAllocAsync(
 }
 
 unsafe extern "C" fn cuMemFreeAsync(dptr: CUdeviceptr, stream: CUstream) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     if !live(stream) {
         return CUresult::CUDA_ERROR_INVALID_HANDLE;
     }
@@ -1162,6 +1168,9 @@ unsafe extern "C" fn cuMemFreeAsync(dptr: CUdeviceptr, stream: CUstream) -> CUre
 }
 
 unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytes: usize) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     match allocate(bytes, false) {
         Some(p) => unsafe { put(pp, p as *mut c_void) },
         None => CUresult::CUDA_ERROR_OUT_OF_MEMORY,
@@ -1180,6 +1189,9 @@ unsafe extern "C" fn cuMemHostAlloc(
 }
 
 unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     free(p as usize)
 }
 
@@ -1188,6 +1200,9 @@ unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
     p: *mut c_void,
     _flags: c_uint,
 ) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     unsafe { put(pdptr, p as CUdeviceptr) }
 }
 
@@ -1240,14 +1255,23 @@ unsafe fn copy(dst: usize, src: usize, bytes: usize) -> CUresult {
 }
 
 unsafe extern "C" fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, n: usize) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     unsafe { copy(dst as usize, src as usize, n) }
 }
 
 unsafe extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: usize) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     unsafe { copy(dst as usize, src as usize, n) }
 }
 
 unsafe extern "C" fn cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     unsafe { copy(dst as usize, src as usize, n) }
 }
 
@@ -1297,6 +1321,9 @@ unsafe extern "C" fn cuMemcpyDtoDAsync_v2(
 }
 
 unsafe extern "C" fn cuMemcpy(dst: CUdeviceptr, src: CUdeviceptr, n: usize) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     unsafe { copy(dst as usize, src as usize, n) }
 }
 
@@ -1306,6 +1333,9 @@ unsafe extern "C" fn cuMemcpyAsync(
     n: usize,
     s: CUstream,
 ) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     if !live(s) {
         return CUresult::CUDA_ERROR_INVALID_HANDLE;
     }
@@ -1313,6 +1343,9 @@ unsafe extern "C" fn cuMemcpyAsync(
 }
 
 unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, value: c_uchar, n: usize) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     if n == 0 {
         return OK;
     }
@@ -1339,6 +1372,9 @@ unsafe extern "C" fn cuMemsetD8Async(
 }
 
 unsafe extern "C" fn cuMemsetD32_v2(dst: CUdeviceptr, value: c_uint, n: usize) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     if n == 0 {
         return OK;
     }
@@ -1356,6 +1392,9 @@ unsafe extern "C" fn cuMemsetD32Async(
     n: usize,
     _s: CUstream,
 ) -> CUresult {
+    if let Err(status) = in_context() {
+        return status;
+    }
     unsafe { cuMemsetD32_v2(dst, value, n) }
 }
 
