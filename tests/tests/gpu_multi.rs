@@ -576,6 +576,10 @@ impl Ranks {
         );
         let dir = std::env::temp_dir().join(&run);
         std::fs::create_dir(&dir)?;
+        // A port nothing listens on now, for the TCP rendezvous.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
         let (tx, lines) = mpsc::channel();
         let mut started = Self {
             procs: Vec::with_capacity(ranks),
@@ -589,12 +593,26 @@ impl Ranks {
             if std::env::var_os("NCCL_NVLS_ENABLE").is_none() {
                 command.env("NCCL_NVLS_ENABLE", "0");
             }
+            if role == "checks" {
+                // As torchrun starts ranks, meeting through a file.
+                command
+                    .env("RANK", rank.to_string())
+                    .env("WORLD_SIZE", ranks.to_string())
+                    .env("LOCAL_RANK", rank.to_string())
+                    .env("FERROCUDA_RENDEZVOUS", started.dir.join("rendezvous"));
+            } else {
+                // As srun starts ranks, meeting over TCP on the loopback address.
+                command
+                    .env_remove("RANK")
+                    .env_remove("FERROCUDA_RENDEZVOUS")
+                    .env("SLURM_PROCID", rank.to_string())
+                    .env("SLURM_NTASKS", ranks.to_string())
+                    .env("SLURM_LOCALID", rank.to_string())
+                    .env("MASTER_ADDR", "127.0.0.1")
+                    .env("MASTER_PORT", port.to_string());
+            }
             let mut child = command
                 .env(RANK_ROLE, role)
-                .env("RANK", rank.to_string())
-                .env("WORLD_SIZE", ranks.to_string())
-                .env("LOCAL_RANK", rank.to_string())
-                .env("FERROCUDA_RENDEZVOUS", started.dir.join("rendezvous"))
                 .env("FERROCUDA_RUN_ID", &run)
                 .env("FERROCUDA_NCCL_TIMEOUT", limit.as_secs_f64().to_string())
                 .stdin(Stdio::piped())
@@ -702,7 +720,8 @@ fn nccl_process_per_gpu(gpus: &[Gpu]) -> TestResult {
     Ok(())
 }
 
-/// One process per GPU stepping a periodic stencil; once every rank steps, the last is killed
+/// One process per GPU (started as srun starts ranks, meeting over TCP on the loopback
+/// address) stepping a periodic stencil; once every rank steps, the last is killed
 /// (SIGKILL). Every other rank must exit with an error naming its rank, within the time limit
 /// of a wait (5 s) and the time an abort and an exit take, never hang.
 fn nccl_peer_killed(gpus: &[Gpu]) -> TestResult {

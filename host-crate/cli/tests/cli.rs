@@ -861,7 +861,20 @@ fn multi_says_in_one_line_what_is_missing() {
     let run = |args: &[&str], env: &[(&str, &str)]| {
         let mut c = Command::new(&bin);
         c.arg("multi").args(args);
-        for v in ["RANK", "WORLD_SIZE", "LOCAL_RANK", "FERROCUDA_RENDEZVOUS"] {
+        for v in [
+            "RANK",
+            "WORLD_SIZE",
+            "LOCAL_RANK",
+            "SLURM_PROCID",
+            "SLURM_NTASKS",
+            "SLURM_LOCALID",
+            "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_LOCAL_RANK",
+            "MASTER_ADDR",
+            "MASTER_PORT",
+            "FERROCUDA_RENDEZVOUS",
+        ] {
             c.env_remove(v);
         }
         c.envs(env.iter().copied()).output().expect("runs")
@@ -873,12 +886,19 @@ fn multi_says_in_one_line_what_is_missing() {
     );
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
     let o = run(&["--transport", "env"], &[]);
-    assert_clean_failure(&o, &["RANK and WORLD_SIZE must be set"]);
+    assert_clean_failure(
+        &o,
+        &[
+            "needs a launcher's rank variables",
+            "SLURM_PROCID",
+            "OMPI_COMM_WORLD_RANK",
+        ],
+    );
     let o = run(
         &["--transport", "env"],
         &[("RANK", "0"), ("WORLD_SIZE", "2")],
     );
-    assert_clean_failure(&o, &["FERROCUDA_RENDEZVOUS must name a file"]);
+    assert_clean_failure(&o, &["needs a meeting place: MASTER_ADDR and MASTER_PORT"]);
     let o = run(
         &["--transport", "env"],
         &[("RANK", "two"), ("WORLD_SIZE", "2")],

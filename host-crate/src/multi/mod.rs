@@ -8,6 +8,7 @@
 //! GPU ([`Team::virtual_ranks`]) talk through device copies: that is how the decomposition is
 //! tested on one GPU, not a way to use several.
 pub mod nccl;
+pub mod rendezvous;
 mod shard;
 mod sharded;
 mod stencil;

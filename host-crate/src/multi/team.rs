@@ -12,8 +12,7 @@
 //!
 //! Every wait of an NCCL team is bounded ([`nccl::default_timeout`]): a peer that dies or never
 //! comes gives [`Error::Timeout`] and an aborted communicator, never a hang.
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::runtime::element::Element;
 use crate::runtime::error::{Error, Result, check_raw};
@@ -22,6 +21,7 @@ use crate::runtime::gpu::{Gpu, GpuStream, copy_bytes_async};
 use crate::runtime::memory::DeviceBuffer;
 
 use super::nccl::{self, Communicator, UniqueId};
+use super::rendezvous::{self, Launch, Place};
 
 /// The most virtual ranks one GPU is given (each has two streams).
 pub const MAX_VIRTUAL_RANKS: usize = 64;
@@ -193,63 +193,33 @@ impl Team {
         })
     }
 
-    /// This process's rank as a launcher starts it: `RANK` of `WORLD_SIZE`, on device
-    /// `LOCAL_RANK` (default: `RANK`), meeting the others through the file that
-    /// `FERROCUDA_RENDEZVOUS` names (`file:///shared/path` or a path, on a file system every
-    /// rank sees; rank 0 writes NCCL's unique id there, the others read it). Use a fresh path
+    /// This process's rank as a launcher starts it ([`rendezvous`](super::rendezvous)): its
+    /// rank, the run's size and its device from torchrun's, Slurm's or Open MPI's variables;
+    /// NCCL's unique id from rank 0 through `FERROCUDA_RENDEZVOUS` (a file every rank sees,
+    /// or `tcp://host:port`), else through `MASTER_ADDR:MASTER_PORT`. Use a fresh file or port
     /// for every run. Every wait is bounded by [`nccl::default_timeout`].
     pub fn from_env() -> Result<Self> {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let number = |name: &str| -> Result<Option<usize>> {
-            var(name)
-                .map(|v| {
-                    v.trim()
-                        .parse::<usize>()
-                        .map_err(|_| invalid(format!("{name}={v:?} is not a rank number")))
-                })
-                .transpose()
-        };
-        let (Some(rank), Some(size)) = (number("RANK")?, number("WORLD_SIZE")?) else {
-            return Err(invalid(
-                "NCCL team from the environment: RANK and WORLD_SIZE must be set (as torchrun \
-                 or mpirun set them), with FERROCUDA_RENDEZVOUS naming a shared file"
-                    .into(),
-            ));
-        };
-        let local = number("LOCAL_RANK")?.unwrap_or(rank);
-        let Some(place) = var("FERROCUDA_RENDEZVOUS") else {
-            return Err(invalid(
-                "NCCL team from the environment: FERROCUDA_RENDEZVOUS must name a file every \
-                 rank can see (file:///shared/run-42 or a path)"
-                    .into(),
-            ));
-        };
-        let path = PathBuf::from(place.strip_prefix("file://").unwrap_or(&place));
-        if rank >= size {
-            return Err(invalid(format!(
-                "RANK={rank} is not below WORLD_SIZE={size}"
-            )));
-        }
+        let launch = Launch::from_env()?;
+        let place = Place::from_env()?;
+        let (rank, local) = (launch.rank, launch.local);
         let timeout = nccl::default_timeout();
         let gpu = Gpu::new(u32::try_from(local).unwrap_or(u32::MAX)).map_err(|e| {
             invalid(format!(
-                "rank {rank}: device LOCAL_RANK={local} cannot be opened ({e}); one rank per \
-                 GPU of the host, numbered as CUDA_VISIBLE_DEVICES shows them"
+                "rank {rank}: device {local} (the local rank) cannot be opened ({e}); one rank \
+                 per GPU of the host, numbered as CUDA_VISIBLE_DEVICES shows them"
             ))
         })?;
         nccl::load_nccl()?;
-        let token = run_token();
-        let id = if rank == 0 {
-            let id = UniqueId::new()?;
-            publish(&path, size, &token, &id)?;
-            id
-        } else {
-            await_id(&path, size, &token, rank, timeout)?
-        };
-        let team = Self::join(&gpu, rank, size, id, timeout);
-        if rank == 0 && team.is_ok() {
+        let token =
+            rendezvous::run_token(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()));
+        let id = rendezvous::share_id(&place, &launch, &token, timeout, UniqueId::new)?;
+        let team = Self::join(&gpu, rank, launch.size, id, timeout);
+        if rank == 0
+            && team.is_ok()
+            && let Place::File(path) = &place
+        {
             // Every rank has read the id once the communicator formed.
-            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_file(path);
         }
         team
     }
@@ -477,6 +447,7 @@ impl Team {
                     m.pushed.record(&m.edge)?;
                 }
                 for m in &self.members {
+                    let _current = m.gpu.enter()?;
                     for t in transfers.iter().filter(|t| t.to == m.rank && t.bytes > 0) {
                         self.members[t.from].pushed.wait_on(&m.edge)?;
                     }
@@ -507,117 +478,5 @@ impl Team {
                 })
             }
         }
-    }
-}
-
-/// What tells this run's rendezvous file from a stale one: the launcher's run identity
-/// (`FERROCUDA_RUN_ID`, else torchrun's run id and restart count, Slurm's job and step, or the
-/// master's address and port), or `-` when the launcher gives none.
-fn run_token() -> String {
-    // torchrun without `--rdzv-id` sets the run id to `none`: not an identity.
-    let var = |name: &str| {
-        std::env::var(name)
-            .ok()
-            .filter(|v| !v.trim().is_empty() && v.trim() != "none")
-    };
-    let joined = |names: &[&str]| -> Option<String> {
-        let parts: Option<Vec<String>> = names.iter().map(|n| var(n)).collect();
-        parts.map(|p| p.join(":"))
-    };
-    var("FERROCUDA_RUN_ID")
-        .or_else(|| joined(&["TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT"]))
-        .or_else(|| joined(&["SLURM_JOB_ID", "SLURM_STEP_ID"]))
-        .or_else(|| joined(&["MASTER_ADDR", "MASTER_PORT"]))
-        .map_or_else(
-            || "-".to_owned(),
-            |t| t.split_whitespace().collect::<Vec<_>>().join("_"),
-        )
-}
-
-/// Rank 0's side of the rendezvous: the id written whole (a temporary file, readable by its
-/// owner only, renamed over the path), with the world size and the run's token, so that a
-/// reader never sees half of it nor takes a stale one.
-fn publish(path: &Path, size: usize, token: &str, id: &UniqueId) -> Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let io =
-        |e: std::io::Error| invalid(format!("rendezvous: cannot write {}: {e}", path.display()));
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    // A new file (never one already there, nor where a link points), owner-only from birth.
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io)?;
-    file.write_all(format!("ferrocuda-nccl {size} {token} {}\n", id.to_hex()).as_bytes())
-        .map_err(io)?;
-    drop(file);
-    std::fs::rename(&tmp, path).map_err(io)
-}
-
-/// The other ranks' side: the id of a world of `size`, read once rank 0 has written it, within
-/// `timeout`.
-fn await_id(
-    path: &Path,
-    size: usize,
-    token: &str,
-    rank: usize,
-    timeout: Duration,
-) -> Result<UniqueId> {
-    let start = Instant::now();
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            let mut words = text.split_whitespace();
-            if words.next() == Some("ferrocuda-nccl")
-                && words.next().and_then(|w| w.parse::<usize>().ok()) == Some(size)
-                && words.next() == Some(token)
-                && let Some(id) = words.next().and_then(UniqueId::from_hex)
-            {
-                return Ok(id);
-            }
-        }
-        if start.elapsed() > timeout {
-            return Err(Error::Timeout {
-                what: format!(
-                    "the rendezvous (rank 0 writing NCCL's id for {size} ranks of run `{token}` \
-                     to {})",
-                    path.display()
-                ),
-                rank,
-                ranks: size,
-                timeout,
-            });
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_rendezvous_file_carries_the_id_and_refuses_another_world_size() {
-        let dir = std::env::temp_dir().join(format!("ferrocuda-rdv-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("id");
-        let id = UniqueId([7; 128]);
-        publish(&path, 4, "job-7", &id).unwrap();
-        assert_eq!(
-            await_id(&path, 4, "job-7", 1, Duration::from_secs(1)).unwrap(),
-            id
-        );
-        // A stale file: another run's token is not taken.
-        let stale = await_id(&path, 4, "job-8", 1, Duration::from_millis(100)).unwrap_err();
-        assert!(stale.to_string().contains("run `job-8`"), "{stale}");
-        let wrong = await_id(&path, 8, "job-7", 3, Duration::from_millis(100)).unwrap_err();
-        let text = wrong.to_string();
-        assert!(
-            text.contains("rendezvous") && text.contains("rank 3 of 8") && text.contains("0.1 s"),
-            "{text}"
-        );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
