@@ -154,9 +154,7 @@ impl AnotherLibrarysContext {
 
     /// Fails unless it is still the thread's current context.
     fn still_current(self) -> Result<(), String> {
-        let mut current = std::ptr::null_mut();
-        // SAFETY: a writable handle.
-        let _ = unsafe { cust::sys::cuCtxGetCurrent(&mut current) };
+        let current = current_context().unwrap_or(std::ptr::null_mut());
         if current == self.0 {
             Ok(())
         } else {
@@ -176,16 +174,25 @@ impl Drop for AnotherLibrarysContext {
     }
 }
 
+/// The thread's current context, as the driver reports it.
+pub fn current_context() -> anyhow::Result<cust::sys::CUcontext> {
+    let mut context = std::ptr::null_mut();
+    // SAFETY: a writable handle.
+    let status = unsafe { cust::sys::cuCtxGetCurrent(&mut context) };
+    anyhow::ensure!(
+        status == cust::sys::CUresult::CUDA_SUCCESS,
+        "cuCtxGetCurrent: {status:?}"
+    );
+    Ok(context)
+}
+
 /// The thread's current context when made, current again when dropped: for test code that
 /// makes the device's context current itself (`Gpu::make_current`) before driver calls.
 pub struct KeepContext(cust::sys::CUcontext);
 
 impl KeepContext {
     pub fn new() -> Self {
-        let mut current = std::ptr::null_mut();
-        // SAFETY: a writable handle.
-        let _ = unsafe { cust::sys::cuCtxGetCurrent(&mut current) };
-        Self(current)
+        Self(current_context().unwrap_or(std::ptr::null_mut()))
     }
 }
 

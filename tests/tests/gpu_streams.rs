@@ -8,7 +8,9 @@ use anyhow::ensure;
 use ferrocuda::stencil::{Boundary, StencilGrid, StencilRun, Taps};
 use ferrocuda::{Access, Error, Gpu, Stream};
 use ferrocuda_lessons::cpu::check_stencil;
-use ferrocuda_tests::{TestResult, gpu_test, hardware_test, random_vec, run_gpu_suite, scaled};
+use ferrocuda_tests::{
+    TestResult, current_context, gpu_test, hardware_test, random_vec, run_gpu_suite, scaled,
+};
 
 /// The pipeline of `docs/library.md`, as `examples/pipeline.rs` runs it.
 #[path = "../../examples/pipeline.rs"]
@@ -755,18 +757,6 @@ fn drop_in_flight_child() -> anyhow::Result<bool> {
     let sum = ferrocuda::reduce::sum(&again, &ones)?;
     anyhow::ensure!(sum == 1000.0, "a new Gpu summed 1000 ones to {sum}");
     Ok(in_flight)
-}
-
-/// The thread's current context, as the driver reports it.
-fn current_context() -> anyhow::Result<cust::sys::CUcontext> {
-    let mut context = std::ptr::null_mut();
-    // SAFETY: a writable handle.
-    let status = unsafe { cust::sys::cuCtxGetCurrent(&mut context) };
-    ensure!(
-        status == cust::sys::CUresult::CUDA_SUCCESS,
-        "cuCtxGetCurrent: {status:?}"
-    );
-    Ok(context)
 }
 
 /// Another library's context on the device (`cuCtxCreate`, current while it lives), destroyed

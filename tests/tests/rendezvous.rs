@@ -19,23 +19,26 @@ fn main() -> ExitCode {
     if let Ok(ms) = std::env::var(CHILD) {
         return child(ms.parse().unwrap_or(5000));
     }
+    let trial = |name: &str, test: fn() -> anyhow::Result<()>| {
+        Trial::test(name, move || test().map_err(|e| format!("{e:#}").into()))
+    };
     let trials = vec![
-        Trial::test(
+        trial(
             "torchrun_style_ranks_meet_over_tcp_even_when_rank_0_comes_last",
-            || Ok(ranks_meet_over_tcp()?),
+            ranks_meet_over_tcp,
         ),
-        Trial::test(
+        trial(
             "slurm_and_open_mpi_style_ranks_meet_at_a_named_address",
-            || Ok(other_launchers()?),
+            other_launchers,
         ),
-        Trial::test("ranks_meet_through_a_file", || Ok(file_rendezvous()?)),
-        Trial::test(
+        trial("ranks_meet_through_a_file", file_rendezvous),
+        trial(
             "a_rank_0_that_never_comes_is_a_timeout_naming_the_address",
-            || Ok(no_rank_0()?),
+            no_rank_0,
         ),
-        Trial::test(
+        trial(
             "ranks_that_disagree_on_the_size_fail_together_naming_the_rank",
-            || Ok(disagreeing_ranks()?),
+            disagreeing_ranks,
         ),
     ];
     libtest_mimic::run(&Arguments::from_args(), trials).exit_code()

@@ -153,7 +153,8 @@ fn checked_address(address: &str, what: &str) -> Result<String> {
     }
 }
 
-fn env_var(name: &str) -> Option<String> {
+/// A variable of the process's environment; empty counts as unset.
+pub(crate) fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 

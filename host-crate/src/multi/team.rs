@@ -210,8 +210,7 @@ impl Team {
             ))
         })?;
         nccl::load_nccl()?;
-        let token =
-            rendezvous::run_token(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()));
+        let token = rendezvous::run_token(rendezvous::env_var);
         let id = rendezvous::share_id(&place, &launch, &token, timeout, UniqueId::new)?;
         let team = Self::join(&gpu, rank, launch.size, id, timeout);
         if rank == 0

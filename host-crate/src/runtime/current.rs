@@ -29,25 +29,17 @@ impl Current {
     /// Makes `context` current on the calling thread, unless it already is (then only one
     /// `cuCtxGetCurrent`, a read of the driver's thread-local state).
     pub(crate) fn enter(context: CUcontext) -> Result<Self> {
-        let mut previous = std::ptr::null_mut();
-        // SAFETY: a writable handle.
-        check_raw("cuCtxGetCurrent", unsafe {
-            cust::sys::cuCtxGetCurrent(&mut previous)
-        })?;
-        if previous == context {
-            return Ok(Self {
-                previous: std::ptr::null_mut(),
-            });
+        let kept = Self::preserve()?;
+        if kept.previous == context {
+            return Ok(kept.unless(context));
         }
         // SAFETY: `context` is a live context (its owner holds a retain of it).
         check_raw("cuCtxSetCurrent", unsafe {
             cust::sys::cuCtxSetCurrent(context)
         })?;
-        Ok(Self { previous })
+        Ok(kept)
     }
-}
 
-impl Current {
     /// Remembers the thread's current context, to put back when dropped: around a call into
     /// another library (NCCL) that may make another context current.
     pub(crate) fn preserve() -> Result<Self> {
@@ -57,6 +49,14 @@ impl Current {
             cust::sys::cuCtxGetCurrent(&mut previous)
         })?;
         Ok(Self { previous })
+    }
+
+    /// Nothing to put back when the context to restore is `context`.
+    fn unless(mut self, context: CUcontext) -> Self {
+        if self.previous == context {
+            self.previous = std::ptr::null_mut();
+        }
+        self
     }
 
     /// Ends the guard without putting anything back yet: the context to restore, for a
@@ -103,18 +103,8 @@ impl Drop for Current {
 /// with the thread's previous context put back as [`Current`] does.
 pub(crate) fn retain_primary(device: cust::device::Device) -> Result<cust::context::Context> {
     use crate::runtime::error::CudaContext;
-    let mut previous = std::ptr::null_mut();
-    // SAFETY: a writable handle.
-    check_raw("cuCtxGetCurrent", unsafe {
-        cust::sys::cuCtxGetCurrent(&mut previous)
-    })?;
+    let kept = Current::preserve()?;
     let context = cust::context::Context::new(device).call("cuDevicePrimaryCtxRetain")?;
-    drop(Current {
-        previous: if previous == context.as_raw() {
-            std::ptr::null_mut()
-        } else {
-            previous
-        },
-    });
+    drop(kept.unless(context.as_raw()));
     Ok(context)
 }

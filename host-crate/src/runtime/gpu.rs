@@ -771,7 +771,6 @@ impl Gpu {
             return Ok(());
         }
         self.check_owned(dst)?;
-        let _current = self.enter()?;
         let stream = &self.0.stream;
         self.ordered(stream, &[Access::write(dst)], || {
             // SAFETY: `dst` holds `src.len()` elements and is held mutably; `src` stays borrowed
@@ -1127,7 +1126,6 @@ impl Gpu {
 
     /// Waits for all work on the stream, as the [`wait_policy`](Self::wait_policy) says.
     pub fn synchronize(&self) -> Result<()> {
-        let _current = self.enter()?;
         self.wait_for_stream(&self.0.stream, None)
     }
 
@@ -1151,7 +1149,6 @@ impl Gpu {
         stream: &Stream,
         launch: &KernelLaunch,
     ) -> Result<()> {
-        let _current = self.enter()?;
         self.wait_for_stream(stream, Some(launch))
     }
 
@@ -1288,7 +1285,6 @@ impl Gpu {
             });
         }
         self.check_owned(src)?;
-        let _current = self.enter()?;
         let stream = &self.0.stream;
         if dst.is_empty() {
             // Still a synchronisation point, as a download of something is.
