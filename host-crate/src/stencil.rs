@@ -1,5 +1,6 @@
 //! The 1D stencil (一维模板) on the GPU: [`apply`], [`apply_into`] and the prepared
-//! [`StencilRun`] behind them.
+//! [`StencilRun`] behind them; [`iterate`] and the prepared [`Iteration`] apply it many times,
+//! several steps per pass over memory.
 //!
 //! `out[i] = sum over k in 0..=2R of c_k * in[i + k - R]`, for every `i` in `0..n`, where an
 //! input index outside `0..n` follows the [`Boundary`] rule (zero, clamp or periodic), and the
@@ -14,6 +15,9 @@
 //! lessons, in `ferrocuda-lessons`; they launch through [`StencilRun::with_kernel`], with the
 //! same checks as the fast path.
 use std::marker::PhantomData;
+
+mod steps;
+pub use steps::{Iteration, STEPS_BLOCK, StepsArgs, WeightedStepsArgs, iterate};
 
 use crate::runtime::pointer::DevicePointer;
 

@@ -48,6 +48,38 @@ pub const fn stencil_fast_tile_vectors(block: u32, radius: u32, lanes: u32) -> u
     block * STENCIL_FAST_VECTORS_PER_THREAD as u32 + (2 * radius + lanes - 1).div_ceil(lanes)
 }
 
+/// 16-byte vectors of outputs each thread of the iterated stencil (`stencil_1d_steps_*`)
+/// stores per tile: a large tile, so that the `2 * steps * R` halo a tile recomputes is a small
+/// part of it.
+pub const STENCIL_STEPS_VECTORS_PER_THREAD: usize = 4;
+
+/// The most time steps the iterated stencil applies per pass over memory, for radius `radius`
+/// and `lanes` elements per 16-byte vector: each tile is loaded with a halo of that many times
+/// `radius` on each side. A step costs shared-memory traffic and adds that grow with the
+/// radius; a pass, the memory traffic of one read and one write. The table keeps `steps * R`
+/// near 24 (the tuning notes, "Several steps per pass").
+pub const fn stencil_steps_per_pass(radius: u32, lanes: u32) -> u32 {
+    let _ = lanes;
+    match radius {
+        1 => 16,
+        2 => 12,
+        3 => 8,
+        4 => 6,
+        8 => 4,
+        _ => 2,
+    }
+}
+
+/// 16-byte vectors of each of the two shared buffers of `stencil_1d_steps_*` for a block of
+/// `block` threads, elements of `lanes` per vector and a pass of `steps` steps: the tile's
+/// outputs, `ceil(2R / lanes)` vectors more for each step before the last, and the first step's
+/// window with its alignment shift.
+pub const fn stencil_steps_tile_vectors(block: u32, radius: u32, lanes: u32, steps: u32) -> u32 {
+    block * STENCIL_STEPS_VECTORS_PER_THREAD as u32
+        + (steps - 1) * (2 * radius).div_ceil(lanes)
+        + (2 * radius + lanes - 1).div_ceil(lanes)
+}
+
 /// Outputs the fast stencil's tiles cover (`stencil_1d_fast_*`, `stencil_1d_bulk_*`) for `n`
 /// outputs whose first lies `out_offset` elements past a 16-byte boundary (`out_offset <
 /// lanes`): the output's vectors of `lanes` elements, from that boundary; none for an empty

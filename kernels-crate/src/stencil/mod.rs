@@ -49,6 +49,7 @@ pub mod bulk;
 #[cfg(any(not(target_arch = "nvptx64"), target_feature = "sm_90"))]
 pub mod cluster;
 pub mod fast;
+pub mod steps;
 mod sums;
 mod window;
 
@@ -126,6 +127,70 @@ pub unsafe fn stencil_1d_fast_weighted<T: Float, const R: usize>(
     weights: Coefficients<T>,
 ) {
     unsafe { fast::fast::<T, _, R>(input, out, n, boundary, weights) }
+}
+
+/// The iterated stencil, several steps per pass (时间分块): `steps` applications of
+/// [`stencil_1d_fast`] (at most `stencil_steps_per_pass(R, LANES)`), each tile loaded once with
+/// a halo of `steps * R`, the steps applied in shared memory, the last one stored. Bit for bit
+/// the fast stencil applied `steps` times, each application's input read through the boundary
+/// rule.
+///
+/// # Launch
+/// any grid (the host launches one block per tile of `block * STENCIL_STEPS_VECTORS_PER_THREAD`
+/// vectors), block a multiple of 32 up to 1024, dynamic shared memory
+/// `2 * 16 * stencil_steps_tile_vectors(block, R, LANES, stencil_steps_per_pass(R, LANES))`.
+///
+/// # Safety
+/// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`; `boundary` is
+/// a `STENCIL_BOUNDARY_*` mode; `1 <= steps <= stencil_steps_per_pass(R, LANES)`; the launch is
+/// as above.
+#[kernel(
+    T in [i32, f32, f64, F16, Bf16],
+    R in [1, 2, 3, 4, 8, 16],
+    dynamic_shared = 32 * crate::config::stencil_steps_tile_vectors(
+        block as u32,
+        R as u32,
+        (16 / size_of::<T>()) as u32,
+        crate::config::stencil_steps_per_pass(R as u32, (16 / size_of::<T>()) as u32)
+    ) as usize
+)]
+pub unsafe fn stencil_1d_steps<T: Element, const R: usize>(
+    input: *const T,
+    out: *mut T,
+    n: usize,
+    boundary: u32,
+    steps: u32,
+) {
+    unsafe { steps::steps::<T, Ones, R>(input, out, n, boundary, steps as usize, Ones) }
+}
+
+/// The weighted iterated stencil: as [`stencil_1d_steps`], with coefficients
+/// `weights.0[0 ..= 2R]` passed by value (those of [`stencil_1d_fast_weighted`]).
+///
+/// # Launch
+/// As [`stencil_1d_steps`].
+///
+/// # Safety
+/// As [`stencil_1d_steps`].
+#[kernel(
+    T in [f32, f64],
+    R in [1, 2, 3, 4, 8, 16],
+    dynamic_shared = 32 * crate::config::stencil_steps_tile_vectors(
+        block as u32,
+        R as u32,
+        (16 / size_of::<T>()) as u32,
+        crate::config::stencil_steps_per_pass(R as u32, (16 / size_of::<T>()) as u32)
+    ) as usize
+)]
+pub unsafe fn stencil_1d_steps_weighted<T: Float, const R: usize>(
+    input: *const T,
+    out: *mut T,
+    n: usize,
+    boundary: u32,
+    steps: u32,
+    weights: Coefficients<T>,
+) {
+    unsafe { steps::steps::<T, _, R>(input, out, n, boundary, steps as usize, weights) }
 }
 
 /// The fast stencil fed by bulk copies (TMA): [`stencil_1d_fast`]'s tiles, each loaded with one

@@ -34,6 +34,7 @@ mod baselines;
 pub mod chart;
 pub mod report;
 pub mod reproducible;
+pub mod steps;
 pub mod transfer;
 
 use baselines::{Baselines, Expected, ResultBits};
@@ -873,6 +874,13 @@ pub fn run(gpu: &Gpu, cfg: &BenchConfig) -> Result<Report> {
         }
         rows.extend(new);
     }
+    if !cfg.steps.radii.is_empty() {
+        eprintln!(
+            "bench: steps: the iterated stencil, {} steps at n = {}, against the one-step stencil",
+            cfg.steps.steps, cfg.steps.n
+        );
+        rows.extend(steps::measure(gpu, &cfg.steps, &cfg.types, cfg.reps)?);
+    }
     let mut api_baselines = String::new();
     let mut transfer_baselines = String::new();
     if !cfg.api_sizes.is_empty() {
@@ -981,6 +989,12 @@ mod tests {
             baselines: false,
             api_sizes: Vec::new(),
             api_calls: 1,
+            steps: steps::StepsConfig {
+                radii: Vec::new(),
+                n: 0,
+                steps: 0,
+                per_pass: Vec::new(),
+            },
         }
     }
 

@@ -42,6 +42,8 @@ pub struct BenchConfig {
     pub api_sizes: Vec<usize>,
     /// Timed calls per `api` row.
     pub api_calls: usize,
+    /// The `steps` family (the iterated stencil); no radii: no rows.
+    pub steps: super::steps::StepsConfig,
 }
 
 impl BenchConfig {
@@ -87,6 +89,12 @@ impl BenchConfig {
             baselines: true,
             api_sizes: vec![1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 28],
             api_calls: 300,
+            steps: super::steps::StepsConfig {
+                radii: vec![1, 3, 8],
+                n: 1 << 28,
+                steps: 96,
+                per_pass: Vec::new(),
+            },
         }
     }
 }
@@ -278,7 +286,7 @@ impl Report {
         let mut v: Vec<(String, String)> = self
             .rows
             .iter()
-            .filter(|r| r.family != "copy" && r.family != "api" && r.family != "transfer")
+            .filter(|r| !["copy", "api", "transfer", "steps"].contains(&r.family.as_str()))
             .map(|r| (r.family.clone(), r.ty.clone()))
             .collect();
         v.sort();
@@ -402,6 +410,7 @@ pub fn markdown(report: &Report, charts: &[String]) -> String {
         }
         let _ = writeln!(s);
     }
+    steps_markdown(report, &mut s);
     half_markdown(report, &mut s);
     baseline_failures_markdown(report, &mut s);
     let _ = writeln!(
@@ -541,6 +550,50 @@ fn api_markdown(report: &Report, s: &mut String) {
 
 /// The `transfer` family's table: pinned copies both ways against the link and CuPy, and a copy
 /// overlapped with kernels on two streams.
+/// The `steps` family: the iterated stencil against the one-step stencil repeated.
+fn steps_markdown(report: &Report, s: &mut String) {
+    let rows: Vec<_> = report.rows.iter().filter(|r| r.family == "steps").collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## steps: several time steps per pass\n\nThe same number of time steps of one stencil, \
+         periodic, timed in turn both ways: `stencil::Iteration` (k steps a pass, `kN` in the variant) and \
+         `stencil::apply_into` once a step (`one-step`). `x one-step` = the one-step time / the iterated \
+         time, the ratio of time steps per second. GB/s counts the iteration's passes (read + write \
+         each). The check: the two results have the same bits.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| variant | type | n | steps, passes | median us | one-step us | x one-step | steps/s | GB/s | check |"
+    );
+    let _ = writeln!(s, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    for r in rows {
+        let one = r.baselines.iter().find(|b| b.name == "one-step");
+        // `grid` is "S steps, P passes".
+        let per_s = (r.grid.split(' ').next())
+            .and_then(|t| t.parse::<f64>().ok())
+            .map_or("-".into(), |t| format!("{:.0}", t / (r.median_us * 1e-6)));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.1} | {} | {} | {} | {:.0} | {} |",
+            r.variant,
+            r.ty,
+            r.size(),
+            r.grid,
+            r.median_us,
+            one.and_then(|b| b.median_us)
+                .map_or("-".into(), |us| format!("{us:.1}")),
+            r.baseline_cell("one-step", "x"),
+            per_s,
+            r.gbs,
+            if r.passed { "PASS" } else { "FAIL" }
+        );
+    }
+    let _ = writeln!(s);
+}
+
 fn transfer_markdown(report: &Report, s: &mut String) {
     let rows: Vec<_> = report
         .rows

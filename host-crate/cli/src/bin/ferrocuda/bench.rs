@@ -59,6 +59,20 @@ pub struct BenchArgs {
     /// Timed calls per `api` row.
     #[arg(long, default_value_t = 300)]
     api_calls: usize,
+    /// Radii of the `steps` family (the iterated stencil against the one-step stencil
+    /// repeated), comma-separated, or `none`.
+    #[arg(long, default_value = "1,3,8")]
+    steps_radii: String,
+    /// Elements of the `steps` family's array.
+    #[arg(long, default_value = "2^28")]
+    steps_size: String,
+    /// Time steps of each `steps` row.
+    #[arg(long, default_value_t = 96)]
+    steps: usize,
+    /// Steps a pass to time besides the plan's, comma-separated (each 1 up to the kernel's
+    /// most for the radius).
+    #[arg(long, default_value = "")]
+    steps_per_pass: String,
 }
 
 impl BenchArgs {
@@ -77,6 +91,8 @@ impl BenchArgs {
         set("reps", &mut || self.reps = 3);
         set("rounds", &mut || self.rounds = 1);
         set("api_calls", &mut || self.api_calls = 20);
+        set("steps_size", &mut || self.steps_size = "2^16+3".into());
+        set("steps", &mut || self.steps = 12);
     }
 
     /// Parses and checks everything that needs no GPU.
@@ -164,6 +180,36 @@ impl BenchArgs {
         if self.api_calls == 0 {
             bail!("--api-calls must be at least 1");
         }
+        let steps_radii = if self.steps_radii.trim() == "none" {
+            Vec::new()
+        } else {
+            list(&self.steps_radii)
+                .iter()
+                .map(|s| {
+                    s.parse::<u32>()
+                        .with_context(|| format!("--steps-radii: `{s}`"))
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
+        if let Some(e) = steps_radii
+            .iter()
+            .find_map(|&r| ferrocuda_lessons::stencil::radius_error(r))
+        {
+            bail!("--steps-radii: {e}");
+        }
+        let steps_per_pass = list(&self.steps_per_pass)
+            .iter()
+            .map(|s| {
+                s.parse::<u32>()
+                    .with_context(|| format!("--steps-per-pass: `{s}`"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let steps_size = parse_count(&self.steps_size)
+            .map_err(anyhow::Error::msg)
+            .context("--steps-size")?;
+        if self.steps == 0 || steps_size == 0 {
+            bail!("--steps and --steps-size must be at least 1 (use --steps-radii none to skip)");
+        }
         let cfg = BenchConfig {
             sizes,
             types,
@@ -179,6 +225,12 @@ impl BenchArgs {
             baselines: !self.no_baselines,
             api_sizes,
             api_calls: self.api_calls,
+            steps: bench::steps::StepsConfig {
+                radii: steps_radii,
+                n: steps_size,
+                steps: self.steps,
+                per_pass: steps_per_pass,
+            },
         };
         if let Some(ty) = bench::types_without_rows(&cfg).first() {
             bail!(

@@ -1,0 +1,248 @@
+//! Several time steps per pass over memory (时间分块, temporal blocking): the iterated stencil.
+//!
+//! One application of the fast stencil reads each input once and writes each output once; it
+//! already runs at the copy speed, so repeating it `k` times costs `k` passes over memory. Here a
+//! block loads its tile once with a halo of `k * R` on each side, applies the stencil `k` times
+//! in shared memory, and stores only the last step: the region that is still right shrinks by
+//! `R` on each side per step (overlapped tiling: neighbouring tiles recompute the same halo
+//! outputs), so after `k` steps exactly the tile's own outputs are left. One pass does `k`
+//! steps for the price of one read, one write and `2 * k * R` extra elements a tile.
+//!
+//! The steps ping-pong between two shared buffers: step `s` reads one and writes the other,
+//! then one barrier, and the next step reads what it wrote. Each step's output vectors are the
+//! fast stencil's (`fast::output_vector`: the same window, the same adds in the same order, a
+//! 16-bit result rounded to its type), so `k` fused steps give the bits of `k` applications of
+//! the fast stencil.
+//!
+//! Geometry. Step `s` of a pass of `steps` holds `vectors(s)` 16-byte vectors starting at
+//! element `origin(s) = first_out - (steps - s) * R` (the first step also shifted left by
+//! `SHIFT`, so that the loaded tile starts at the input's vector boundary). The counts are laid
+//! from the last step down: the last holds the tile's outputs, and each step before holds the
+//! vectors the windows of the next step's vectors read, so every element a step reads was
+//! written by the step before, from values that are all that step's true values.
+//!
+//! Boundaries. Every step of the iterated stencil reads its input through the boundary rule,
+//! so a position outside `0..n` holds, after each step, what the rule makes of that step's
+//! array: 0 (zero), the step's value at the nearest end (clamp), or at the wrapped position
+//! (periodic). Periodic needs nothing: the tile is loaded through the rule, and a stencil of
+//! a periodic array is periodic, so the wrapped positions are computed like any other. For zero
+//! and clamp the (at most two) edge tiles fix their outside positions after each step, after a
+//! barrier (clamp copies the value at position `0` or `n - 1`, which the tile always holds when
+//! it holds a position beyond it). Interior tiles, whose whole input lies inside `0..n`, do
+//! nothing more than the steps.
+use super::fast::{output_vector, store_output};
+use super::{Element, Taps, fetch};
+use crate::config::{
+    STENCIL_BOUNDARY_CLAMP, STENCIL_BOUNDARY_PERIODIC, STENCIL_STEPS_VECTORS_PER_THREAD as V,
+    stencil_fast_tiles, stencil_steps_tile_vectors,
+};
+use crate::device::shared::dynamic_shared;
+use crate::device::sync::syncthreads;
+use crate::device::thread::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
+use crate::device::vector::Access16;
+
+/// One tile of a pass: its first output, its outputs (a multiple of `LANES`), and `R`, `steps`
+/// and the first step's input shift, from which every step's origin and vectors follow.
+#[derive(Clone, Copy)]
+struct Tile {
+    first_out: isize,
+    outputs: usize,
+    steps: usize,
+    shift: usize,
+    radius: usize,
+}
+
+impl Tile {
+    /// Vectors the windows of one output vector of a step after the first reach past it.
+    #[inline(always)]
+    fn reach<T: Element>(&self) -> usize {
+        (2 * self.radius).div_ceil(T::LANES)
+    }
+
+    /// Vectors of step `s` (`0` is the loaded input, `steps` the outputs).
+    #[inline(always)]
+    fn vectors<T: Element>(&self, s: usize) -> usize {
+        let last = self.outputs / T::LANES + (self.steps - s.max(1)) * self.reach::<T>();
+        if s == 0 {
+            last + (self.shift + 2 * self.radius).div_ceil(T::LANES)
+        } else {
+            last
+        }
+    }
+
+    /// The position of element 0 of step `s`.
+    #[inline(always)]
+    fn origin(&self, s: usize) -> isize {
+        let back = ((self.steps - s) * self.radius + if s == 0 { self.shift } else { 0 }) as isize;
+        self.first_out - back
+    }
+}
+
+/// Step `s` of a tile, from `src` to `dst` (or to `out` for the last step), one output vector
+/// per thread and round: the fast stencil's window, with the input shift of the first step.
+///
+/// # Safety
+/// `src` holds the tile's step `s - 1`, `dst` room for `tile.vectors(s)` vectors; `out` holds `n`
+/// writable elements.
+#[inline(always)]
+unsafe fn step<T: Element, P: Taps<T::Acc>, const R: usize, const SHIFT: usize>(
+    src: *const T::V,
+    dst: *mut T::V,
+    out: *mut T,
+    n: usize,
+    tile: Tile,
+    s: usize,
+    taps: &P,
+) {
+    let (tid, block) = (thread_idx_x() as usize, block_dim_x() as usize);
+    let (vectors, last) = (tile.vectors::<T>(s), s == tile.steps);
+    let mut g = tid;
+    while g < vectors {
+        // SAFETY: the window of vector `g` lies in step `s - 1`'s vectors (the module
+        // documentation's geometry); output vector `g` of the last step is a tile output.
+        unsafe {
+            let y = output_vector::<T, P, R, SHIFT>(src, g, taps);
+            if last {
+                store_output(out, n, tile.first_out + (g * T::LANES) as isize, y);
+            } else {
+                Access16::store(&mut *dst.add(g), y);
+            }
+        }
+        g += block;
+    }
+}
+
+/// Step `s`'s input shift as a constant: the loaded tile's for the first step, 0 after.
+///
+/// # Safety
+/// As [`step`].
+#[inline(always)]
+unsafe fn step_shifted<T: Element, P: Taps<T::Acc>, const R: usize>(
+    src: *const T::V,
+    dst: *mut T::V,
+    out: *mut T,
+    n: usize,
+    tile: Tile,
+    s: usize,
+    taps: &P,
+) {
+    let shift = if s == 1 { tile.shift } else { 0 };
+    // SAFETY: forwarded; `shift < LANES`.
+    unsafe {
+        match shift {
+            0 => step::<T, P, R, 0>(src, dst, out, n, tile, s, taps),
+            1 => step::<T, P, R, 1>(src, dst, out, n, tile, s, taps),
+            2 if T::LANES > 2 => step::<T, P, R, 2>(src, dst, out, n, tile, s, taps),
+            3 if T::LANES > 2 => step::<T, P, R, 3>(src, dst, out, n, tile, s, taps),
+            4 if T::LANES == 8 => step::<T, P, R, 4>(src, dst, out, n, tile, s, taps),
+            5 if T::LANES == 8 => step::<T, P, R, 5>(src, dst, out, n, tile, s, taps),
+            6 if T::LANES == 8 => step::<T, P, R, 6>(src, dst, out, n, tile, s, taps),
+            _ if T::LANES == 8 => step::<T, P, R, 7>(src, dst, out, n, tile, s, taps),
+            _ => step::<T, P, R, 1>(src, dst, out, n, tile, s, taps),
+        }
+    }
+}
+
+/// After step `s` of an edge tile: its positions outside `0..n` set to what the boundary rule
+/// reads there (zero or clamp; periodic positions are already right).
+///
+/// # Safety
+/// `buffer` holds the tile's step `s`; `n > 0`.
+#[inline(always)]
+unsafe fn fix_outside<T: Element>(buffer: *mut T, n: usize, mode: u32, tile: Tile, s: usize) {
+    let (origin, elements) = (tile.origin(s), tile.vectors::<T>(s) * T::LANES);
+    let mut e = thread_idx_x() as usize;
+    while e < elements {
+        let p = origin + e as isize;
+        if p < 0 || p as usize >= n {
+            // SAFETY: positions 0 and n - 1 are in the buffer whenever a position beyond them
+            // is (the module documentation); neither is written here.
+            unsafe {
+                *buffer.add(e) = if mode == STENCIL_BOUNDARY_CLAMP {
+                    let end = if p < 0 { 0 } else { n as isize - 1 };
+                    *buffer.add((end - origin) as usize)
+                } else {
+                    T::ZERO
+                };
+            }
+        }
+        e += block_dim_x() as usize;
+    }
+}
+
+/// `steps` applications of the stencil, `steps` at most the pass's maximum; see the module
+/// documentation.
+///
+/// # Safety
+/// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`, both aligned to
+/// their element size; `1 <= steps`; `blockDim.x` is a multiple of 32; the dynamic shared memory
+/// holds twice `stencil_steps_tile_vectors(blockDim.x, R, LANES, steps)` 16-byte vectors.
+#[inline(always)]
+pub unsafe fn steps<T: Element, P: Taps<T::Acc>, const R: usize>(
+    input: *const T,
+    out: *mut T,
+    n: usize,
+    mode: u32,
+    steps: usize,
+    taps: P,
+) {
+    let lanes = T::LANES;
+    let (tid, block) = (thread_idx_x() as usize, block_dim_x() as usize);
+    let in_offset = input as usize / size_of::<T>() % lanes;
+    let out_offset = out as usize / size_of::<T>() % lanes;
+    // The loaded tile starts at the input's vector boundary at or below `first_out - steps * R`.
+    let shift = (in_offset + lanes * (steps * R + 1) - out_offset - steps * R) % lanes;
+    let tile_len = block * V * lanes;
+    let body = crate::config::stencil_fast_body(n, out_offset, lanes);
+    let tiles = stencil_fast_tiles(n, out_offset, lanes, tile_len);
+    let half = stencil_steps_tile_vectors(block as u32, R as u32, lanes as u32, steps as u32);
+    let a = dynamic_shared::<T::V>();
+    let b = a.wrapping_add(half as usize);
+    let mut t = block_idx_x() as usize;
+    // SAFETY: every step's vectors fit in `half` (`stencil_steps_tile_vectors` is the first
+    // step's count at its largest); interior tiles start at an input vector boundary and lie in
+    // `0..n`; `t` is uniform per block, so every thread runs the same iterations and reaches
+    // every barrier.
+    unsafe {
+        while t < tiles {
+            let tile = Tile {
+                first_out: (t * tile_len) as isize - out_offset as isize,
+                outputs: (body - t * tile_len).min(tile_len),
+                steps,
+                shift,
+                radius: R,
+            };
+            let (origin, loaded) = (tile.origin(0), tile.vectors::<T>(0));
+            let interior = origin >= 0 && origin as usize + loaded * lanes <= n;
+            if interior {
+                let mut v = tid;
+                while v < loaded {
+                    let p = input.add(origin as usize + v * lanes).cast::<T::V>();
+                    Access16::store(&mut *a.add(v), Access16::load(&*p));
+                    v += block;
+                }
+            } else {
+                let mut e = tid;
+                while e < loaded * lanes {
+                    *a.cast::<T>().add(e) = fetch(input, n, origin + e as isize, mode);
+                    e += block;
+                }
+            }
+            syncthreads();
+            for s in 1..=steps {
+                let (src, dst) = if s % 2 == 1 { (a, b) } else { (b, a) };
+                step_shifted::<T, P, R>(src, dst, out, n, tile, s, &taps);
+                if s < steps {
+                    syncthreads();
+                    if !interior && mode != STENCIL_BOUNDARY_PERIODIC {
+                        fix_outside(dst.cast::<T>(), n, mode, tile, s);
+                        syncthreads();
+                    }
+                }
+            }
+            // The next tile's load overwrites buffer `a`, which the last step may still read.
+            syncthreads();
+            t += grid_dim_x() as usize;
+        }
+    }
+}
