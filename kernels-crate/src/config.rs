@@ -55,28 +55,29 @@ pub const STENCIL_STEPS_VECTORS_PER_THREAD: usize = 4;
 
 /// The most time steps the iterated stencil applies per pass over memory, for radius `radius`
 /// and `lanes` elements per 16-byte vector: each tile is loaded with a halo of that many times
-/// `radius` on each side. A step costs shared-memory traffic and adds that grow with the
-/// radius; a pass, the memory traffic of one read and one write. The table keeps `steps * R`
-/// near 24 (the tuning notes, "Several steps per pass").
+/// `radius` on each side. A step costs instructions (its `2R + 1` adds or multiply-adds an
+/// output, and its shared loads: on an H200 the steps are issue-bound), a pass the memory
+/// traffic of one read and one write; deeper passes pay off until the halo a tile recomputes,
+/// `2 * steps * R` elements, grows too large (the tuning notes, "Several steps per pass").
 pub const fn stencil_steps_per_pass(radius: u32, lanes: u32) -> u32 {
     let _ = lanes;
     match radius {
-        1 => 16,
-        2 => 12,
-        3 => 8,
-        4 => 6,
-        8 => 4,
-        _ => 2,
+        1..=3 => 16,
+        4 => 12,
+        8 => 16,
+        _ => 8,
     }
 }
 
 /// 16-byte vectors of each of the two shared buffers of `stencil_1d_steps_*` for a block of
 /// `block` threads, elements of `lanes` per vector and a pass of `steps` steps: the tile's
-/// outputs, `ceil(2R / lanes)` vectors more for each step before the last, and the first step's
-/// window with its alignment shift.
+/// outputs, then for each step before the last the vectors its windows reach past them (every
+/// step's vectors lie on the output's vector grid, so a window starts up to `lanes - 1`
+/// elements into its first vector), and the first step's window with its alignment shift.
 pub const fn stencil_steps_tile_vectors(block: u32, radius: u32, lanes: u32, steps: u32) -> u32 {
+    let later_shift = (lanes - radius % lanes) % lanes;
     block * STENCIL_STEPS_VECTORS_PER_THREAD as u32
-        + (steps - 1) * (2 * radius).div_ceil(lanes)
+        + (steps - 1) * (later_shift + 2 * radius).div_ceil(lanes)
         + (2 * radius + lanes - 1).div_ceil(lanes)
 }
 

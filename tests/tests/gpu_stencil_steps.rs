@@ -8,7 +8,10 @@
 //! every alignment of input and output), and the step counts 1, k - 1, k, k + 1 and 2k + 3
 //! for the plan's k steps a pass and for 3 steps a pass (so every count is split over several
 //! passes, unevenly, odd counts of passes included). The reference is the one-step stencil on
-//! the same device, step after step; every output element must have the same bits.
+//! the same device, step after step, through arrays at the same offset (the 16-bit sums order
+//! their adds by an output's lane in its 16-byte vector); every output element must have the
+//! same bits. The step counts run the 16-bit sums past their range, so that a sum rounding to
+//! the largest finite value or to infinity must round the same way in both.
 //!
 //! Also: an empty array, an array of the wrong length, and steps a pass out of range.
 use std::process::ExitCode;
@@ -62,22 +65,32 @@ fn tile<T>() -> usize {
     STEPS_BLOCK as usize * STENCIL_STEPS_VECTORS_PER_THREAD * (16 / size_of::<T>())
 }
 
-/// `x` after `steps` one-step stencils, ping-ponging with a buffer of its own.
+/// `x` after `steps` one-step stencils, ping-ponging with an array of its own, both `offset`
+/// elements into their buffers (the iterated stencil's result is the one-step stencil's through
+/// arrays of the caller's alignment).
 fn one_steps<T: Element>(
     gpu: &Gpu,
     x: &DeviceSlice<T>,
+    offset: usize,
     taps: &Taps<T>,
     boundary: Boundary,
     steps: usize,
 ) -> anyhow::Result<Vec<T>> {
-    let mut a = gpu.alloc::<T>(x.len(), "reference a")?;
-    let mut b = gpu.alloc::<T>(x.len(), "reference b")?;
-    gpu.copy_on_device(x, &mut a)?;
+    let n = x.len();
+    let mut a = gpu.alloc::<T>(n + offset, "reference a")?;
+    let mut b = gpu.alloc::<T>(n + offset, "reference b")?;
+    gpu.copy_on_device(x, &mut a.index_mut(offset..))?;
     for _ in 0..steps {
-        stencil::apply_into(gpu, &a, &mut b, taps, boundary)?;
+        stencil::apply_into(
+            gpu,
+            &a.index(offset..),
+            &mut b.index_mut(offset..),
+            taps,
+            boundary,
+        )?;
         std::mem::swap(&mut a, &mut b);
     }
-    Ok(gpu.download(&a)?)
+    Ok(gpu.download(&a.index(offset..))?)
 }
 
 fn sweep<T: Element>(gpu: &Gpu, weighted: bool, radius: u32, boundary: Boundary) -> TestResult {
@@ -114,7 +127,7 @@ fn sweep<T: Element>(gpu: &Gpu, weighted: bool, radius: u32, boundary: Boundary)
                 iteration.run(&mut state, steps).with_context(what)?;
                 iteration.finish().with_context(what)?;
                 let got = gpu.download(&buffer.index(offset..offset + n))?;
-                let want = one_steps(gpu, &input, &taps, boundary, steps)?;
+                let want = one_steps(gpu, &input, offset, &taps, boundary, steps)?;
                 if let Some(i) = (0..n).find(|&i| !got[i].same_bits(want[i])) {
                     anyhow::bail!(
                         "`{}`, {}: element {i} is {:?}, the one-step stencil gives {:?}",

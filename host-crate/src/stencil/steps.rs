@@ -7,7 +7,9 @@
 //! loads each tile once with a halo of `k * R`, applies `k` steps on chip and stores the last:
 //! `k` steps per pass, `k` chosen by [`Iteration`] from the radius
 //! (`stencil_steps_per_pass`). The result is bit for bit that of [`apply_into`](super::apply_into)
-//! repeated `steps` times.
+//! repeated `steps` times, through arrays with the 16-byte alignment of the caller's (for every
+//! type and taps but the 16-bit floats' sums, whose adds are ordered by an output's lane in
+//! its 16-byte vector, the alignment changes nothing).
 use crate::runtime::config::LaunchConfig;
 use crate::runtime::element::Element;
 use crate::runtime::error::{Error, KernelLaunch, Result};
@@ -100,8 +102,10 @@ impl<'g, T: Element> Iteration<'g, T> {
         let shared = function.entry().dynamic_shared_bytes(STEPS_BLOCK);
         function.validate(LaunchConfig::linear(1, STEPS_BLOCK, shared))?;
         // SAFETY: `T` is an `Element`, valid for every byte pattern; a pass writes every
-        // element of the scratch array before one is read.
-        let scratch = unsafe { gpu.alloc_uninit::<T>(n, "iterated stencil scratch")? };
+        // element of the scratch array it uses before one is read. `LANES - 1` more, so that
+        // the array can start at the caller's alignment.
+        let spare = if n == 0 { 0 } else { lanes::<T>() as usize - 1 };
+        let scratch = unsafe { gpu.alloc_uninit::<T>(n + spare, "iterated stencil scratch")? };
         Ok(Self {
             gpu,
             kernel,
@@ -198,7 +202,13 @@ impl<'g, T: Element> Iteration<'g, T> {
         if n == 0 || passes.is_empty() {
             return Ok(());
         }
-        let (a, b) = (state.as_device_ptr(), self.scratch.as_device_ptr());
+        // The scratch array at `state`'s alignment: every pass writes on the same vector grid.
+        let a = state.as_device_ptr();
+        let lanes = lanes::<T>() as u64;
+        let skip = a.as_raw() / size_of::<T>() as u64 % lanes;
+        let b = DevicePointer::from_raw(
+            self.scratch.as_device_ptr().as_raw() + skip * size_of::<T>() as u64,
+        );
         let accesses = [Access::write(state), Access::write(&mut self.scratch)];
         let config = self.config(b);
         self.last = Some((stream.share(), config));

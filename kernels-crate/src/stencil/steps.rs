@@ -14,12 +14,16 @@
 //! 16-bit result rounded to its type), so `k` fused steps give the bits of `k` applications of
 //! the fast stencil.
 //!
-//! Geometry. Step `s` of a pass of `steps` holds `vectors(s)` 16-byte vectors starting at
-//! element `origin(s) = first_out - (steps - s) * R` (the first step also shifted left by
-//! `SHIFT`, so that the loaded tile starts at the input's vector boundary). The counts are laid
-//! from the last step down: the last holds the tile's outputs, and each step before holds the
-//! vectors the windows of the next step's vectors read, so every element a step reads was
-//! written by the step before, from values that are all that step's true values.
+//! Geometry. Every step's vectors lie on the output's 16-byte grid, as the one-step stencil's
+//! outputs do, so that each position is computed in the same lane of its vector in every step
+//! (the 16-bit sums' order depends on the lane: `sums::window_sum`). Step `s` of a pass of
+//! `steps` starts at position `origin(s) = first_out - (steps - s) * ceil(R / LANES) * LANES`;
+//! the loaded input starts `R + SHIFT` before step 1, at the input's vector boundary. The
+//! window of an output vector starts `R` before it: `SHIFT` elements into the vectors it reads
+//! for the first step, `LANES - R mod LANES` (mod `LANES`) for the others. The vector counts
+//! are laid from the last step down: the last holds the tile's outputs, and each step before
+//! holds the vectors the windows of the next step's vectors read, so every element a step reads
+//! was written by the step before, from values that are all that step's true values.
 //!
 //! Boundaries. Every step of the iterated stencil reads its input through the boundary rule,
 //! so a position outside `0..n` holds, after each step, what the rule makes of that step's
@@ -41,40 +45,46 @@ use crate::device::sync::syncthreads;
 use crate::device::thread::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
 use crate::device::vector::Access16;
 
-/// One tile of a pass: its first output, its outputs (a multiple of `LANES`), and `R`, `steps`
-/// and the first step's input shift, from which every step's origin and vectors follow.
+/// One tile of a pass: its first output, its outputs (a multiple of `LANES`), `steps`, and the
+/// first step's input shift, from which every step's origin and vectors follow.
 #[derive(Clone, Copy)]
 struct Tile {
     first_out: isize,
     outputs: usize,
     steps: usize,
     shift: usize,
-    radius: usize,
 }
 
 impl Tile {
-    /// Vectors the windows of one output vector of a step after the first reach past it.
+    /// The input shift of every step after the first: the window of an output vector starts
+    /// `R` elements before it, and every step's vectors lie on the output's vector grid.
     #[inline(always)]
-    fn reach<T: Element>(&self) -> usize {
-        (2 * self.radius).div_ceil(T::LANES)
+    const fn later_shift<T: Element, const R: usize>() -> usize {
+        (T::LANES - R % T::LANES) % T::LANES
     }
 
     /// Vectors of step `s` (`0` is the loaded input, `steps` the outputs).
     #[inline(always)]
-    fn vectors<T: Element>(&self, s: usize) -> usize {
-        let last = self.outputs / T::LANES + (self.steps - s.max(1)) * self.reach::<T>();
+    fn vectors<T: Element, const R: usize>(&self, s: usize) -> usize {
+        let reach = (Self::later_shift::<T, R>() + 2 * R).div_ceil(T::LANES);
+        let first = self.outputs / T::LANES + (self.steps - 1) * reach;
         if s == 0 {
-            last + (self.shift + 2 * self.radius).div_ceil(T::LANES)
+            first + (self.shift + 2 * R).div_ceil(T::LANES)
         } else {
-            last
+            first - (s - 1) * reach
         }
     }
 
-    /// The position of element 0 of step `s`.
+    /// The position of element 0 of step `s`: on the output's vector grid for every step but
+    /// the loaded input, which starts at the input's vector boundary.
     #[inline(always)]
-    fn origin(&self, s: usize) -> isize {
-        let back = ((self.steps - s) * self.radius + if s == 0 { self.shift } else { 0 }) as isize;
-        self.first_out - back
+    fn origin<T: Element, const R: usize>(&self, s: usize) -> isize {
+        let back = |s: usize| ((self.steps - s) * R.next_multiple_of(T::LANES)) as isize;
+        if s == 0 {
+            self.first_out - back(1) - (R + self.shift) as isize
+        } else {
+            self.first_out - back(s)
+        }
     }
 }
 
@@ -95,7 +105,7 @@ unsafe fn step<T: Element, P: Taps<T::Acc>, const R: usize, const SHIFT: usize>(
     taps: &P,
 ) {
     let (tid, block) = (thread_idx_x() as usize, block_dim_x() as usize);
-    let (vectors, last) = (tile.vectors::<T>(s), s == tile.steps);
+    let (vectors, last) = (tile.vectors::<T, R>(s), s == tile.steps);
     let mut g = tid;
     while g < vectors {
         // SAFETY: the window of vector `g` lies in step `s - 1`'s vectors (the module
@@ -126,7 +136,11 @@ unsafe fn step_shifted<T: Element, P: Taps<T::Acc>, const R: usize>(
     s: usize,
     taps: &P,
 ) {
-    let shift = if s == 1 { tile.shift } else { 0 };
+    let shift = if s == 1 {
+        tile.shift
+    } else {
+        Tile::later_shift::<T, R>()
+    };
     // SAFETY: forwarded; `shift < LANES`.
     unsafe {
         match shift {
@@ -149,8 +163,14 @@ unsafe fn step_shifted<T: Element, P: Taps<T::Acc>, const R: usize>(
 /// # Safety
 /// `buffer` holds the tile's step `s`; `n > 0`.
 #[inline(always)]
-unsafe fn fix_outside<T: Element>(buffer: *mut T, n: usize, mode: u32, tile: Tile, s: usize) {
-    let (origin, elements) = (tile.origin(s), tile.vectors::<T>(s) * T::LANES);
+unsafe fn fix_outside<T: Element, const R: usize>(
+    buffer: *mut T,
+    n: usize,
+    mode: u32,
+    tile: Tile,
+    s: usize,
+) {
+    let (origin, elements) = (tile.origin::<T, R>(s), tile.vectors::<T, R>(s) * T::LANES);
     let mut e = thread_idx_x() as usize;
     while e < elements {
         let p = origin + e as isize;
@@ -190,8 +210,9 @@ pub unsafe fn steps<T: Element, P: Taps<T::Acc>, const R: usize>(
     let (tid, block) = (thread_idx_x() as usize, block_dim_x() as usize);
     let in_offset = input as usize / size_of::<T>() % lanes;
     let out_offset = out as usize / size_of::<T>() % lanes;
-    // The loaded tile starts at the input's vector boundary at or below `first_out - steps * R`.
-    let shift = (in_offset + lanes * (steps * R + 1) - out_offset - steps * R) % lanes;
+    // The first step's input shift, the fast stencil's: its outputs are on the output's vector
+    // grid, and the loaded tile starts at the input's vector boundary.
+    let shift = (in_offset + lanes - out_offset + (lanes - 1) * R) % lanes;
     let tile_len = block * V * lanes;
     let body = crate::config::stencil_fast_body(n, out_offset, lanes);
     let tiles = stencil_fast_tiles(n, out_offset, lanes, tile_len);
@@ -210,9 +231,8 @@ pub unsafe fn steps<T: Element, P: Taps<T::Acc>, const R: usize>(
                 outputs: (body - t * tile_len).min(tile_len),
                 steps,
                 shift,
-                radius: R,
             };
-            let (origin, loaded) = (tile.origin(0), tile.vectors::<T>(0));
+            let (origin, loaded) = (tile.origin::<T, R>(0), tile.vectors::<T, R>(0));
             let interior = origin >= 0 && origin as usize + loaded * lanes <= n;
             if interior {
                 let mut v = tid;
@@ -235,7 +255,7 @@ pub unsafe fn steps<T: Element, P: Taps<T::Acc>, const R: usize>(
                 if s < steps {
                     syncthreads();
                     if !interior && mode != STENCIL_BOUNDARY_PERIODIC {
-                        fix_outside(dst.cast::<T>(), n, mode, tile, s);
+                        fix_outside::<T, R>(dst.cast::<T>(), n, mode, tile, s);
                         syncthreads();
                     }
                 }

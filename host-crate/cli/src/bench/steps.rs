@@ -80,8 +80,20 @@ fn measure_one<T: Element>(
         gpu.alloc::<T>(n, "one-step b")?,
     );
     let plan = Iteration::new(gpu, &taps, boundary, n)?;
-    let mut depths = vec![plan.steps_per_pass()];
-    depths.extend(cfg.per_pass.iter().filter(|&&k| k != plan.steps_per_pass()));
+    // The plan's depth, then the others asked for that the kernel applies (a depth past its
+    // most for this radius is left out, said on stderr).
+    let most = plan.steps_per_pass();
+    let mut depths = vec![most];
+    for &k in &cfg.per_pass {
+        if k > most {
+            eprintln!(
+                "bench: steps: R = {radius}, {}: {k} steps a pass is past the kernel's {most}; left out",
+                T::TYPE
+            );
+        } else if !depths.contains(&k) {
+            depths.push(k);
+        }
+    }
     drop(plan);
     let mut rows = Vec::new();
     for k in depths {

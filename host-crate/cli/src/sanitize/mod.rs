@@ -106,6 +106,15 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
     half_cases::<ferrocuda::runtime::element::Bf16>(gpu, &mut record)?;
     stencil_cases::<ferrocuda::runtime::element::F16>(gpu, &mut record)?;
     stencil_cases::<ferrocuda::runtime::element::Bf16>(gpu, &mut record)?;
+    for ty in [
+        ElemType::I32,
+        ElemType::F32,
+        ElemType::F64,
+        ElemType::F16,
+        ElemType::Bf16,
+    ] {
+        ferrocuda::with_elem_type!(ty, T => steps_cases::<T>(gpu, &mut record))?;
+    }
     copy_cases(gpu, &mut record)?;
     let wide: Vec<i32> = (0..4099).map(|i| i32::MAX - i).collect();
     let d = gpu.upload(&wide, "widening input")?;
@@ -286,6 +295,46 @@ fn reduce_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> R
                     for (symbol, _) in run.launches() {
                         record(symbol, ok);
                     }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The iterated stencil (`stencil_1d_steps_*`) for every radius and taps, zero and periodic
+/// boundaries: 3 steps in two passes (2 + 1), against the one-step stencil 3 times (bits).
+fn steps_cases<T: Element>(gpu: &Gpu, record: &mut impl FnMut(&str, bool)) -> Result<()> {
+    use ferrocuda::stencil::{Iteration, apply_into};
+    for n in case_sizes(gpu) {
+        let host: Vec<T> = (0..n)
+            .map(|i| ferrocuda_lessons::cpu::from_random_bits::<T>(i as u64 * 0x9E37 & 0xFF))
+            .collect();
+        for radius in STENCIL_RADII {
+            let mut taps_list = vec![Taps::<T>::Sum { radius }];
+            if T::TYPE.is_float() && !T::TYPE.is_half() {
+                taps_list.push(Taps::Weighted(
+                    (0..=2 * radius)
+                        .map(|k| T::from_f64(0.25 + k as f64 / 64.0))
+                        .collect(),
+                ));
+            }
+            for taps in &taps_list {
+                for boundary in [Boundary::Zero, Boundary::Periodic] {
+                    let mut iteration =
+                        Iteration::new(gpu, taps, boundary, n)?.with_steps_per_pass(2)?;
+                    let mut state = gpu.upload(&host, "sanitize steps state")?;
+                    iteration.run(&mut state, 3)?;
+                    iteration.finish()?;
+                    let mut a = gpu.upload(&host, "sanitize steps a")?;
+                    let mut b = gpu.alloc::<T>(n, "sanitize steps b")?;
+                    for _ in 0..3 {
+                        apply_into(gpu, &a, &mut b, taps, boundary)?;
+                        std::mem::swap(&mut a, &mut b);
+                    }
+                    let (got, want) = (gpu.download(&state)?, gpu.download(&a)?);
+                    let ok = got.iter().zip(&want).all(|(g, w)| g.same_bits(*w));
+                    record(iteration.symbol(), ok);
                 }
             }
         }
