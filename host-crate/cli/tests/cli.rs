@@ -874,6 +874,8 @@ fn multi_says_in_one_line_what_is_missing() {
             "MASTER_ADDR",
             "MASTER_PORT",
             "FERROCUDA_RENDEZVOUS",
+            "TORCHELASTIC_RUN_ID",
+            "TORCHELASTIC_RESTART_COUNT",
         ] {
             c.env_remove(v);
         }
