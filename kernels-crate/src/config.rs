@@ -71,9 +71,10 @@ pub const fn stencil_steps_per_pass(radius: u32, lanes: u32) -> u32 {
 
 /// 16-byte vectors of each of the two shared buffers of `stencil_1d_steps_*` for a block of
 /// `block` threads, elements of `lanes` per vector and a pass of `steps` steps: the tile's
-/// outputs, then for each step before the last the vectors its windows reach past them (every
-/// step's vectors lie on the output's vector grid, so a window starts up to `lanes - 1`
-/// elements into its first vector), and the first step's window with its alignment shift.
+/// outputs, then for each step before the last the vectors its windows reach past them (where
+/// a step's vectors lie on the output's vector grid, a window starts up to `lanes - 1`
+/// elements into its first vector; counted for every type), and the first step's window with
+/// its alignment shift.
 pub const fn stencil_steps_tile_vectors(block: u32, radius: u32, lanes: u32, steps: u32) -> u32 {
     let later_shift = (lanes - radius % lanes) % lanes;
     block * STENCIL_STEPS_VECTORS_PER_THREAD as u32

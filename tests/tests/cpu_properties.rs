@@ -6,7 +6,9 @@ use ferrocuda::{DeviceProps, Error};
 use ferrocuda_cli::args::parse_count;
 use ferrocuda_lessons::all_entry_points as entry_points;
 use ferrocuda_lessons::cpu::warp::{ShflMode, shfl_source};
-use ferrocuda_lessons::kernels::config::STENCIL_FAST_VECTORS_PER_THREAD;
+use ferrocuda_lessons::kernels::config::{
+    STENCIL_FAST_VECTORS_PER_THREAD, STENCIL_STEPS_VECTORS_PER_THREAD, stencil_steps_per_pass,
+};
 use ferrocuda_lessons::reduce::ReduceVariant;
 use proptest::prelude::*;
 
@@ -74,6 +76,9 @@ proptest! {
         let fast_weighted =
             ferrocuda::kernels::stencil::stencil_1d_fast_weighted::<f32>(3).unwrap().info().kernel;
         let bulk = ferrocuda::kernels::stencil::stencil_1d_bulk::<f32>(3).unwrap().info().kernel;
+        let steps = ferrocuda::kernels::stencil::stencil_1d_steps::<f32>(3).unwrap().info().kernel;
+        let steps_weighted =
+            ferrocuda::kernels::stencil::stencil_1d_steps_weighted::<f32>(3).unwrap().info().kernel;
         let tiles = entry_points().into_iter().filter(|e| {
             e.module.ends_with("::stencil") && e.dynamic_shared_bytes.is_some()
         });
@@ -84,6 +89,17 @@ proptest! {
             let size = ferrocuda::runtime::element::ElemType::from_name(&e.instance_value("T").unwrap().to_lowercase())
                 .unwrap()
                 .size();
+            // The iterated stencil: two buffers, each its outputs and halos of `steps * R`.
+            if [steps, steps_weighted].contains(&e.kernel) {
+                let lanes = 16 / size;
+                let k = stencil_steps_per_pass(radius as u32, lanes as u32) as usize;
+                let outputs = block as usize * STENCIL_STEPS_VECTORS_PER_THREAD * lanes;
+                prop_assert!(
+                    e.dynamic_shared_bytes(block) as usize >= 2 * (outputs + 2 * k * radius) * size,
+                    "{} at block {block}: {} B", e.symbol, e.dynamic_shared_bytes(block)
+                );
+                continue;
+            }
             // The bulk-copy stencil's stages each hold a fast tile.
             let outputs = if [fast, fast_weighted, bulk].contains(&e.kernel) {
                 block as usize * STENCIL_FAST_VECTORS_PER_THREAD * (16 / size)
@@ -96,8 +112,8 @@ proptest! {
             );
         }
         // Two lesson families (3 and 2 types); fast (5 types, with the 16-bit floats), fast
-        // weighted, bulk, cluster (library); six radii each.
-        prop_assert_eq!(seen, (3 + 2 + 5 + 2 + 3 + 3) * 6);
+        // weighted, bulk, cluster, steps (5), steps weighted (2) (library); six radii each.
+        prop_assert_eq!(seen, (3 + 2 + 5 + 2 + 3 + 3 + 5 + 2) * 6);
     }
 }
 

@@ -14,16 +14,18 @@
 //! 16-bit result rounded to its type), so `k` fused steps give the bits of `k` applications of
 //! the fast stencil.
 //!
-//! Geometry. Every step's vectors lie on the output's 16-byte grid, as the one-step stencil's
-//! outputs do, so that each position is computed in the same lane of its vector in every step
-//! (the 16-bit sums' order depends on the lane: `sums::window_sum`). Step `s` of a pass of
-//! `steps` starts at position `origin(s) = first_out - (steps - s) * ceil(R / LANES) * LANES`;
-//! the loaded input starts `R + SHIFT` before step 1, at the input's vector boundary. The
-//! window of an output vector starts `R` before it: `SHIFT` elements into the vectors it reads
-//! for the first step, `LANES - R mod LANES` (mod `LANES`) for the others. The vector counts
-//! are laid from the last step down: the last holds the tile's outputs, and each step before
-//! holds the vectors the windows of the next step's vectors read, so every element a step reads
-//! was written by the step before, from values that are all that step's true values.
+//! Geometry. Step `s` of a pass of `steps` starts at position
+//! `origin(s) = first_out - (steps - s) * (R + later)`, and the loaded input `R + SHIFT` before
+//! step 1, at the input's vector boundary. The window of an output vector starts `R` before it:
+//! `SHIFT` elements into the vectors it reads for the first step, `later` for the others. For
+//! most stencils `later` is 0 (each step starts `R` before the next, at a vector boundary). The
+//! 16-bit sums order their adds by an output's lane in its 16-byte vector (`sums::window_sum`),
+//! so there every step's vectors lie on the output's 16-byte grid, as the one-step stencil's
+//! outputs do, and each position is computed in the same lane in every step: `later` is
+//! `LANES - R mod LANES` (mod `LANES`). The vector counts are laid from the last step down: the
+//! last holds the tile's outputs, and each step before holds the vectors the windows of the next
+//! step's vectors read, so every element a step reads was written by the step before, from
+//! values that are all that step's true values.
 //!
 //! Boundaries. Every step of the iterated stencil reads its input through the boundary rule,
 //! so a position outside `0..n` holds, after each step, what the rule makes of that step's
@@ -45,28 +47,37 @@ use crate::device::sync::syncthreads;
 use crate::device::thread::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
 use crate::device::vector::Access16;
 
-/// One tile of a pass: its first output, its outputs (a multiple of `LANES`), `steps`, and the
-/// first step's input shift, from which every step's origin and vectors follow.
+/// One tile of a pass: its first output, its outputs (a multiple of `LANES`), `steps`, the
+/// first step's input shift and the later steps' (`later`), from which every step's origin and
+/// vectors follow.
 #[derive(Clone, Copy)]
 struct Tile {
     first_out: isize,
     outputs: usize,
     steps: usize,
     shift: usize,
+    later: usize,
 }
 
 impl Tile {
-    /// The input shift of every step after the first: the window of an output vector starts
-    /// `R` elements before it, and every step's vectors lie on the output's vector grid.
+    /// The input shift of every step after the first. Where an output's lane decides the order
+    /// of its adds (the 16-bit sums), every step's vectors lie on the output's vector grid and
+    /// the window of a vector starts `R` before it: `LANES - R mod LANES` (mod `LANES`) into the
+    /// vectors it reads. Elsewhere each step starts `R` before the next, and its windows at a
+    /// vector boundary.
     #[inline(always)]
-    const fn later_shift<T: Element, const R: usize>() -> usize {
-        (T::LANES - R % T::LANES) % T::LANES
+    fn later_shift<T: Element, P: Taps<T::Acc>, const R: usize>() -> usize {
+        if P::ONES && T::LANES == 8 {
+            (T::LANES - R % T::LANES) % T::LANES
+        } else {
+            0
+        }
     }
 
     /// Vectors of step `s` (`0` is the loaded input, `steps` the outputs).
     #[inline(always)]
     fn vectors<T: Element, const R: usize>(&self, s: usize) -> usize {
-        let reach = (Self::later_shift::<T, R>() + 2 * R).div_ceil(T::LANES);
+        let reach = (self.later + 2 * R).div_ceil(T::LANES);
         let first = self.outputs / T::LANES + (self.steps - 1) * reach;
         if s == 0 {
             first + (self.shift + 2 * R).div_ceil(T::LANES)
@@ -75,11 +86,11 @@ impl Tile {
         }
     }
 
-    /// The position of element 0 of step `s`: on the output's vector grid for every step but
-    /// the loaded input, which starts at the input's vector boundary.
+    /// The position of element 0 of step `s` (the loaded input, step 0, starts at the input's
+    /// vector boundary).
     #[inline(always)]
-    fn origin<T: Element, const R: usize>(&self, s: usize) -> isize {
-        let back = |s: usize| ((self.steps - s) * R.next_multiple_of(T::LANES)) as isize;
+    fn origin<const R: usize>(&self, s: usize) -> isize {
+        let back = |s: usize| ((self.steps - s) * (R + self.later)) as isize;
         if s == 0 {
             self.first_out - back(1) - (R + self.shift) as isize
         } else {
@@ -136,11 +147,7 @@ unsafe fn step_shifted<T: Element, P: Taps<T::Acc>, const R: usize>(
     s: usize,
     taps: &P,
 ) {
-    let shift = if s == 1 {
-        tile.shift
-    } else {
-        Tile::later_shift::<T, R>()
-    };
+    let shift = if s == 1 { tile.shift } else { tile.later };
     // SAFETY: forwarded; `shift < LANES`.
     unsafe {
         match shift {
@@ -170,7 +177,7 @@ unsafe fn fix_outside<T: Element, const R: usize>(
     tile: Tile,
     s: usize,
 ) {
-    let (origin, elements) = (tile.origin::<T, R>(s), tile.vectors::<T, R>(s) * T::LANES);
+    let (origin, elements) = (tile.origin::<R>(s), tile.vectors::<T, R>(s) * T::LANES);
     let mut e = thread_idx_x() as usize;
     while e < elements {
         let p = origin + e as isize;
@@ -210,9 +217,11 @@ pub unsafe fn steps<T: Element, P: Taps<T::Acc>, const R: usize>(
     let (tid, block) = (thread_idx_x() as usize, block_dim_x() as usize);
     let in_offset = input as usize / size_of::<T>() % lanes;
     let out_offset = out as usize / size_of::<T>() % lanes;
-    // The first step's input shift, the fast stencil's: its outputs are on the output's vector
-    // grid, and the loaded tile starts at the input's vector boundary.
-    let shift = (in_offset + lanes - out_offset + (lanes - 1) * R) % lanes;
+    // The first step's input shift: its outputs start `(steps - 1) * (R + later)` before the
+    // tile's, and the loaded tile at the input's vector boundary `R + shift` before that.
+    let later = Tile::later_shift::<T, P, R>();
+    let ahead = (steps - 1) * (R + later) + R;
+    let shift = (in_offset + lanes - out_offset + (lanes - 1) * ahead) % lanes;
     let tile_len = block * V * lanes;
     let body = crate::config::stencil_fast_body(n, out_offset, lanes);
     let tiles = stencil_fast_tiles(n, out_offset, lanes, tile_len);
@@ -231,8 +240,9 @@ pub unsafe fn steps<T: Element, P: Taps<T::Acc>, const R: usize>(
                 outputs: (body - t * tile_len).min(tile_len),
                 steps,
                 shift,
+                later,
             };
-            let (origin, loaded) = (tile.origin::<T, R>(0), tile.vectors::<T, R>(0));
+            let (origin, loaded) = (tile.origin::<R>(0), tile.vectors::<T, R>(0));
             let interior = origin >= 0 && origin as usize + loaded * lanes <= n;
             if interior {
                 let mut v = tid;
