@@ -23,7 +23,8 @@ use ferrocuda_kernels::config::{
     STENCIL_STEPS_VECTORS_PER_THREAD, stencil_fast_tiles, stencil_steps_per_pass,
 };
 
-use super::{Boundary, Coefficients, Taps, coefficients};
+use super::taps::{Boundary, Taps, coefficients};
+use ferrocuda_kernels::stencil::Coefficients;
 
 /// Threads per block of the iterated stencil.
 pub const STEPS_BLOCK: u32 = 256;
