@@ -19,6 +19,7 @@ use std::marker::PhantomData;
 mod steps;
 mod taps;
 pub use steps::{Iteration, STEPS_BLOCK, StepsArgs, WeightedStepsArgs, iterate};
+pub(crate) use steps::{StepsPass, lanes};
 pub use taps::{Boundary, Taps, coefficients, radius_error};
 
 use crate::runtime::pointer::DevicePointer;
@@ -30,6 +31,19 @@ use ferrocuda_kernels::config::{STENCIL_FAST_VECTORS_PER_THREAD, stencil_fast_ti
 pub use ferrocuda_kernels::stencil::Coefficients;
 
 pub use ferrocuda_kernels::config::STENCIL_DEFAULT_RADIUS;
+
+/// The element types the stencils (one step, several steps a pass, sharded) have kernels for;
+/// weighted taps for the 32- and 64-bit floats of them.
+pub const STENCIL_TYPES: [crate::runtime::element::ElemType; 5] = {
+    use crate::runtime::element::ElemType;
+    [
+        ElemType::I32,
+        ElemType::F32,
+        ElemType::F64,
+        ElemType::F16,
+        ElemType::Bf16,
+    ]
+};
 
 use crate::runtime::config::LaunchConfig;
 use crate::runtime::element::Element;
@@ -292,22 +306,6 @@ impl<'g, 'a, T: Element> StencilRun<'g, 'a, T> {
         // SAFETY: `ordered` made the context current, checked the stream and orders it.
         self.gpu
             .ordered(stream, &accesses, || unsafe { self.enqueue(stream) })
-    }
-
-    /// [`launch_on`](Self::launch_on) without the record of which stream used which buffer, for
-    /// work that orders its streams itself (the multi-GPU stencil's two streams overlap).
-    ///
-    /// # Safety
-    /// The caller orders `stream` with every other use of the input and output (events), and
-    /// waits for the stream before either is freed or handed to safe code.
-    pub(crate) unsafe fn launch_unordered(&mut self, stream: &Stream) -> Result<()> {
-        if self.n == 0 {
-            return Ok(());
-        }
-        let _current = self.gpu.enter()?;
-        self.gpu.check_stream(stream)?;
-        // SAFETY: the context is current and the stream checked; the ordering is the caller's.
-        unsafe { self.enqueue(stream) }
     }
 
     /// Enqueues the kernel on `stream`.

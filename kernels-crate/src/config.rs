@@ -82,6 +82,13 @@ pub const fn stencil_steps_tile_vectors(block: u32, radius: u32, lanes: u32, ste
         + (2 * radius + lanes - 1).div_ceil(lanes)
 }
 
+/// Dynamic shared memory of `stencil_1d_steps_*` for a block of `block` threads: its two
+/// buffers of [`stencil_steps_tile_vectors`] vectors for the kernel's deepest pass.
+pub const fn stencil_steps_shared_bytes(block: u32, radius: u32, lanes: u32) -> usize {
+    let steps = stencil_steps_per_pass(radius, lanes);
+    2 * 16 * stencil_steps_tile_vectors(block, radius, lanes, steps) as usize
+}
+
 /// Outputs the fast stencil's tiles cover (`stencil_1d_fast_*`, `stencil_1d_bulk_*`) for `n`
 /// outputs whose first lies `out_offset` elements past a 16-byte boundary (`out_offset <
 /// lanes`): the output's vectors of `lanes` elements, from that boundary; none for an empty

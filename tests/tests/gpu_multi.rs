@@ -18,9 +18,11 @@ use ferrocuda::multi::{
     ShardedArray, ShardedStencil, Shards, Team, Transport, apply_sharded, sum_reproducible,
 };
 use ferrocuda::reduce::{self, Reproducible};
+use ferrocuda::runtime::element::Element;
 use ferrocuda::stencil::{self, Boundary, Taps};
-use ferrocuda::{Error, Gpu};
+use ferrocuda::{Error, Gpu, with_elem_type};
 use ferrocuda_lessons::cpu::reproducible::{same_sum, sum_reproducible as cpu_sum};
+use ferrocuda_lessons::kernels::config::{STENCIL_RADII, stencil_steps_per_pass};
 use ferrocuda_tests::{
     TestResult, gpu_test, hardware_test, multi_gpu_test, random_vec, run_gpu_suite,
 };
@@ -36,7 +38,7 @@ fn main() -> ExitCode {
     if let Ok(role) = std::env::var(RANK_ROLE) {
         return rank_process(&role);
     }
-    run_gpu_suite(vec![
+    let mut trials = vec![
         gpu_test(
             "sharded_array_gathers_what_was_scattered_for_every_size_and_rank_count",
             round_trip,
@@ -73,6 +75,10 @@ fn main() -> ExitCode {
             "sharded_stencil_refuses_a_shard_shorter_than_the_radius",
             stencil_short_shard,
         ),
+        gpu_test(
+            "sharded_stencil_steps_per_pass_are_the_kernels_most_or_the_shortest_shard_over_r",
+            stencil_depth,
+        ),
         hardware_test(
             "nccl_team_of_one_rank_sums_gathers_and_steps_the_stencil_through_nccl",
             "NCCL",
@@ -95,11 +101,31 @@ fn main() -> ExitCode {
             nccl_process_per_gpu,
         ),
         multi_gpu_test(
+            "nccl_ranks_that_disagree_on_a_shape_or_fail_before_it_all_refuse_it_at_once",
+            2,
+            nccl_ranks_disagree,
+        ),
+        multi_gpu_test(
             "nccl_peer_killed_mid_run_is_an_error_on_every_other_rank_within_the_limit",
             2,
             nccl_peer_killed,
         ),
-    ])
+    ];
+    for ty in stencil::STENCIL_TYPES {
+        for weighted in [false, true]
+            .into_iter()
+            .filter(|&w| !w || (ty.is_float() && !ty.is_half()))
+        {
+            let taps = if weighted { "weighted" } else { "sum" };
+            trials.push(with_elem_type!(ty, T => gpu_test(
+                &format!(
+                    "sharded_stencil_{taps}_{ty}_several_steps_a_pass_has_the_bits_of_one_gpu"
+                ),
+                move |gpu| stencil_deep::<T>(gpu, weighted),
+            )));
+        }
+    }
+    run_gpu_suite(trials)
 }
 
 /// Virtual teams of 1 to 8 ranks on `gpu`.
@@ -285,6 +311,7 @@ fn one_gpu_steps<T: ferrocuda::runtime::element::Element>(
 
 fn stencil_iterated(gpu: &Gpu) -> TestResult {
     stencil_iterated_on(gpu, &virtual_teams(gpu)?)?;
+    stencil_graphs_on(gpu, &Team::virtual_ranks(gpu, 3)?)?;
     stencil_odd_cases(gpu)
 }
 
@@ -376,6 +403,113 @@ fn stencil_odd_cases(gpu: &Gpu) -> TestResult {
     Ok(())
 }
 
+/// Every radius and boundary of one type and taps, several steps a pass: shards between `H`
+/// and `2H` long (`H = k R`, so a rank at an end of the array has a window that meets it) and
+/// shards at every offset modulo a vector, on 2, 3 and 5 ranks; `k + 3` steps in one call, and
+/// the same in calls of 2 and `k + 1` of a plan doing 3 steps a pass; against the one-step
+/// stencil on one GPU, bit for bit.
+fn stencil_deep<T: Element>(gpu: &Gpu, weighted: bool) -> TestResult {
+    for &radius in &STENCIL_RADII {
+        let taps = if weighted {
+            Taps::Weighted(random_vec::<T>(2 * radius as usize + 1, u64::from(radius)))
+        } else {
+            Taps::Sum { radius }
+        };
+        let k = stencil_steps_per_pass(radius, (16 / size_of::<T>()) as u32) as usize;
+        let h = k * radius as usize;
+        let steps = k + 3;
+        for boundary in Boundary::ALL {
+            for n in [5 * h + 3, 3 * 1024 + 5 * h + 7] {
+                let data = spread::<T>(n, n as u64 ^ u64::from(radius) << 20);
+                let want = one_gpu_steps(gpu, &data, &taps, boundary, steps)?;
+                for ranks in [2, 3, 5] {
+                    let team = Team::virtual_ranks(gpu, ranks)?;
+                    let a = ShardedArray::scatter(&team, &data, Shards::even(n, ranks)?)?;
+                    let what = format!(
+                        "{} {boundary:?} R = {radius} n = {n} on {ranks} ranks",
+                        T::TYPE
+                    );
+                    let same = |got: &[T], how: &str| -> TestResult {
+                        if let Some(i) = (0..n).find(|&i| !got[i].same_bits(want[i])) {
+                            bail!(
+                                "{what}, {how}: element {i} is {:?}, one GPU gives {:?}",
+                                got[i],
+                                want[i]
+                            );
+                        }
+                        Ok(())
+                    };
+                    let plan = ShardedStencil::new(&a, &taps, boundary)?;
+                    ensure!(
+                        plan.steps_per_pass() == k,
+                        "{what}: {} a pass",
+                        plan.steps_per_pass()
+                    );
+                    drop(plan);
+                    same(
+                        &apply_sharded(&a, &taps, boundary, steps)?.gather()?,
+                        "one call",
+                    )?;
+                    let mut plan =
+                        ShardedStencil::new(&a, &taps, boundary)?.with_steps_per_pass(3.min(k))?;
+                    plan.step(2)?;
+                    plan.step(steps - 2)?;
+                    same(&plan.to_array()?.gather()?, "3 a pass, 2 + k + 1 steps")?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `n` random values over many binades (floats: up to 2^24 times apart), so that a sum's
+/// rounding depends on the order of its adds.
+fn spread<T: Element>(n: usize, seed: u64) -> Vec<T> {
+    let mut rng = ferrocuda_lessons::cpu::SplitMix64::new(seed);
+    random_vec::<T>(n, seed)
+        .into_iter()
+        .map(|x| {
+            if T::TYPE.is_float() {
+                T::from_f64(x.to_f64() * f64::from(1u32 << (rng.next_u64() % 25)) / 4096.0)
+            } else {
+                x
+            }
+        })
+        .collect()
+}
+
+/// The depth of a pass: the kernel's most, or fewer when a shard is shorter than that many
+/// radii; a depth out of range is refused, naming the range.
+fn stencil_depth(gpu: &Gpu) -> TestResult {
+    let taps = Taps::<i32>::Sum { radius: 3 };
+    let most = stencil_steps_per_pass(3, 4) as usize;
+    let team = Team::virtual_ranks(gpu, 4)?;
+    for (n, k) in [
+        (4 * 3 * most, most),
+        (4 * 3 * most - 1, most - 1),
+        (4 * 3, 1),
+    ] {
+        let data = random_vec::<i32>(n, 3);
+        let a = ShardedArray::scatter(&team, &data, Shards::even(n, 4)?)?;
+        let plan = ShardedStencil::new(&a, &taps, Boundary::Zero)?;
+        ensure!(
+            plan.steps_per_pass() == k,
+            "n = {n}: {} a pass, not {k}",
+            plan.steps_per_pass()
+        );
+        let e = match plan.with_steps_per_pass(k + 1) {
+            Err(e) => e,
+            Ok(_) => bail!("n = {n}: {} steps a pass accepted", k + 1),
+        };
+        ensure!(e.to_string().contains(&format!("1 to {k}")), "{e}");
+    }
+    // One rank holds it all: no cuts, the kernel's most at any length.
+    let one = Team::virtual_ranks(gpu, 1)?;
+    let a = ShardedArray::scatter(&one, &[1, 2, 3], Shards::even(3, 1)?)?;
+    ensure!(ShardedStencil::new(&a, &taps, Boundary::Periodic)?.steps_per_pass() == most);
+    Ok(())
+}
+
 fn stencil_short_shard(gpu: &Gpu) -> TestResult {
     let data = random_vec::<f32>(20, 2);
     let team = Team::virtual_ranks(gpu, 8)?;
@@ -407,7 +541,7 @@ fn nccl_one_rank(gpu: &Gpu) -> TestResult {
     reproducible_on::<f32>(gpu, &teams)?;
     reproducible_on::<f64>(gpu, &teams)?;
     stencil_iterated_on(gpu, &teams)?;
-    Ok(())
+    stencil_graphs_on(gpu, &teams[0])
 }
 
 fn nccl_two_on_one(gpu: &Gpu) -> TestResult {
@@ -454,7 +588,48 @@ fn every_check_on(gpu: &Gpu, team: Team) -> TestResult {
     let teams = [team];
     reproducible_on::<f32>(gpu, &teams)?;
     reproducible_on::<f64>(gpu, &teams)?;
-    stencil_iterated_on(gpu, &teams)
+    stencil_iterated_on(gpu, &teams)?;
+    stencil_graphs_on(gpu, &teams[0])
+}
+
+/// The steps through captured CUDA graphs (forced on, NCCL ranks): a first call of one step
+/// (so the graph starts from the other buffer), then calls that replay the graph several
+/// times with passes left over, against the one-GPU stencil, bit for bit; in a process that
+/// drives one NCCL rank the graphs must have been used.
+fn stencil_graphs_on(gpu: &Gpu, team: &Team) -> TestResult {
+    for boundary in Boundary::ALL {
+        for radius in [1u32, 3] {
+            let taps = Taps::Sum { radius };
+            let n = 3 * 1024 * team.size() + 5;
+            let data = random_vec::<i32>(n, n as u64 + u64::from(radius));
+            let a = ShardedArray::scatter(team, &data, Shards::even(n, team.size())?)?;
+            let mut plan = ShardedStencil::new(&a, &taps, boundary)?.with_graphs(Some(true));
+            let k = plan.steps_per_pass();
+            let calls = [1, 5 * k + 2, 4 * k];
+            let mut done = 0;
+            for steps in calls {
+                plan.step(steps)?;
+                done += steps;
+                let want = one_gpu_steps(gpu, &data, &taps, boundary, done)?;
+                ensure!(
+                    plan.to_array()?.gather()? == want,
+                    "graphs: {boundary:?} R = {radius} n = {n}, {} ranks, after {done} steps",
+                    team.size()
+                );
+            }
+            if let Some(e) = plan.graph_error() {
+                bail!("the step graphs were not captured: {e}");
+            }
+            let one_nccl_rank =
+                team.transport() == Transport::Nccl && team.local_ranks().len() == 1;
+            ensure!(
+                plan.uses_graphs() == one_nccl_rank,
+                "graphs used: {}",
+                plan.uses_graphs()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// One process, one NCCL communicator per GPU: teams of 2, 4, ... and all of the GPUs.
@@ -485,7 +660,10 @@ fn rank_process(role: &str) -> ExitCode {
     let result = match role {
         "checks" => rank_checks(),
         "steps" => rank_steps_until_error(),
-        other => Err(anyhow::anyhow!("{RANK_ROLE}={other}: not checks or steps")),
+        "disagree" => rank_disagrees(),
+        other => Err(anyhow::anyhow!(
+            "{RANK_ROLE}={other}: not checks, steps or disagree"
+        )),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -521,6 +699,86 @@ fn rank_steps_until_error() -> TestResult {
         plan.step(10)?;
     }
     bail!("stepped for {:?} without an error", start.elapsed())
+}
+
+/// What a `disagree` rank prints for each refusal it got: the step, and the error.
+const REFUSED: &str = "refused";
+
+/// The `disagree` role: collectives whose shapes differ by rank, each of which must fail on
+/// every rank at once (well within the time limit of a wait), naming the rank that differs or
+/// failed; then one that agrees, which must work.
+fn rank_disagrees() -> TestResult {
+    let team = Team::from_env()?;
+    let rank = team.local_ranks()[0];
+    let size = team.size();
+    let limit = Duration::from_secs(5);
+    let refused = |step: &str, op: &mut dyn FnMut() -> Result<(), Error>, want: &[&str]| {
+        let start = Instant::now();
+        let text = match op() {
+            Ok(()) => bail!("{step}: accepted"),
+            Err(e) => e.to_string(),
+        };
+        ensure!(
+            start.elapsed() < limit,
+            "{step}: took {:?}",
+            start.elapsed()
+        );
+        for w in want {
+            ensure!(text.contains(w), "{step}: `{text}` does not say `{w}`");
+        }
+        println!("{REFUSED} {step}: {text}");
+        anyhow::Ok(())
+    };
+    // 1. A gather of arrays of different lengths (the last rank holds one more element).
+    let n = 1000 + usize::from(rank == size - 1);
+    let data = random_vec::<f32>(n, 1);
+    let uneven = ShardedArray::scatter(&team, &data, Shards::even(n, size)?)?;
+    let last = size - 1;
+    refused(
+        "gather",
+        &mut || uneven.gather().map(|_| ()),
+        &[
+            "disagree",
+            "rank 0 has 1000 f32",
+            &format!("rank {last} has 1001 f32"),
+        ],
+    )?;
+    // 2. The same cut, other taps on the last rank.
+    let n = 4096;
+    let data = random_vec::<f32>(n, 2);
+    let array = ShardedArray::scatter(&team, &data, Shards::even(n, size)?)?;
+    let radius = if rank == last { 2 } else { 1 };
+    refused(
+        "stencil plan",
+        &mut || ShardedStencil::new(&array, &Taps::Sum { radius }, Boundary::Periodic).map(|_| ()),
+        &["disagree", &format!("rank {last} has 4096 f32")],
+    )?;
+    // 3. One plan, different step counts.
+    let taps = Taps::Sum { radius: 1 };
+    let mut plan = ShardedStencil::new(&array, &taps, Boundary::Periodic)?;
+    refused(
+        "stencil step",
+        &mut || plan.step(3 + usize::from(rank == last)),
+        &["sharded stencil step", "disagree"],
+    )?;
+    // 4. The last rank fails on its own (taps of radius 0) before the plan's collective.
+    let bad = if rank == last { 0 } else { 1 };
+    let want = if rank == last {
+        "radius".to_string()
+    } else {
+        format!("rank {last} of {size} failed before it")
+    };
+    refused(
+        "a rank failed",
+        &mut || ShardedStencil::new(&array, &Taps::Sum { radius: bad }, Boundary::Zero).map(|_| ()),
+        &[&want],
+    )?;
+    // 5. Agreeing again: the team still works.
+    ensure!(array.gather()? == data, "the gather after the refusals");
+    let mut plan = ShardedStencil::new(&array, &taps, Boundary::Periodic)?;
+    plan.step(5)?;
+    println!("{REFUSED} done");
+    Ok(())
 }
 
 /// A rank process of this binary: its stderr read whole by a thread (so that it never blocks on
@@ -717,6 +975,31 @@ fn nccl_process_per_gpu(gpus: &[Gpu]) -> TestResult {
     ranks.stop();
     let failures = ranks.failures();
     ensure!(failures.is_empty(), "{failures}");
+    Ok(())
+}
+
+/// One process per GPU (over TCP, as srun starts them), collectives whose shapes differ by
+/// rank, or that one rank fails before: every rank must refuse each at once, naming the rank,
+/// and go on working (the `disagree` role checks its own refusals; here, that every rank
+/// printed all of them and exited 0 well within the limit).
+fn nccl_ranks_disagree(gpus: &[Gpu]) -> TestResult {
+    let limit = Duration::from_secs(30);
+    let mut ranks = Ranks::start("disagree", gpus.len(), limit)?;
+    ranks.wait_all(Instant::now() + Duration::from_secs(240))?;
+    ranks.stop();
+    let failures = ranks.failures();
+    ensure!(failures.is_empty(), "{failures}");
+    let mut said = vec![Vec::new(); gpus.len()];
+    while let Ok((rank, line)) = ranks.lines.try_recv() {
+        said[rank].push(line);
+    }
+    for (rank, lines) in said.iter().enumerate() {
+        let refusals = lines.iter().filter(|l| l.starts_with(REFUSED)).count();
+        ensure!(
+            refusals == 5,
+            "rank {rank} printed {refusals} of 5 refusal lines: {lines:#?}"
+        );
+    }
     Ok(())
 }
 

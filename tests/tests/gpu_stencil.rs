@@ -54,13 +54,7 @@ use ferrocuda_tests::{TestResult, arch_allows, gpu_test, random_vec, run_gpu_sui
 
 fn main() -> ExitCode {
     let mut trials = Vec::new();
-    for ty in [
-        ElemType::I32,
-        ElemType::F32,
-        ElemType::F64,
-        ElemType::F16,
-        ElemType::Bf16,
-    ] {
+    for ty in stencil::STENCIL_TYPES {
         // Coefficients are f32 and f64 only.
         for weighted in [false, true]
             .into_iter()

@@ -17,7 +17,7 @@
 use std::process::ExitCode;
 
 use anyhow::{Context, ensure};
-use ferrocuda::runtime::element::{ElemType, Element};
+use ferrocuda::runtime::element::Element;
 use ferrocuda::stencil::{self, Boundary, Iteration, STEPS_BLOCK, Taps};
 use ferrocuda::{DeviceBuffer, DeviceSlice, Error, Gpu, with_elem_type};
 use ferrocuda_lessons::cpu::SplitMix64;
@@ -28,13 +28,7 @@ use ferrocuda_tests::{TestResult, gpu_test, random_vec, run_gpu_suite};
 
 fn main() -> ExitCode {
     let mut trials = Vec::new();
-    for ty in [
-        ElemType::I32,
-        ElemType::F32,
-        ElemType::F64,
-        ElemType::F16,
-        ElemType::Bf16,
-    ] {
+    for ty in stencil::STENCIL_TYPES {
         for weighted in [false, true]
             .into_iter()
             .filter(|&w| !w || (ty.is_float() && !ty.is_half()))

@@ -16,5 +16,5 @@ mod team;
 
 pub use shard::Shards;
 pub use sharded::{ShardedArray, sum_reproducible};
-pub use stencil::{ShardedStencil, apply_sharded};
+pub use stencil::{PassTrace, ShardedStencil, apply_sharded};
 pub use team::{MAX_VIRTUAL_RANKS, Team, Transport};

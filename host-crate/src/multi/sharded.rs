@@ -13,7 +13,7 @@ use crate::runtime::gpu::Gpu;
 use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
 
 use super::shard::Shards;
-use super::team::Team;
+use super::team::{Shape, Team};
 
 /// The shards of a 1D array that this process's ranks hold, one device buffer each, on that
 /// rank's GPU.
@@ -135,14 +135,21 @@ impl<'t, T: Element> ShardedArray<'t, T> {
     /// process gets all of it).
     pub fn gather(&self) -> Result<Vec<T>> {
         let n = self.shards.n();
+        let mut gathered = Vec::new();
+        let local = (|| {
+            if n > 0 {
+                gathered = gathered_buffers::<T>(self.team, n, "sharded array: gathered")?;
+                for (i, (m, part)) in self.team.members().iter().zip(&self.parts).enumerate() {
+                    let range = self.shards.range(m.rank);
+                    let place = &mut gathered[self.team.gathered_of(i)];
+                    m.gpu.copy_on_device(part, &mut place.index_mut(range))?;
+                }
+            }
+            Ok(())
+        })();
+        self.team.agree(&self.shape("gather", 0), local)?;
         if n == 0 {
             return Ok(Vec::new());
-        }
-        let mut gathered = gathered_buffers::<T>(self.team, n, "sharded array: gathered")?;
-        for (i, (m, part)) in self.team.members().iter().zip(&self.parts).enumerate() {
-            let range = self.shards.range(m.rank);
-            let place = &mut gathered[self.team.gathered_of(i)];
-            m.gpu.copy_on_device(part, &mut place.index_mut(range))?;
         }
         self.team.share(
             &mut gathered,
@@ -150,6 +157,16 @@ impl<'t, T: Element> ShardedArray<'t, T> {
             "gather (ncclBroadcast)",
         )?;
         self.team.members()[0].gpu.download(&gathered[0])
+    }
+
+    /// The shape of collective `op` over this array, for [`Team::agree`].
+    pub(crate) fn shape<'a>(&'a self, op: &'a str, extra: u64) -> Shape<'a> {
+        Shape {
+            op,
+            ty: T::TYPE,
+            bounds: self.shards.bounds(),
+            extra,
+        }
     }
 
     /// The sum: each rank's fast sum, then the partials added in rank order on every rank
@@ -182,7 +199,9 @@ impl<'t, T: Element> ShardedArray<'t, T> {
             .map(|(m, part)| (&m.gpu, &**part))
             .collect();
         let mut reduced = vec![T::default(); inputs.len()];
-        reduce::cached_many::<T, T>(op, &inputs, &mut reduced)?;
+        let local = reduce::cached_many::<T, T>(op, &inputs, &mut reduced);
+        let name = format!("sharded array's {op:?} (each rank's, then every rank's)");
+        self.team.agree(&self.shape(&name, 0), local)?;
         let mut values = reduced.into_iter();
         all_values(self.team, |i| {
             Ok((!self.parts[i].is_empty())
@@ -260,8 +279,8 @@ pub fn sum_reproducible<T: Reproducible>(array: &ShardedArray<'_, T>) -> Result<
     let shards = array.shards();
     let misaligned = (0..shards.ranks())
         .find(|&r| !shards.range(r).start.is_multiple_of(chunk) && shards.len(r) > 0);
-    if let Some(r) = misaligned {
-        return Err(Error::InvalidArgument {
+    let local = match misaligned {
+        Some(r) => Err(Error::InvalidArgument {
             what: format!(
                 "reproducible sum of a sharded array: rank {r}'s shard starts at element {}, not \
                  on a chunk boundary (a multiple of {chunk}); cut it with Shards::aligned(n, \
@@ -269,9 +288,11 @@ pub fn sum_reproducible<T: Reproducible>(array: &ShardedArray<'_, T>) -> Result<
                 shards.range(r).start,
                 T::TYPE
             ),
-        });
-    }
+        }),
+        None => Ok(()),
+    };
     let team = array.team();
+    team.agree(&array.shape("reproducible sum", 0), local)?;
     let chunks = shards.n().div_ceil(chunk);
     if chunks == 0 {
         return Ok(T::default());

@@ -1,38 +1,131 @@
-//! The 1D stencil over a sharded array, iterated, with halo exchanges overlapped with the
-//! interior, as NVIDIA's multi-GPU Jacobi (`nccl_overlap`) does.
+//! The 1D stencil over a sharded array, iterated, several steps per pass (时间分块), with
+//! halo exchanges overlapped with the interior, as NVIDIA's multi-GPU Jacobi (`nccl_overlap`)
+//! does.
 //!
-//! Each rank keeps its shard between `R` halo cells on each side (two such buffers,
-//! ping-pong). A step, on every rank:
-//! 1. on the low-priority stream, the whole shard from the current buffer (its first and last
-//!    `R` outputs, which need the halos, are redone in 3);
-//! 2. on the high-priority stream, the first and last `R` outputs alone (a stencil over `3R`
-//!    cells each), then sent to the neighbours, whose next halos they are (`ncclSend` /
+//! Each rank keeps its shard between halos of `H = k R` cells on each side (two such buffers,
+//! ping-pong), `k` the steps of one pass. A pass of `k` steps, on every rank:
+//! 1. on the low-priority stream, the iterated stencil's `k` steps over the whole shard, the
+//!    array's boundary rule at the shard's ends: right where the shard ends the array, wrong
+//!    within `H` of a cut (redone in 2);
+//! 2. on the high-priority stream, for each cut, the same `k` steps over the `3H` cells around
+//!    it (the halo, and `2H` of the shard): its middle `H` outputs read only real cells, so
+//!    they are right. They are sent to the neighbour, whose next halo they are (`ncclSend` /
 //!    `ncclRecv` in one group; device copies on virtual ranks), while 1 runs;
-//! 3. once 1 is done, those `2R` outputs copied over its own, and the array's end halos filled
-//!    by the boundary rule (zeros, or the end cell; periodic arrays wrap the last rank to the
-//!    first).
+//! 3. once 1 is done, those outputs copied over its own.
 //!
-//! The result is the one-GPU stencil applied `steps` times to the whole array, bit for bit:
-//! every output reads the same `2R + 1` inputs in the same order.
+//! So a rank exchanges every `k` steps, `H` cells a side, and its shard is read and written once
+//! per `k` steps. The result is the one-GPU stencil applied `steps` times to the whole array,
+//! bit for bit: every step of every output reads the same `2R + 1` values in the same order,
+//! and each shard sits in its buffers at its place in the array modulo a 16-byte vector (the
+//! 16-bit floats' sums order their adds by an output's lane).
 
 use crate::runtime::element::Element;
 use crate::runtime::error::{Error, Result};
-use crate::runtime::gpu::{Gpu, copy_bytes_async, memset_bytes_async};
+use crate::runtime::gpu::{Gpu, copy_bytes_async};
+use crate::runtime::graph::{GraphExec, begin_capture, end_capture};
 use crate::runtime::memory::{DeviceBuffer, DeviceSlice};
+use crate::runtime::pointer::DevicePointer;
 use crate::runtime::stream::Stream;
-use crate::stencil::{self, Boundary, StencilGrid, StencilRun, Taps};
+use crate::stencil::{Boundary, StepsPass, Taps, lanes};
 
 use super::sharded::ShardedArray;
-use super::team::Transfer;
+use super::team::{Shape, Transfer, fingerprint};
 
-/// A local rank's buffers: its shard between halos (two, ping-pong), and the `3R`-cell outputs
-/// of its two ends.
-struct Local<T: Element> {
+/// The cells `start .. start + len` of `buf`, as a kernel's pointer.
+fn at<T: Element>(buf: &DeviceBuffer<T>, start: usize) -> DevicePointer<T> {
+    DevicePointer::from_raw(buf.as_device_ptr().as_raw() + (start * size_of::<T>()) as u64)
+}
+
+/// A local rank's buffers: its shard between halos (two, ping-pong), and the outputs of the
+/// `3H`-cell windows around its two cuts.
+struct Local<'t, T: Element> {
     member: usize,
     len: usize,
+    /// Where the shard starts in `ext`: at least `H`, and at the shard's place in the array
+    /// modulo a vector.
+    s: usize,
     ext: [DeviceBuffer<T>; 2],
-    left: DeviceBuffer<T>,
-    right: DeviceBuffer<T>,
+    /// Whether the shard has a neighbour on its left, and on its right.
+    cuts: (bool, bool),
+    /// The windows around the left and the right cut, and their outputs.
+    left: Window<T>,
+    right: Window<T>,
+    pass: StepsPass<'t, T>,
+}
+
+/// The cells of `ext` around a cut that a pass's kernel steps on the edge stream, and its
+/// outputs: `3H` cells, the cut's halo and `2H` of the shard, or fewer where the shard's other
+/// end is the array's (a window may not read a halo that nothing fills; the kernel applies the
+/// boundary rule there, right for the array's end).
+struct Window<T: Element> {
+    /// The window in `ext`.
+    start: usize,
+    n: usize,
+    /// The outputs, from `out[pad]` (the window's place modulo a vector).
+    out: DeviceBuffer<T>,
+    pad: usize,
+    /// Where the shard's `H` cells at the cut are among the window's outputs.
+    take: usize,
+}
+
+impl<T: Element> Window<T> {
+    fn new(gpu: &Gpu, start: usize, end: usize, take: usize, lanes: usize) -> Result<Self> {
+        let pad = start % lanes;
+        // SAFETY: `T` is an `Element`; the kernel writes every output before one is read.
+        let out = unsafe { gpu.alloc_uninit::<T>(pad + end - start, "sharded stencil: a cut")? };
+        Ok(Self {
+            start,
+            n: end - start,
+            out,
+            pad,
+            take: take - start,
+        })
+    }
+
+    /// The outputs that are the shard's `h` cells at the cut, as a device address.
+    fn taken(&self, h: usize) -> (u64, std::ops::Range<usize>) {
+        let first = self.pad + self.take;
+        (
+            self.out.as_device_ptr().as_raw() + (first * size_of::<T>()) as u64,
+            first..first + h,
+        )
+    }
+}
+
+/// Where one pass's work ran on one rank's GPU, in microseconds from the pass's first time
+/// stamp there (its edge stream, before anything of the pass): the interior on the
+/// low-priority stream, the windows around the cuts and then the halo exchange on the
+/// high-priority stream, and the end of the join (the windows' outputs copied over the
+/// interior's). From [`ShardedStencil::step_traced`]: the timeline of the overlap.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PassTrace {
+    /// The rank.
+    pub rank: usize,
+    /// The interior's kernel: start and end.
+    pub interior: (f64, f64),
+    /// The windows' kernels around the cuts: start and end (equal when the shard has no cut).
+    pub cuts: (f64, f64),
+    /// The halo exchange (`ncclSend`/`ncclRecv`, or device copies): start and end.
+    pub exchange: (f64, f64),
+    /// The end of the pass on this rank.
+    pub joined: f64,
+}
+
+impl PassTrace {
+    /// Microseconds of the cuts and the exchange that ran after the interior ended: what the
+    /// overlap failed to hide (0 when all of it ran beside the interior).
+    pub fn exposed(&self) -> f64 {
+        (self.joined - self.interior.1).max(0.0)
+    }
+}
+
+/// The timing events of one traced pass on one rank, in stream order.
+struct Stamps {
+    start: crate::runtime::event::Event,
+    interior: [crate::runtime::event::Event; 2],
+    cuts: crate::runtime::event::Event,
+    exchanged: crate::runtime::event::Event,
+    joined: crate::runtime::event::Event,
 }
 
 /// `taps` applied `steps` times to the whole of `array`, with `boundary` at its ends, computed
@@ -60,25 +153,65 @@ pub fn apply_sharded<'t, T: Element>(
 pub struct ShardedStencil<'t, T: Element> {
     team: &'t crate::multi::Team,
     shards: crate::multi::Shards,
-    taps: Taps<T>,
-    boundary: Boundary,
     r: usize,
+    /// The steps of a pass (`k`), and the most the shards and the kernel allow.
+    per_pass: usize,
+    most: usize,
     /// The ranks that hold elements, in order.
     holders: Vec<usize>,
-    /// With halos (`r` cells each side), or without (`halos == false`: the array is on one
-    /// rank, shorter than the radius, and steps are the one-GPU stencil's).
-    halos: bool,
-    locals: Vec<Local<T>>,
+    periodic: bool,
+    locals: Vec<Local<'t, T>>,
     /// Which of `ext` holds the current state.
     cur: usize,
     /// A step failed: the state is lost (some ranks may have stepped, others not).
     failed: bool,
+    /// Graphs asked for, or not (`None`: by the shard's length).
+    graph_policy: Option<bool>,
+    /// The captured graphs of two passes, one per local rank, or why the capture failed;
+    /// `None` before a capture.
+    graphs: Option<std::result::Result<Vec<GraphExec>, String>>,
 }
+
+/// Shards up to this long step through CUDA graphs by default: there a pass's kernels take
+/// about as long as the host takes to launch them.
+const GRAPH_MAX_SHARD: usize = 1 << 22;
 
 impl<'t, T: Element> ShardedStencil<'t, T> {
     /// Copies `array` into the plan's buffers and fills the first halos. Refuses what
-    /// [`apply_sharded`] refuses.
+    /// [`apply_sharded`] refuses. With ranks in several processes, every rank first checks
+    /// that all agree on the array's type and cut, the taps, the boundary and the steps a
+    /// pass, and all fail together if not, or if one failed before.
     pub fn new(array: &ShardedArray<'t, T>, taps: &Taps<T>, boundary: Boundary) -> Result<Self> {
+        let (plan, local) = match Self::build(array, taps, boundary) {
+            Ok(plan) => (Some(plan), Ok(())),
+            Err(e) => (None, Err(e)),
+        };
+        let key = plan.as_ref().map_or(0, |p| {
+            let weights = match taps {
+                Taps::Sum { .. } => Vec::new(),
+                Taps::Weighted(w) => w.iter().map(|c| c.to_f64().to_bits()).collect(),
+            };
+            fingerprint(
+                [p.r as u64, boundary.code() as u64, p.most as u64]
+                    .into_iter()
+                    .chain(weights),
+            )
+        });
+        let team = array.team();
+        team.agree(&array.shape("sharded stencil plan", key), local)?;
+        let mut plan = plan.expect("built: `agree` returns this rank's own error first");
+        if plan.holders.len() > 1 {
+            let primed = team.enter().and_then(|()| plan.prime_halos());
+            let finished = team.finish("sharded stencil: first halos");
+            primed.and(finished)?;
+        } else {
+            team.finish("sharded stencil: copy in")?;
+        }
+        Ok(plan)
+    }
+
+    /// The plan's buffers, the shards copied in; no communication.
+    fn build(array: &ShardedArray<'t, T>, taps: &Taps<T>, boundary: Boundary) -> Result<Self> {
         if let Some(e) = taps.error() {
             return Err(Error::InvalidArgument { what: e });
         }
@@ -100,116 +233,383 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
                 ),
             });
         }
-        // One holder shorter than the radius: the one-GPU stencil (its boundary is the
-        // array's). A longer single holder exchanges with itself when the array is periodic.
-        let halos = !(holders.len() == 1 && shards.len(holders[0]) < r);
-        let h = if halos { r } else { 0 };
+        let periodic = boundary == Boundary::Periodic;
         let mut locals = Vec::new();
+        let mut most = usize::MAX;
         for (i, m) in members.iter().enumerate() {
             let len = shards.len(m.rank);
             if len == 0 {
                 continue;
             }
-            // SAFETY (all four): `T` is an `Element`. Every cell is written before it is read:
-            // the middle of `ext[0]` by the copy below, of `ext[1]` by a step's kernels, the
-            // halos before every step, the end outputs by their kernels.
-            let mut ext = unsafe {
-                [
-                    m.gpu
-                        .alloc_uninit::<T>(len + 2 * h, "sharded stencil: shard and halos")?,
-                    m.gpu
-                        .alloc_uninit::<T>(len + 2 * h, "sharded stencil: shard and halos")?,
-                ]
-            };
-            m.gpu
-                .copy_on_device(&array.parts()[i], &mut ext[0].index_mut(h..h + len))?;
-            let (left, right) = unsafe {
-                (
-                    m.gpu
-                        .alloc_uninit::<T>(3 * h, "sharded stencil: first outputs")?,
-                    m.gpu
-                        .alloc_uninit::<T>(3 * h, "sharded stencil: last outputs")?,
+            let pass = StepsPass::new(&m.gpu, taps, boundary, || {
+                format!(
+                    "sharded stencil (R = {r}, {}), rank {} of {} elements",
+                    T::TYPE,
+                    m.rank,
+                    len
                 )
-            };
-            locals.push(Local {
-                member: i,
-                len,
-                ext,
-                left,
-                right,
-            });
+            })?;
+            most = most.min(pass.most() as usize);
+            let h = holders.iter().position(|&k| k == m.rank).expect("a holder");
+            let many = holders.len() > 1;
+            let cuts = (
+                many && (h > 0 || periodic),
+                many && (h + 1 < holders.len() || periodic),
+            );
+            locals.push((i, len, cuts, pass));
         }
+        // A halo of `k R` cells comes from one neighbour: every holder holds `k R` at least.
+        if holders.len() > 1 {
+            let shortest = holders.iter().map(|&k| shards.len(k)).min().unwrap_or(r);
+            most = most.min(shortest / r);
+        }
+        let most = most.max(1);
         let mut plan = Self {
             team,
             shards: shards.clone(),
-            taps: taps.clone(),
-            boundary,
             r,
+            per_pass: most,
+            most,
             holders,
-            halos,
-            locals,
+            periodic,
+            locals: Vec::new(),
             cur: 0,
             failed: false,
+            graph_policy: None,
+            graphs: None,
         };
-        if plan.halos {
-            let primed = team.enter().and_then(|()| plan.prime_halos());
-            let finished = team.finish("sharded stencil: first halos");
-            primed.and(finished)?;
+        let h = plan.halo();
+        let l = lanes::<T>() as usize;
+        for (i, len, cuts, pass) in locals {
+            let m = &members[i];
+            let offset = shards.range(m.rank).start;
+            let s = h + (offset + l - h % l) % l;
+            // SAFETY (all four): `T` is an `Element`. Every cell read is written before: the
+            // shard of `ext[0]` by the copy below, of `ext[1]` by a pass's kernels, the halos by
+            // the exchange, the windows' outputs by their kernels.
+            let mut ext = unsafe {
+                [
+                    m.gpu
+                        .alloc_uninit::<T>(s + len + h, "sharded stencil: shard and halos")?,
+                    m.gpu
+                        .alloc_uninit::<T>(s + len + h, "sharded stencil: shard and halos")?,
+                ]
+            };
+            m.gpu
+                .copy_on_device(&array.parts()[i], &mut ext[0].index_mut(s..s + len))?;
+            // Around the left cut: the halo and 2H of the shard, less where the shard ends the
+            // array on its right; around the right cut, mirrored.
+            let end = s + len;
+            let left = Window::new(
+                &m.gpu,
+                s - h,
+                if cuts.1 {
+                    s + 2 * h
+                } else {
+                    end.min(s + 2 * h)
+                },
+                s,
+                l,
+            )?;
+            let right = Window::new(
+                &m.gpu,
+                if cuts.0 {
+                    end - 2 * h
+                } else {
+                    s.max(end - 2 * h)
+                },
+                end + h,
+                end - h,
+                l,
+            )?;
+            plan.locals.push(Local {
+                member: i,
+                len,
+                s,
+                ext,
+                cuts,
+                left,
+                right,
+                pass,
+            });
         }
         Ok(plan)
     }
 
+    /// The depth of a halo, `H = k R`, for the most steps a pass (0 with one holder: no cuts).
+    fn halo(&self) -> usize {
+        if self.holders.len() > 1 {
+            self.most * self.r
+        } else {
+            0
+        }
+    }
+
+    /// At most `per_pass` steps a pass (1 up to [`steps_per_pass`](Self::steps_per_pass)'s
+    /// first value): to measure what the depth buys. The halos keep their depth.
+    pub fn with_steps_per_pass(mut self, per_pass: usize) -> Result<Self> {
+        if !(1..=self.most).contains(&per_pass) {
+            return Err(Error::InvalidArgument {
+                what: format!(
+                    "sharded stencil (R = {}, {}): {per_pass} steps a pass; it applies 1 to {} \
+                     (the kernel's most, and the shortest shard over the radius)",
+                    self.r,
+                    T::TYPE,
+                    self.most
+                ),
+            });
+        }
+        self.per_pass = per_pass;
+        Ok(self)
+    }
+
+    /// The most steps a pass applies: the kernel's most for the radius and type, at most the
+    /// shortest shard over the radius when there are cuts.
+    pub fn steps_per_pass(&self) -> usize {
+        self.per_pass
+    }
+
+    /// Applies one pass (`steps_per_pass` steps) with GPU time stamps on every local rank, waits
+    /// for it, and returns where its work ran: whether the exchange hid behind the interior
+    /// ([`PassTrace::exposed`]). The stamps cost a few event records; the state advances as
+    /// by `step(steps_per_pass())`, and the ranks agree on it as on that call.
+    pub fn step_traced(&mut self) -> Result<Vec<PassTrace>> {
+        let team = self.team;
+        let k = self.per_pass;
+        let shape = Shape {
+            op: "sharded stencil step",
+            ty: T::TYPE,
+            bounds: self.shards.bounds(),
+            extra: fingerprint([k as u64, k as u64]),
+        };
+        team.agree(&shape, self.check_intact())?;
+        let members = team.members();
+        let stamps = self
+            .locals
+            .iter()
+            .map(|l| {
+                let gpu = &members[l.member].gpu;
+                Ok(Stamps {
+                    start: gpu.new_event(true)?,
+                    interior: [gpu.new_event(true)?, gpu.new_event(true)?],
+                    cuts: gpu.new_event(true)?,
+                    exchanged: gpu.new_event(true)?,
+                    joined: gpu.new_event(true)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let stepped = team.enter().and_then(|()| self.one_pass(k as u32, &stamps));
+        let finished = team.finish("sharded stencil: a traced pass");
+        let result = stepped.and(finished);
+        self.failed = result.is_err();
+        result?;
+        self.cur = 1 - self.cur;
+        self.locals
+            .iter()
+            .zip(&stamps)
+            .map(|(l, t)| {
+                let at = |e: &crate::runtime::event::Event| {
+                    t.start.elapsed_ms(e).map(|ms| f64::from(ms) * 1e3)
+                };
+                Ok(PassTrace {
+                    rank: members[l.member].rank,
+                    interior: (at(&t.interior[0])?, at(&t.interior[1])?),
+                    cuts: (at(&t.start)?, at(&t.cuts)?),
+                    exchange: (at(&t.cuts)?, at(&t.exchanged)?),
+                    joined: at(&t.joined)?,
+                })
+            })
+            .collect()
+    }
+
     /// Applies the stencil `steps` more times, and waits for it. The host keeps at most two
-    /// steps in flight, and on an NCCL team each of its waits (one per local rank and step)
+    /// passes in flight, and on an NCCL team each of its waits (one per local rank and pass)
     /// has the time limit: a peer that stops gives [`Error::Timeout`](crate::Error::Timeout)
-    /// after a limit or a few, not after the whole call's work, and never a hang. After a failed step the plan refuses to go on: its
-    /// ranks may no longer be at the same step.
+    /// after a limit or a few, not after the whole call's work, and never a hang. After a
+    /// failed step the plan refuses to go on: its ranks may no longer be at the same step.
+    ///
+    /// With ranks in several processes, the ranks first check that they agree on `steps` and
+    /// the steps a pass (every rank's plan posts one exchange a pass).
     pub fn step(&mut self, steps: usize) -> Result<()> {
-        self.check_intact()?;
+        let team = self.team;
+        let shape = Shape {
+            op: "sharded stencil step",
+            ty: T::TYPE,
+            bounds: self.shards.bounds(),
+            extra: fingerprint([steps as u64, self.per_pass as u64]),
+        };
+        team.agree(&shape, self.check_intact())?;
         if steps == 0 {
             return Ok(());
         }
-        let team = self.team;
-        let stepped = if self.halos {
-            team.enter().and_then(|()| {
-                for k in 0..steps {
-                    if k >= 2 {
-                        for l in &self.locals {
-                            let m = &team.members()[l.member];
-                            team.wait_marker(l.member, &m.done[k % 2], "sharded stencil: a step")?;
-                        }
-                    }
-                    self.one_step()?;
-                    for l in &self.locals {
-                        let m = &team.members()[l.member];
-                        let _current = m.gpu.enter()?;
-                        m.done[k % 2].record(&m.edge)?;
-                    }
-                    self.cur = 1 - self.cur;
+        let k = self.per_pass;
+        let stepped = team.enter().and_then(|()| {
+            let mut left = steps;
+            let mut launch = 0;
+            if self.graph_wanted(steps) {
+                // The graph starts from `ext[0]`.
+                if self.cur == 1 {
+                    self.pass_on_streams(k.min(left) as u32, launch)?;
+                    left -= k.min(left);
+                    launch += 1;
                 }
-                Ok(())
-            })
-        } else {
-            (|| {
-                for l in &mut self.locals {
-                    let gpu = &team.members()[l.member].gpu;
-                    let mut cur = self.cur;
-                    for _ in 0..steps {
-                        let [a, b] = &mut l.ext;
-                        let (input, output) = if cur == 0 { (&*a, b) } else { (&*b, a) };
-                        stencil::apply_into(gpu, input, output, &self.taps, self.boundary)?;
-                        cur = 1 - cur;
+                if self.graphs.is_none() && left >= 2 * k {
+                    self.graphs = Some(self.capture().map_err(|e| e.to_string()));
+                }
+                if let Some(Ok(_)) = &self.graphs {
+                    while left >= 2 * k {
+                        self.launch_graphs(launch)?;
+                        left -= 2 * k;
+                        launch += 1;
                     }
                 }
-                self.cur = (self.cur + steps) % 2;
-                Ok(())
-            })()
-        };
+            }
+            // The rest as passes on the streams, the steps spread evenly.
+            if left > 0 {
+                let passes = left.div_ceil(k);
+                let (base, extra) = (left / passes, left % passes);
+                for p in 0..passes {
+                    self.pass_on_streams((base + usize::from(p < extra)) as u32, launch)?;
+                    launch += 1;
+                }
+            }
+            Ok(())
+        });
         // Waits even after an error: nothing may still run when the buffers are freed.
         let finished = team.finish("sharded stencil (halo exchange)");
         let result = stepped.and(finished);
         self.failed = result.is_err();
         result
+    }
+
+    /// One pass of `steps` on the streams, the `launch`-th of a call: the host first waits
+    /// for the one two launches back (at most two in flight).
+    fn pass_on_streams(&mut self, steps: u32, launch: usize) -> Result<()> {
+        self.wait_for_launch(launch)?;
+        self.one_pass(steps, &[])?;
+        self.cur = 1 - self.cur;
+        self.mark_launch(launch)
+    }
+
+    /// Waits for the launch two before `launch` (each local rank's marker, within the limit).
+    fn wait_for_launch(&self, launch: usize) -> Result<()> {
+        let team = self.team;
+        if launch >= 2 {
+            for l in &self.locals {
+                let m = &team.members()[l.member];
+                team.wait_marker(l.member, &m.done[launch % 2], "sharded stencil: a pass")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn mark_launch(&self, launch: usize) -> Result<()> {
+        for l in &self.locals {
+            let m = &self.team.members()[l.member];
+            let _current = m.gpu.enter()?;
+            m.done[launch % 2].record(&m.edge)?;
+        }
+        Ok(())
+    }
+
+    /// Whether `steps` more steps go through the captured graphs: a process that drives one
+    /// NCCL rank (virtual ranks' exchanges join streams of different ranks, which one rank's
+    /// capture cannot hold; and one thread capturing several GPUs' NCCL group was refused by
+    /// the driver on an H200 pair, `CUDA_ERROR_INVALID_VALUE` from a stream's event wait),
+    /// shards short enough that launches take the time (or graphs asked for), two passes at
+    /// least, and no capture that failed.
+    fn graph_wanted(&self, steps: usize) -> bool {
+        let short = self.locals.iter().all(|l| l.len <= GRAPH_MAX_SHARD);
+        self.team.transport() == crate::multi::Transport::Nccl
+            && self.team.members().len() == 1
+            && self.graph_policy.unwrap_or(short)
+            && steps >= 2 * self.per_pass
+            && !matches!(self.graphs, Some(Err(_)))
+    }
+
+    /// Records two passes of `per_pass` steps, from `ext[0]` back into it, as one graph per
+    /// local rank (each rank's edge stream captured, its bulk stream joining through the
+    /// pass's events, the exchange's NCCL calls inside). Nothing runs; the state is unchanged.
+    fn capture(&mut self) -> Result<Vec<GraphExec>> {
+        debug_assert_eq!(self.cur, 0);
+        let members = self.team.members();
+        let k = self.per_pass as u32;
+        let mut begun = Vec::new();
+        let recorded = (|| {
+            for l in &self.locals {
+                let m = &members[l.member];
+                let _current = m.gpu.enter()?;
+                // SAFETY: the edge stream of the current context; nothing waits on the host
+                // for it until the capture ends below.
+                unsafe { begin_capture(&m.edge)? };
+                begun.push(l.member);
+                m.ready.record(&m.edge)?;
+            }
+            self.one_pass(k, &[])?;
+            self.cur = 1;
+            self.one_pass(k, &[])
+        })();
+        self.cur = 0;
+        let mut graphs = Vec::new();
+        let mut first = recorded.err();
+        for &i in &begun {
+            let m = &members[i];
+            // SAFETY: the stream whose capture began above, its context current.
+            let ended = m
+                .gpu
+                .enter()
+                .and_then(|_current| unsafe { end_capture(&m.edge) });
+            match ended {
+                Ok(g) => graphs.push(g),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        first.map_or(Ok(graphs), Err)
+    }
+
+    /// Launches the captured graphs (two passes) on every local rank, the `launch`-th launch.
+    fn launch_graphs(&mut self, launch: usize) -> Result<()> {
+        self.wait_for_launch(launch)?;
+        let members = self.team.members();
+        if let Some(Ok(graphs)) = &self.graphs {
+            for (l, g) in self.locals.iter().zip(graphs) {
+                let m = &members[l.member];
+                let _current = m.gpu.enter()?;
+                // SAFETY: the graph of this rank's edge stream, captured from its buffers, which
+                // the plan owns; the graph runs after what the edge stream holds, and `ready`
+                // recorded after it orders the next pass's bulk work.
+                unsafe { g.launch(&m.edge)? };
+                m.ready.record(&m.edge)?;
+            }
+        }
+        self.mark_launch(launch)
+    }
+
+    /// Whether [`step`](Self::step) launches CUDA graphs (two passes each, captured on the
+    /// first call that steps far enough) rather than each pass's kernels and exchange:
+    /// `Some(true)` forces them, `Some(false)` never, `None` (the default) when every local
+    /// shard holds at most 2^22 elements, where launches take the time. Only in a process that
+    /// drives one NCCL rank (as `torchrun` or `srun` start them); elsewhere the passes run on
+    /// the streams.
+    pub fn with_graphs(mut self, graphs: Option<bool>) -> Self {
+        self.graph_policy = graphs;
+        self
+    }
+
+    /// Why the capture of the step graphs failed, if it did (the steps then run on the
+    /// streams, with the same results).
+    pub fn graph_error(&self) -> Option<&str> {
+        match &self.graphs {
+            Some(Err(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Whether steps have gone through captured graphs.
+    pub fn uses_graphs(&self) -> bool {
+        matches!(self.graphs, Some(Ok(_)))
     }
 
     fn check_intact(&self) -> Result<()> {
@@ -227,7 +627,6 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
     pub fn to_array(&self) -> Result<ShardedArray<'t, T>> {
         self.check_intact()?;
         let members = self.team.members();
-        let h = if self.halos { self.r } else { 0 };
         let mut parts = members
             .iter()
             // SAFETY: `T` is an `Element`, valid for every byte pattern; each non-empty part is
@@ -239,7 +638,10 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
             .collect::<Result<Vec<_>>>()?;
         for l in &self.locals {
             let gpu = &members[l.member].gpu;
-            gpu.copy_on_device(&l.ext[self.cur].index(h..h + l.len), &mut parts[l.member])?;
+            gpu.copy_on_device(
+                &l.ext[self.cur].index(l.s..l.s + l.len),
+                &mut parts[l.member],
+            )?;
         }
         self.team.finish("sharded stencil: copy out")?;
         Ok(ShardedArray::from_parts(
@@ -267,7 +669,7 @@ fn neighbours(h: usize, count: usize, periodic: bool) -> (Option<usize>, Option<
 }
 
 /// The transfers of one exchange, in the order every rank posts them: first every rank's last
-/// `R` cells to its right neighbour's left halo, then every rank's first `R` cells to its left
+/// `H` cells to its right neighbour's left halo, then every rank's first `H` cells to its left
 /// neighbour's right halo (so that two ranks that are each other's both neighbours match each
 /// send with the right receive). `src(h, rightward)` and `dst(h, rightward)` give the local
 /// addresses (0 for a rank not driven here).
@@ -280,6 +682,9 @@ fn halo_transfers(
 ) -> Vec<Transfer> {
     let count = holders.len();
     let mut transfers = Vec::with_capacity(2 * count);
+    if count < 2 {
+        return transfers;
+    }
     for rightward in [true, false] {
         for h in 0..count {
             let (left, right) = neighbours(h, count, periodic);
@@ -298,16 +703,6 @@ fn halo_transfers(
     transfers
 }
 
-/// Whether rank `rank` holds the array's left end, and its right end (not with periodic
-/// arrays).
-fn ends(holders: &[usize], rank: usize, boundary: Boundary) -> (bool, bool) {
-    let periodic = boundary == Boundary::Periodic;
-    (
-        !periodic && holders.first() == Some(&rank),
-        !periodic && holders.last() == Some(&rank),
-    )
-}
-
 impl<T: Element> Drop for ShardedStencil<'_, T> {
     /// Waits for whatever a failed call left on the ranks' streams before the buffers go.
     fn drop(&mut self) {
@@ -317,232 +712,167 @@ impl<T: Element> Drop for ShardedStencil<'_, T> {
 
 impl<T: Element> ShardedStencil<'_, T> {
     /// The transfers of one exchange into the halos of every local rank's `ext[into]`, each
-    /// rank sending the `R` cells at `src(its buffers, rightward)`.
+    /// rank sending the `H` cells at `src(its buffers, rightward)`.
     fn halo_plan(&self, into: usize, src: impl Fn(&Local<T>, bool) -> u64) -> Vec<Transfer> {
         let members = self.team.members();
-        let (r, size) = (self.r, size_of::<T>() as u64);
-        let local = |h: usize| {
+        let (h, size) = (self.halo(), size_of::<T>() as u64);
+        let local = |k: usize| {
             self.locals
                 .iter()
-                .find(|l| members[l.member].rank == self.holders[h])
+                .find(|l| members[l.member].rank == self.holders[k])
         };
         halo_transfers(
             &self.holders,
-            self.boundary == Boundary::Periodic,
-            self.r * size_of::<T>(),
-            |h, rightward| local(h).map_or(0, |l| src(l, rightward)),
-            |h, rightward| {
-                local(h).map_or(0, |l| {
+            self.periodic,
+            h * size_of::<T>(),
+            |k, rightward| local(k).map_or(0, |l| src(l, rightward)),
+            |k, rightward| {
+                local(k).map_or(0, |l| {
                     let base = l.ext[into].as_device_ptr().as_raw();
                     if rightward {
-                        base
+                        base + (l.s - h) as u64 * size
                     } else {
-                        base + (r + l.len) as u64 * size
+                        base + (l.s + l.len) as u64 * size
                     }
                 })
             },
         )
     }
 
-    /// Fills the halos of every local rank's `ext[0]` before the first step: the neighbours' end
-    /// cells through the exchange, the array's ends by the boundary rule.
+    /// Fills the halos of every local rank's `ext[0]` before the first pass: the neighbours'
+    /// end cells through the exchange (an array's ends need none: the kernels apply the
+    /// boundary rule there).
     fn prime_halos(&mut self) -> Result<()> {
-        let (team, r, boundary) = (self.team, self.r, self.boundary);
-        let members = team.members();
+        let members = self.team.members();
+        let h = self.halo();
         let size = size_of::<T>() as u64;
-        // Rightward: the last R cells of the shard; leftward: the first R.
+        // Rightward: the last H cells of the shard; leftward: the first H.
         let transfers = self.halo_plan(0, |l, rightward| {
             let base = l.ext[0].as_device_ptr().as_raw();
             if rightward {
-                base + l.len as u64 * size
+                base + (l.s + l.len - h) as u64 * size
             } else {
-                base + r as u64 * size
+                base + l.s as u64 * size
             }
         });
-        let locals = &mut self.locals;
-        // SAFETY: each address is inside a local rank's `ext[0]` (R cells), which only the edge
-        // streams touch until the first step waits for them.
+        // SAFETY: each address is inside a local rank's `ext[0]` (H cells), which only the edge
+        // streams touch until the first pass waits for them.
         unsafe {
-            team.exchange(
+            self.team.exchange(
                 &transfers,
                 "sharded stencil: first halos (ncclSend/ncclRecv)",
             )?
         };
-        for l in locals.iter_mut() {
+        for l in &self.locals {
             let m = &members[l.member];
-            let at_ends = ends(&self.holders, m.rank, boundary);
-            let len = l.len;
             let _current = m.gpu.enter()?;
-            fill_ends(&m.gpu, &m.edge, &mut l.ext[0], r, len, at_ends, boundary)?;
             m.ready.record(&m.edge)?;
         }
         Ok(())
     }
 
-    /// One step on every local rank, from `ext[cur]` into `ext[1 - cur]`.
-    fn one_step(&mut self) -> Result<()> {
-        let (team, holders, taps) = (self.team, &self.holders, &self.taps);
-        let (r, boundary, cur) = (self.r, self.boundary, self.cur);
-        let locals = &mut self.locals;
+    /// One pass of `steps` on every local rank, from `ext[cur]` into `ext[1 - cur]`, with time
+    /// stamps when `stamps` has one per local rank.
+    fn one_pass(&mut self, steps: u32, stamps: &[Stamps]) -> Result<()> {
+        let stamp = |i: usize| stamps.get(i);
+        let (team, cur, h) = (self.team, self.cur, self.halo());
+        let nxt = 1 - cur;
         let members = team.members();
-        // 1 and 2: the interior on the bulk stream, the two ends on the edge stream.
-        for l in locals.iter_mut() {
+        // 1 and 2: the interior on the bulk stream, the windows around the cuts on the edge
+        // stream.
+        for (i, l) in self.locals.iter().enumerate() {
             let m = &members[l.member];
-            let len = l.len;
-            let [a, b] = &mut l.ext;
-            let (input, output) = if cur == 0 { (&*a, b) } else { (&*b, a) };
+            let (s, len) = (l.s, l.len);
+            let (input, output) = (&l.ext[cur], &l.ext[nxt]);
             let _current = m.gpu.enter()?;
+            if let Some(t) = stamp(i) {
+                t.start.record(&m.edge)?;
+            }
             m.ready.wait_on(&m.bulk)?;
-            // SAFETY (the three launches): the bulk stream waited for the last step's edge work
+            if let Some(t) = stamp(i) {
+                t.interior[0].record(&m.bulk)?;
+            }
+            // SAFETY (the three launches): the bulk stream waited for the last pass's edge work
             // (`ready`); the edge stream holds it; `finish` waits for both before any buffer is
-            // freed. The interior writes `output[r..r + len]`, the ends write scratch buffers, and
-            // the halos of `output` are written by the exchange below: nothing overlaps.
-            // The interior on the resident blocks: the grid its overlap with the edges was
-            // measured on (docs/multi-gpu.md).
+            // freed. The interior writes `output[s..s + len]`, the windows write their own
+            // buffers, and the halos of `output` are written by the exchange below: nothing
+            // overlaps. Each window `[start, start + 3H)` lies inside `input` (`s >= H`,
+            // `len >= H`).
             unsafe {
-                StencilRun::with_grid(
-                    &m.gpu,
-                    taps,
-                    boundary,
-                    &input.index(r..r + len),
-                    &mut output.index_mut(r..r + len),
-                    StencilGrid::ResidentTiles,
-                )?
-                .launch_unordered(&m.bulk)?;
-                StencilRun::new(&m.gpu, taps, boundary, &input.index(0..3 * r), &mut l.left)?
-                    .launch_unordered(&m.edge)?;
-                StencilRun::new(
-                    &m.gpu,
-                    taps,
-                    boundary,
-                    &input.index(len - r..len + 2 * r),
-                    &mut l.right,
-                )?
-                .launch_unordered(&m.edge)?;
+                l.pass
+                    .enqueue(&m.bulk, at(input, s), at(output, s), len, steps)?;
+                for (cut, w) in [(l.cuts.0, &l.left), (l.cuts.1, &l.right)] {
+                    if cut {
+                        l.pass.enqueue(
+                            &m.edge,
+                            at(input, w.start),
+                            at(&w.out, w.pad),
+                            w.n,
+                            steps,
+                        )?;
+                    }
+                }
+            }
+            if let Some(t) = stamp(i) {
+                t.interior[1].record(&m.bulk)?;
+                t.cuts.record(&m.edge)?;
             }
             m.bulk_done.record(&m.bulk)?;
         }
-        // 2: the exchange, into the next buffer's halos.
-        let nxt = 1 - cur;
-        let size = size_of::<T>() as u64;
+        // 2: the exchange, into the next buffer's halos: the middle H outputs of each window.
         let transfers = self.halo_plan(nxt, |l, rightward| {
-            let out = if rightward { &l.right } else { &l.left };
-            out.as_device_ptr().as_raw() + r as u64 * size
+            let w = if rightward { &l.right } else { &l.left };
+            w.taken(h).0
         });
-        let locals = &mut self.locals;
-        // SAFETY: sources are the middle `R` outputs of the end buffers, written on the edge
-        // stream before; destinations the halos of the next buffers, which no kernel of this step
-        // touches.
-        unsafe {
-            team.exchange(
-                &transfers,
-                "sharded stencil: halo exchange (ncclSend/ncclRecv)",
-            )?
-        };
-        // 3: the ends over the interior's, and the array's end halos.
-        for l in locals.iter_mut() {
-            let m = &members[l.member];
-            let len = l.len;
-            let _current = m.gpu.enter()?;
-            m.bulk_done.wait_on(&m.edge)?;
-            let (left_end, right_end) = ends(holders, m.rank, boundary);
-            let out = &mut l.ext[nxt];
-            // SAFETY: the edge stream waited for the interior (`bulk_done`); `out[r..2r]` and
-            // `out[len..len + r]` are inside the shard (len >= r).
+        if !transfers.is_empty() {
+            // SAFETY: sources are the middle `H` outputs of the windows, written on the edge
+            // stream before; destinations the halos of the next buffers, which no kernel of
+            // this pass touches.
             unsafe {
-                raw_copy(
-                    &m.gpu,
-                    &m.edge,
-                    &mut out.index_mut(r..2 * r),
-                    &l.left.index(r..2 * r),
-                )?;
-                raw_copy(
-                    &m.gpu,
-                    &m.edge,
-                    &mut out.index_mut(len..len + r),
-                    &l.right.index(r..2 * r),
-                )?;
+                team.exchange(
+                    &transfers,
+                    "sharded stencil: halo exchange (ncclSend/ncclRecv)",
+                )?
+            };
+        }
+        // 3: the windows' outputs over the interior's.
+        for (i, l) in self.locals.iter_mut().enumerate() {
+            let m = &members[l.member];
+            let (s, len) = (l.s, l.len);
+            let _current = m.gpu.enter()?;
+            if let Some(t) = stamp(i) {
+                t.exchanged.record(&m.edge)?;
             }
-            fill_ends(
-                &m.gpu,
-                &m.edge,
-                out,
-                r,
-                len,
-                (left_end, right_end),
-                boundary,
-            )?;
+            m.bulk_done.wait_on(&m.edge)?;
+            let out = &mut l.ext[nxt];
+            // SAFETY: the edge stream waited for the interior (`bulk_done`); `out[s..s + H]`
+            // and `out[s + len - H..s + len]` are inside the shard (len >= H).
+            unsafe {
+                if l.cuts.0 {
+                    let (_, taken) = l.left.taken(h);
+                    raw_copy(
+                        &m.gpu,
+                        &m.edge,
+                        &mut out.index_mut(s..s + h),
+                        &l.left.out.index(taken),
+                    )?;
+                }
+                if l.cuts.1 {
+                    let (_, taken) = l.right.taken(h);
+                    raw_copy(
+                        &m.gpu,
+                        &m.edge,
+                        &mut out.index_mut(s + len - h..s + len),
+                        &l.right.out.index(taken),
+                    )?;
+                }
+            }
+            if let Some(t) = stamp(i) {
+                t.joined.record(&m.edge)?;
+            }
             m.ready.record(&m.edge)?;
         }
         Ok(())
-    }
-}
-
-/// The halos of `buf` (`r` cells, a shard of `len`, `r` cells) at the array's ends, the left
-/// and/or the right as `at_ends` says, by the boundary rule.
-fn fill_ends<T: Element>(
-    gpu: &Gpu,
-    stream: &Stream,
-    buf: &mut DeviceBuffer<T>,
-    r: usize,
-    len: usize,
-    at_ends: (bool, bool),
-    boundary: Boundary,
-) -> Result<()> {
-    if at_ends.0 {
-        fill_end(gpu, stream, buf, 0..r, r, boundary)?;
-    }
-    if at_ends.1 {
-        fill_end(
-            gpu,
-            stream,
-            buf,
-            r + len..2 * r + len,
-            r + len - 1,
-            boundary,
-        )?;
-    }
-    Ok(())
-}
-
-/// An end halo `halo` of `buf` by the boundary rule: zeros, or cell `edge` of `buf` repeated.
-fn fill_end<T: Element>(
-    gpu: &Gpu,
-    stream: &Stream,
-    buf: &mut DeviceBuffer<T>,
-    halo: std::ops::Range<usize>,
-    edge: usize,
-    boundary: Boundary,
-) -> Result<()> {
-    let _current = gpu.enter()?;
-    let base = buf.as_device_ptr().as_raw();
-    let size = size_of::<T>();
-    match boundary {
-        Boundary::Zero => {
-            // SAFETY: the halo lies inside `buf`, held mutably; ordered on the edge stream.
-            unsafe {
-                memset_bytes_async(
-                    base + (halo.start * size) as u64,
-                    0,
-                    halo.len() * size,
-                    stream,
-                )
-            }
-        }
-        Boundary::Clamp | Boundary::Periodic => {
-            for at in halo {
-                // SAFETY: both cells lie inside `buf` and differ (the edge is not in a halo).
-                unsafe {
-                    copy_bytes_async(
-                        base + (at * size) as u64,
-                        base + (edge * size) as u64,
-                        size,
-                        stream,
-                    )?
-                };
-            }
-            Ok(())
-        }
     }
 }
 

@@ -14,7 +14,7 @@
 //! comes gives [`Error::Timeout`] and an aborted communicator, never a hang.
 use std::time::Duration;
 
-use crate::runtime::element::Element;
+use crate::runtime::element::{ElemType, Element};
 use crate::runtime::error::{Error, Result, check_raw};
 use crate::runtime::event::Marker;
 use crate::runtime::gpu::{Gpu, GpuStream, copy_bytes_async};
@@ -84,6 +84,67 @@ pub(crate) struct Transfer {
     pub(crate) bytes: usize,
 }
 
+/// What the ranks must agree on before a collective: the operation, the element type, the cut
+/// of the array (`bounds`, as [`Shards::bounds`](super::Shards::bounds)), and whatever else
+/// the operation's sends and receives depend on (`extra`: a stencil's taps, a step count).
+pub(crate) struct Shape<'a> {
+    pub(crate) op: &'a str,
+    pub(crate) ty: ElemType,
+    pub(crate) bounds: &'a [usize],
+    pub(crate) extra: u64,
+}
+
+/// The words of a rank's [`Shape`] in an agreement: the operation's name hashed, the type,
+/// the element count, the rank count of the cut, the cut hashed, this rank's shard (start and
+/// end), `extra`, and whether the rank failed before the collective.
+const SHAPE_WORDS: usize = 9;
+
+/// FNV-1a over `words`: one word for a name or a cut, the same on every rank and host.
+pub(crate) fn fingerprint(words: impl IntoIterator<Item = u64>) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for w in words {
+        for b in w.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+impl Shape<'_> {
+    fn words(&self, rank: usize, failed: bool) -> [u64; SHAPE_WORDS] {
+        let bounds = self.bounds;
+        let at = |i: usize| bounds.get(i).copied().unwrap_or(0) as u64;
+        [
+            fingerprint(self.op.bytes().map(u64::from)),
+            ElemType::ALL
+                .iter()
+                .chain(&ElemType::HALF)
+                .position(|&t| t == self.ty)
+                .map_or(u64::MAX, |i| i as u64),
+            bounds.last().copied().unwrap_or(0) as u64,
+            bounds.len().saturating_sub(1) as u64,
+            fingerprint(bounds.iter().map(|&b| b as u64)),
+            at(rank),
+            at(rank + 1),
+            self.extra,
+            u64::from(failed),
+        ]
+    }
+}
+
+/// One rank's words of an agreement, for an error's message.
+fn describe(w: &[u64]) -> String {
+    let ty = ElemType::ALL
+        .iter()
+        .chain(&ElemType::HALF)
+        .nth(w[1] as usize)
+        .map_or("an unknown type", |t| t.name());
+    format!(
+        "{} {ty} elements cut over {} ranks (cut {:016x}, its shard {}..{}, parameters {:016x})",
+        w[2], w[3], w[4], w[5], w[6], w[7]
+    )
+}
+
 /// The ranks this process drives, out of [`size`](Self::size), and their transport.
 pub struct Team {
     size: usize,
@@ -110,6 +171,21 @@ impl Drop for Team {
             .filter_map(|m| m.comm.take())
             .collect();
         nccl::drop_all(comms);
+    }
+}
+
+/// `1, 2 and 5`.
+fn list(ranks: &[usize]) -> String {
+    match ranks {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!(
+            "{} and {last}",
+            rest.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
@@ -389,6 +465,76 @@ impl Team {
         // Waited for even after a failure: a broadcast already enqueued may still run.
         let finished = self.finish(what);
         enqueued.and(finished)
+    }
+
+    /// Before a collective of several processes: every rank learns every other's [`Shape`] of
+    /// it, and whether the rank failed on its own before it (`local` is this process's
+    /// result so far). All ranks then fail together: a rank that failed gives its own error,
+    /// the others an error naming it; ranks whose shapes differ from rank 0's are named with
+    /// both shapes, on every rank. Nothing to exchange when this process drives every rank
+    /// (they share one call's arguments): `local` is returned as it is.
+    pub(crate) fn agree(&self, shape: &Shape, local: Result<()>) -> Result<()> {
+        if self.members.len() == self.size {
+            return local;
+        }
+        let what = format!("agreement on {} (ncclBroadcast)", shape.op);
+        let failed = local.is_err();
+        let shared = (|| {
+            let mut gathered = (0..self.gathered_count())
+                .map(|i| {
+                    self.members[i]
+                        .gpu
+                        .alloc::<u64>(SHAPE_WORDS * self.size, &what)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            for (i, m) in self.members.iter().enumerate() {
+                let words = shape.words(m.rank, failed);
+                let at = SHAPE_WORDS * m.rank;
+                m.gpu.upload_into(
+                    &mut gathered[self.gathered_of(i)].index_mut(at..at + SHAPE_WORDS),
+                    &words,
+                )?;
+            }
+            let bounds: Vec<usize> = (0..=self.size).map(|r| SHAPE_WORDS * r).collect();
+            self.share(&mut gathered, &bounds, &what)?;
+            self.members[0].gpu.download(&gathered[0])
+        })();
+        // This rank's own failure comes first: its peers have been told.
+        local?;
+        let all = shared?;
+        let words = |r: usize| &all[SHAPE_WORDS * r..SHAPE_WORDS * (r + 1)];
+        let gone: Vec<usize> = (0..self.size)
+            .filter(|&r| words(r)[SHAPE_WORDS - 1] != 0)
+            .collect();
+        if !gone.is_empty() {
+            return Err(invalid(format!(
+                "{}: rank {} of {} failed before it (its error is on its own process); every \
+                 rank stops here",
+                shape.op,
+                list(&gone),
+                self.size
+            )));
+        }
+        // The shard bounds differ by rank by design: compare everything else with rank 0's.
+        let key = |w: &[u64]| [w[0], w[1], w[2], w[3], w[4], w[7]];
+        let differ: Vec<usize> = (1..self.size)
+            .filter(|&r| key(words(r)) != key(words(0)))
+            .collect();
+        if !differ.is_empty() {
+            let mut text = format!(
+                "{}: the ranks disagree on its shape; rank 0 has {}",
+                shape.op,
+                describe(words(0))
+            );
+            for &r in differ.iter().take(8) {
+                text += &format!("; rank {r} has {}", describe(words(r)));
+            }
+            if differ.len() > 8 {
+                text += &format!("; {} more ranks differ", differ.len() - 8);
+            }
+            return Err(invalid(text));
+        }
+        Ok(())
     }
 
     /// The broadcasts of [`share`](Self::share), inside its group.

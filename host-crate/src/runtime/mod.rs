@@ -8,6 +8,7 @@ pub mod element;
 pub mod error;
 pub mod event;
 pub mod gpu;
+pub(crate) mod graph;
 pub mod kernel;
 pub mod memory;
 pub mod pinned;

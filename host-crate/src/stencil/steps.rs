@@ -48,41 +48,26 @@ impl<'g, T> StepsKernel<'g, T> {
     }
 }
 
-/// A prepared iterated stencil over arrays of `n` elements: the kernel looked up, its launch
-/// checked, and a scratch array of `n` that the passes ping-pong with.
-/// [`run`](Self::run) enqueues `steps` applications on an array of the caller's, in place.
-///
-/// # Example
-/// ```no_run
-/// use ferrocuda::stencil::{Boundary, Iteration, Taps};
-/// # fn main() -> ferrocuda::Result<()> {
-/// let gpu = ferrocuda::Gpu::new(0)?;
-/// let mut heat = gpu.upload(&vec![1.0f32; 1 << 20], "heat")?;
-/// let weights = Taps::Weighted(vec![0.25, 0.5, 0.25]);
-/// let mut iteration = Iteration::new(&gpu, &weights, Boundary::Periodic, heat.len())?;
-/// iteration.run(&mut heat, 1000)?; // 1000 steps in 64 passes over memory
-/// assert_eq!(gpu.download(&heat)?[0], 1.0);
-/// # Ok(()) }
-/// ```
-pub struct Iteration<'g, T: Element> {
+/// The steps kernel of one taps and boundary, looked up and its launch checked, for passes of
+/// any length: what [`Iteration`] and the sharded stencil's interior and ends launch.
+pub(crate) struct StepsPass<'g, T: Element> {
     gpu: &'g Gpu,
     kernel: StepsKernel<'g, T>,
     boundary: Boundary,
     radius: u32,
-    n: usize,
-    per_pass: u32,
-    scratch: DeviceBuffer<T>,
     shared: u32,
-    last: Option<(Stream, LaunchConfig)>,
 }
 
-impl<'g, T: Element> Iteration<'g, T> {
-    /// Prepares `taps` with `boundary` for arrays of `n` elements: looks the kernel up, checks
-    /// its launch and allocates the scratch array (`n` elements).
-    pub fn new(gpu: &'g Gpu, taps: &Taps<T>, boundary: Boundary, n: usize) -> Result<Self> {
+impl<'g, T: Element> StepsPass<'g, T> {
+    /// Looks up the kernel of `taps` and checks its launch; `what` names the caller in errors.
+    pub(crate) fn new(
+        gpu: &'g Gpu,
+        taps: &Taps<T>,
+        boundary: Boundary,
+        what: impl Fn() -> String,
+    ) -> Result<Self> {
         use ferrocuda_kernels::stencil as k;
         let radius = taps.radius();
-        let what = || format!("iterated stencil (R = {radius}, {}), n = {n}", T::TYPE);
         if let Some(e) = taps.error() {
             return Err(Error::Unsupported {
                 what: format!("{}: {e}", what()),
@@ -102,20 +87,116 @@ impl<'g, T: Element> Iteration<'g, T> {
         let function = kernel.function();
         let shared = function.entry().dynamic_shared_bytes(STEPS_BLOCK);
         function.validate(LaunchConfig::linear(1, STEPS_BLOCK, shared))?;
+        Ok(Self {
+            gpu,
+            kernel,
+            boundary,
+            radius,
+            shared,
+        })
+    }
+
+    /// The most steps one pass applies.
+    pub(crate) fn most(&self) -> u32 {
+        stencil_steps_per_pass(self.radius, lanes::<T>())
+    }
+
+    /// The PTX entry point.
+    pub(crate) fn symbol(&self) -> &'static str {
+        self.kernel.function().symbol()
+    }
+
+    /// The launch of one pass over `n` elements writing `out`: one block per tile of the
+    /// output's vector grid.
+    pub(crate) fn config(&self, out: DevicePointer<T>, n: usize) -> LaunchConfig {
+        let lanes = lanes::<T>() as usize;
+        let tile = STEPS_BLOCK as usize * STENCIL_STEPS_VECTORS_PER_THREAD * lanes;
+        let out_offset = (out.as_raw() as usize / size_of::<T>()) % lanes;
+        let tiles = stencil_fast_tiles(n, out_offset, lanes, tile);
+        LaunchConfig::linear(
+            tiles.min(i32::MAX as usize) as u32,
+            STEPS_BLOCK,
+            self.shared,
+        )
+    }
+
+    /// Enqueues one pass of `steps` over `n` elements from `input` to `out`, the boundary rule
+    /// at both ends of the `n`.
+    ///
+    /// # Safety
+    /// The context is current and `stream` of it; `input` and `out` are `n`-element arrays of
+    /// this GPU that do not overlap, ordered on `stream` with every other use; `1 <= steps <=
+    /// most()`.
+    pub(crate) unsafe fn enqueue(
+        &self,
+        stream: &Stream,
+        input: DevicePointer<T>,
+        out: DevicePointer<T>,
+        n: usize,
+        steps: u32,
+    ) -> Result<()> {
+        debug_assert!((1..=self.most()).contains(&steps));
+        let (boundary, config) = (self.boundary.code(), self.config(out, n));
+        // SAFETY: the caller's contract.
+        unsafe {
+            match &self.kernel {
+                StepsKernel::Sum(k) => {
+                    k.launch_prepared(stream, config, (input, out, n, boundary, steps))
+                }
+                StepsKernel::Weighted(k, w) => {
+                    k.launch_prepared(stream, config, (input, out, n, boundary, steps, *w))
+                }
+            }
+        }
+    }
+
+    pub(crate) fn gpu(&self) -> &'g Gpu {
+        self.gpu
+    }
+}
+
+/// A prepared iterated stencil over arrays of `n` elements: the kernel looked up, its launch
+/// checked, and a scratch array of `n` that the passes ping-pong with.
+/// [`run`](Self::run) enqueues `steps` applications on an array of the caller's, in place.
+///
+/// # Example
+/// ```no_run
+/// use ferrocuda::stencil::{Boundary, Iteration, Taps};
+/// # fn main() -> ferrocuda::Result<()> {
+/// let gpu = ferrocuda::Gpu::new(0)?;
+/// let mut heat = gpu.upload(&vec![1.0f32; 1 << 20], "heat")?;
+/// let weights = Taps::Weighted(vec![0.25, 0.5, 0.25]);
+/// let mut iteration = Iteration::new(&gpu, &weights, Boundary::Periodic, heat.len())?;
+/// iteration.run(&mut heat, 1000)?; // 1000 steps in 64 passes over memory
+/// assert_eq!(gpu.download(&heat)?[0], 1.0);
+/// # Ok(()) }
+/// ```
+pub struct Iteration<'g, T: Element> {
+    pass: StepsPass<'g, T>,
+    n: usize,
+    per_pass: u32,
+    scratch: DeviceBuffer<T>,
+    last: Option<(Stream, LaunchConfig)>,
+}
+
+impl<'g, T: Element> Iteration<'g, T> {
+    /// Prepares `taps` with `boundary` for arrays of `n` elements: looks the kernel up, checks
+    /// its launch and allocates the scratch array (`n` elements).
+    pub fn new(gpu: &'g Gpu, taps: &Taps<T>, boundary: Boundary, n: usize) -> Result<Self> {
+        let radius = taps.radius();
+        let pass = StepsPass::new(gpu, taps, boundary, || {
+            format!("iterated stencil (R = {radius}, {}), n = {n}", T::TYPE)
+        })?;
         // SAFETY: `T` is an `Element`, valid for every byte pattern; a pass writes every
         // element of the scratch array it uses before one is read. `LANES - 1` more, so that
         // the array can start at the caller's alignment.
         let spare = if n == 0 { 0 } else { lanes::<T>() as usize - 1 };
         let scratch = unsafe { gpu.alloc_uninit::<T>(n + spare, "iterated stencil scratch")? };
         Ok(Self {
-            gpu,
-            kernel,
-            boundary,
-            radius,
+            per_pass: pass.most(),
+            pass,
             n,
-            per_pass: stencil_steps_per_pass(radius, lanes::<T>()),
             scratch,
-            shared,
             last: None,
         })
     }
@@ -123,13 +204,13 @@ impl<'g, T: Element> Iteration<'g, T> {
     /// At most `per_pass` steps a pass (1 up to the kernel's most, `stencil_steps_per_pass`):
     /// to measure what the depth buys, or to make several passes of few steps.
     pub fn with_steps_per_pass(mut self, per_pass: u32) -> Result<Self> {
-        let most = stencil_steps_per_pass(self.radius, lanes::<T>());
+        let most = self.pass.most();
         if !(1..=most).contains(&per_pass) {
             return Err(Error::InvalidArgument {
                 what: format!(
                     "`{}`: {per_pass} steps a pass; it applies 1 to {most} (R = {}, {})",
                     self.symbol(),
-                    self.radius,
+                    self.pass.radius,
                     T::TYPE
                 ),
             });
@@ -145,7 +226,7 @@ impl<'g, T: Element> Iteration<'g, T> {
 
     /// The PTX entry point.
     pub fn symbol(&self) -> &'static str {
-        self.kernel.function().symbol()
+        self.pass.symbol()
     }
 
     /// The steps of each pass for `steps` in all: as few passes as `steps_per_pass` allows,
@@ -175,7 +256,7 @@ impl<'g, T: Element> Iteration<'g, T> {
     /// Enqueues `steps` applications to `state` (of the `n` elements this was prepared for) on
     /// the GPU's stream, in place: asynchronous, as a kernel launch.
     pub fn run(&mut self, state: &mut DeviceSlice<T>, steps: usize) -> Result<()> {
-        let stream = self.gpu.stream();
+        let stream = self.pass.gpu().stream();
         self.run_on(stream, state, steps)
     }
 
@@ -198,7 +279,8 @@ impl<'g, T: Element> Iteration<'g, T> {
                 found: state.len(),
             });
         }
-        self.gpu.check_owned(state)?;
+        let gpu = self.pass.gpu();
+        gpu.check_owned(state)?;
         let passes = self.passes(steps);
         if n == 0 || passes.is_empty() {
             return Ok(());
@@ -211,17 +293,17 @@ impl<'g, T: Element> Iteration<'g, T> {
             self.scratch.as_device_ptr().as_raw() + skip * size_of::<T>() as u64,
         );
         let accesses = [Access::write(state), Access::write(&mut self.scratch)];
-        let config = self.config(b);
+        let config = self.pass.config(b, n);
         self.last = Some((stream.share(), config));
-        let this = &*self;
-        this.gpu.ordered(stream, &accesses, || {
+        let pass = &self.pass;
+        gpu.ordered(stream, &accesses, || {
             for (p, &steps) in passes.iter().enumerate() {
                 let (src, dst) = if p % 2 == 0 { (a, b) } else { (b, a) };
                 // SAFETY: `state` and the scratch array are `n`-element arrays of this GPU, the
                 // one borrowed mutably and the other owned, so they do not overlap; `steps` is
                 // within the kernel's most; `ordered` made the context current and orders the
                 // stream with every other use of both.
-                unsafe { this.enqueue(stream, src, dst, steps)? };
+                unsafe { pass.enqueue(stream, src, dst, n, steps)? };
             }
             if passes.len() % 2 == 1 {
                 // SAFETY: as above; the copy brings the last pass's result back to `state`.
@@ -240,55 +322,15 @@ impl<'g, T: Element> Iteration<'g, T> {
                     kernel: self.symbol().to_string(),
                     config: *config,
                 };
-                self.gpu.synchronize_stream_launch(stream, &launch)
+                self.pass.gpu().synchronize_stream_launch(stream, &launch)
             }
             None => Ok(()),
-        }
-    }
-
-    /// The launch of one pass writing `out`: one block per tile of the output's vector grid.
-    fn config(&self, out: DevicePointer<T>) -> LaunchConfig {
-        let lanes = lanes::<T>() as usize;
-        let tile = STEPS_BLOCK as usize * STENCIL_STEPS_VECTORS_PER_THREAD * lanes;
-        let out_offset = (out.as_raw() as usize / size_of::<T>()) % lanes;
-        let tiles = stencil_fast_tiles(self.n, out_offset, lanes, tile);
-        LaunchConfig::linear(
-            tiles.min(i32::MAX as usize) as u32,
-            STEPS_BLOCK,
-            self.shared,
-        )
-    }
-
-    /// Enqueues one pass of `steps` from `input` to `out`.
-    ///
-    /// # Safety
-    /// The context is current and `stream` of it; `input` and `out` are `n`-element arrays of
-    /// this GPU that do not overlap, ordered on `stream` with every other use; `1 <= steps <=
-    /// stencil_steps_per_pass`.
-    unsafe fn enqueue(
-        &self,
-        stream: &Stream,
-        input: DevicePointer<T>,
-        out: DevicePointer<T>,
-        steps: u32,
-    ) -> Result<()> {
-        let (n, boundary, config) = (self.n, self.boundary.code(), self.config(out));
-        // SAFETY: the caller's contract.
-        unsafe {
-            match &self.kernel {
-                StepsKernel::Sum(k) => {
-                    k.launch_prepared(stream, config, (input, out, n, boundary, steps))
-                }
-                StepsKernel::Weighted(k, w) => {
-                    k.launch_prepared(stream, config, (input, out, n, boundary, steps, *w))
-                }
-            }
         }
     }
 }
 
 /// Elements of `T` per 16-byte vector.
-fn lanes<T>() -> u32 {
+pub(crate) fn lanes<T>() -> u32 {
     (16 / size_of::<T>()) as u32
 }
 

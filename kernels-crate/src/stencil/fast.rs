@@ -248,7 +248,7 @@ unsafe fn tiles<T: Element, P: Taps<T::Acc>, const R: usize, const SHIFT: usize>
     // Those load each tile when they reach it: 40 registers, 12 blocks an SM
     // (docs/tuning-notes.md, "The 16-bit stencil: no loads across the computation"). On the
     // single-GPU grid (`StencilGrid::Tiles`, one block per tile) no block has a next tile;
-    // the sharded stencil's interior (`StencilGrid::ResidentTiles`) loops.
+    // the resident grid (`StencilGrid::ResidentTiles`) loops.
     let prefetch = T::LANES != 8;
     let mut regs = [T::vector(|_| T::ZERO); V + 1];
     // SAFETY: tiles start at input vector boundaries (SHIFT) and output vector boundaries; the

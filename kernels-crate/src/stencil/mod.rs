@@ -138,7 +138,7 @@ pub unsafe fn stencil_1d_fast_weighted<T: Float, const R: usize>(
 /// # Launch
 /// any grid (the host launches one block per tile of `block * STENCIL_STEPS_VECTORS_PER_THREAD`
 /// vectors), block a multiple of 32 up to 1024, dynamic shared memory
-/// `2 * 16 * stencil_steps_tile_vectors(block, R, LANES, stencil_steps_per_pass(R, LANES))`.
+/// `stencil_steps_shared_bytes(block, R, LANES)`.
 ///
 /// # Safety
 /// `input` holds `n` elements, `out` `n` writable ones, not overlapping `input`; `boundary` is
@@ -147,12 +147,11 @@ pub unsafe fn stencil_1d_fast_weighted<T: Float, const R: usize>(
 #[kernel(
     T in [i32, f32, f64, F16, Bf16],
     R in [1, 2, 3, 4, 8, 16],
-    dynamic_shared = 32 * crate::config::stencil_steps_tile_vectors(
+    dynamic_shared = crate::config::stencil_steps_shared_bytes(
         block as u32,
         R as u32,
-        (16 / size_of::<T>()) as u32,
-        crate::config::stencil_steps_per_pass(R as u32, (16 / size_of::<T>()) as u32)
-    ) as usize
+        (16 / size_of::<T>()) as u32
+    )
 )]
 pub unsafe fn stencil_1d_steps<T: Element, const R: usize>(
     input: *const T,
@@ -175,12 +174,11 @@ pub unsafe fn stencil_1d_steps<T: Element, const R: usize>(
 #[kernel(
     T in [f32, f64],
     R in [1, 2, 3, 4, 8, 16],
-    dynamic_shared = 32 * crate::config::stencil_steps_tile_vectors(
+    dynamic_shared = crate::config::stencil_steps_shared_bytes(
         block as u32,
         R as u32,
-        (16 / size_of::<T>()) as u32,
-        crate::config::stencil_steps_per_pass(R as u32, (16 / size_of::<T>()) as u32)
-    ) as usize
+        (16 / size_of::<T>()) as u32
+    )
 )]
 pub unsafe fn stencil_1d_steps_weighted<T: Float, const R: usize>(
     input: *const T,

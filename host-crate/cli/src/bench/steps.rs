@@ -13,6 +13,7 @@ use ferrocuda::runtime::element::{ElemType, Element};
 use ferrocuda::stencil::{self, Boundary, Iteration, Taps};
 use ferrocuda::{Gpu, Result, with_elem_type};
 use ferrocuda_lessons::cpu::random_vec;
+use ferrocuda_lessons::kernels::config::stencil_steps_per_pass;
 use ferrocuda_lessons::timing::{Stats, time_samples};
 
 use super::report::{Baseline, BaselineCheck, Row};
@@ -33,7 +34,10 @@ pub struct StepsConfig {
 /// The rows of `cfg` for every type of `types` the stencil has, `reps` samples each.
 pub fn measure(gpu: &Gpu, cfg: &StepsConfig, types: &[ElemType], reps: usize) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
-    for &ty in types.iter().filter(|t| STEPS_TYPES.contains(t)) {
+    for &ty in types
+        .iter()
+        .filter(|t| ferrocuda::stencil::STENCIL_TYPES.contains(t))
+    {
         for &radius in &cfg.radii {
             with_elem_type!(ty, T => rows.extend(measure_one::<T>(gpu, cfg, radius, reps)?));
         }
@@ -45,15 +49,6 @@ pub fn measure(gpu: &Gpu, cfg: &StepsConfig, types: &[ElemType], reps: usize) ->
 fn ty_is_weighted<T: Element>() -> bool {
     T::TYPE.is_float() && !T::TYPE.is_half()
 }
-
-/// The element types of the iterated stencil.
-const STEPS_TYPES: [ElemType; 5] = [
-    ElemType::I32,
-    ElemType::F32,
-    ElemType::F64,
-    ElemType::F16,
-    ElemType::Bf16,
-];
 
 fn measure_one<T: Element>(
     gpu: &Gpu,
@@ -79,10 +74,9 @@ fn measure_one<T: Element>(
         gpu.alloc::<T>(n, "one-step a")?,
         gpu.alloc::<T>(n, "one-step b")?,
     );
-    let plan = Iteration::new(gpu, &taps, boundary, n)?;
     // The plan's depth, then the others asked for that the kernel applies (a depth past its
     // most for this radius is left out, said on stderr).
-    let most = plan.steps_per_pass();
+    let most = stencil_steps_per_pass(radius, (16 / size_of::<T>()) as u32);
     let mut depths = vec![most];
     for &k in &cfg.per_pass {
         if k > most {
@@ -94,7 +88,6 @@ fn measure_one<T: Element>(
             depths.push(k);
         }
     }
-    drop(plan);
     let mut rows = Vec::new();
     for k in depths {
         let mut iteration = Iteration::new(gpu, &taps, boundary, n)?.with_steps_per_pass(k)?;

@@ -106,13 +106,7 @@ pub fn library_cases(gpu: &Gpu) -> Result<BTreeMap<String, bool>> {
     half_cases::<ferrocuda::runtime::element::Bf16>(gpu, &mut record)?;
     stencil_cases::<ferrocuda::runtime::element::F16>(gpu, &mut record)?;
     stencil_cases::<ferrocuda::runtime::element::Bf16>(gpu, &mut record)?;
-    for ty in [
-        ElemType::I32,
-        ElemType::F32,
-        ElemType::F64,
-        ElemType::F16,
-        ElemType::Bf16,
-    ] {
+    for ty in ferrocuda::stencil::STENCIL_TYPES {
         ferrocuda::with_elem_type!(ty, T => steps_cases::<T>(gpu, &mut record))?;
     }
     copy_cases(gpu, &mut record)?;

@@ -39,8 +39,8 @@ pub struct MultiArgs {
     /// Stencil boundary: zero, clamp or periodic.
     #[arg(long, default_value = "periodic")]
     boundary: String,
-    /// Stencil time steps per call.
-    #[arg(long, default_value_t = 20)]
+    /// Stencil time steps per call (the iterated stencil does up to 16 a pass).
+    #[arg(long, default_value_t = 96)]
     steps: usize,
     /// Timed repetitions (the median is reported).
     #[arg(long, default_value_t = 5)]
@@ -138,20 +138,22 @@ fn one_gpu_steps(
     Ok(())
 }
 
-/// The median time of one step of the one-GPU stencil over `data` (calls of `steps` steps).
+/// The median time of one step of the one-GPU iterated stencil over `data` (`Iteration`, at
+/// most `per_pass` steps a pass, calls of `steps` steps).
 fn one_gpu_step(
     gpu: &Gpu,
     data: &[f32],
     taps: &Taps<f32>,
     boundary: Boundary,
-    steps: usize,
+    (steps, per_pass): (usize, usize),
     reps: usize,
 ) -> Result<f64> {
-    let mut x = gpu.upload(data, "stencil ping")?;
-    let mut y = gpu.alloc::<f32>(data.len(), "stencil pong")?;
+    let mut x = gpu.upload(data, "stencil state")?;
+    let mut iteration = stencil::Iteration::new(gpu, taps, boundary, data.len())?
+        .with_steps_per_pass(per_pass as u32)?;
     let t = wall(reps, || {
-        one_gpu_steps(gpu, &mut x, &mut y, taps, boundary, steps)?;
-        gpu.synchronize().map_err(Into::into)
+        iteration.run(&mut x, steps)?;
+        iteration.finish().map_err(Into::into)
     })?;
     Ok(t.median_s / steps as f64)
 }
@@ -346,7 +348,47 @@ fn stencil_rows(
             .map_err(Into::into)
     })?;
     let mut plan = multi::ShardedStencil::new(array, &taps, boundary)?;
+    let k = plan.steps_per_pass();
     let t_team = wall(a.reps, || plan.step(steps).map_err(Into::into))?;
+    // The timeline of one pass on every rank this process drives: does the exchange hide?
+    for t in plan.step_traced()? {
+        println!(
+            "timeline of one pass ({k} steps), rank {}, us from its start: interior {:.1}-{:.1} \
+             (low-priority stream); cuts {:.1}-{:.1}, exchange {:.1}-{:.1}, joined at {:.1} \
+             (high-priority stream); exposed after the interior: {:.1} us",
+            t.rank,
+            t.interior.0,
+            t.interior.1,
+            t.cuts.0,
+            t.cuts.1,
+            t.exchange.0,
+            t.exchange.1,
+            t.joined,
+            t.exposed()
+        );
+    }
+    let graphs = plan.uses_graphs();
+    if let Some(e) = plan.graph_error() {
+        say!(
+            lead,
+            "the step graphs could not be captured ({e}); the passes ran on streams"
+        );
+    }
+    drop(plan);
+    if graphs {
+        let mut plan = multi::ShardedStencil::new(array, &taps, boundary)?.with_graphs(Some(false));
+        let t_streams = wall(a.reps, || plan.step(steps).map_err(Into::into))?;
+        say!(
+            lead,
+            "the steps as CUDA graphs (two passes a launch): {:.2} us per step; as each pass's \
+             launches on the streams: {:.2} us per step ({:.2}x)",
+            t_team.median_s / steps as f64 * 1e6,
+            t_streams.median_s / steps as f64 * 1e6,
+            t_streams.median_s / t_team.median_s
+        );
+    }
+    let mut plan = multi::ShardedStencil::new(array, &taps, boundary)?.with_steps_per_pass(1)?;
+    let t_one = wall(a.reps, || plan.step(steps).map_err(Into::into))?;
     drop(plan);
     let per_step = t_team.median_s / steps as f64;
     say!(
@@ -357,18 +399,22 @@ fn stencil_rows(
     );
     say!(
         lead,
-        "ShardedStencil::step, R = {} {}, {steps} steps per call: {:.1} us per step on {size} \
-         ranks ({:.0} GB/s over the whole array)",
+        "ShardedStencil::step, R = {} {}, {steps} steps per call, {k} a pass (halos of {} \
+         cells, exchanged once a pass): {:.1} us per step on {size} ranks ({:.0} GB/s of \
+         passes over the whole array); one step a pass: {:.1} us per step ({:.2}x)",
         a.radius,
         boundary.name(),
+        k * a.radius as usize,
         per_step * 1e6,
-        2.0 * bytes as f64 / per_step / 1e9
+        2.0 * bytes as f64 / (per_step * k as f64) / 1e9,
+        t_one.median_s / steps as f64 * 1e6,
+        t_one.median_s / t_team.median_s
     );
     if whole.is_some() {
-        let one_step = one_gpu_step(first, data, &taps, boundary, steps, a.reps)?;
+        let one_step = one_gpu_step(first, data, &taps, boundary, (steps, k), a.reps)?;
         say!(
             lead,
-            "one GPU, the same {n} elements: {:.1} us per step; {}",
+            "one GPU, the same {n} elements (Iteration, {k} a pass): {:.1} us per step; {}",
             one_step * 1e6,
             efficiency(
                 array.team(),
@@ -400,11 +446,12 @@ fn stencil_rows(
     // difference is the price of the ends and the exchange.
     let shard_n = array.shards().len(0);
     if shard_n > 0 {
-        let shard_step = one_gpu_step(first, &data[..shard_n], &taps, boundary, steps, a.reps)?;
+        let shard_step =
+            one_gpu_step(first, &data[..shard_n], &taps, boundary, (steps, k), a.reps)?;
         say!(
             lead,
-            "one shard ({shard_n} elements) alone on one GPU: {:.1} us per step; the ends and the \
-             halo exchange add {:.1} us per step; {}",
+            "one shard ({shard_n} elements) alone on one GPU (Iteration, {k} a pass): {:.1} us \
+             per step; the cuts and the halo exchange add {:.1} us per step; {}",
             shard_step * 1e6,
             (per_step - shard_step) * 1e6,
             efficiency(
