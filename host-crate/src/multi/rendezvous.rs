@@ -146,12 +146,30 @@ impl Place {
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
         if let Some(place) = var("FERROCUDA_RENDEZVOUS") {
             let place = place.trim();
-            return match place.strip_prefix("tcp://") {
-                Some(address) => Ok(Self::Tcp(checked_address(address, "FERROCUDA_RENDEZVOUS")?)),
-                None => Ok(Self::File(PathBuf::from(
-                    place.strip_prefix("file://").unwrap_or(place),
-                ))),
-            };
+            if let Some(address) = place.strip_prefix("tcp://") {
+                return Ok(Self::Tcp(checked_address(address, "FERROCUDA_RENDEZVOUS")?));
+            }
+            if let Some(path) = place.strip_prefix("file://") {
+                return Ok(Self::File(PathBuf::from(path)));
+            }
+            // A bare `host:port` reads as a file name; the ranks would wait on a file nobody
+            // else opens. Refused, with both spellings.
+            let looks_tcp = !place.contains('/')
+                && place
+                    .rsplit_once(':')
+                    .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            if place.is_empty() || looks_tcp {
+                return Err(invalid(format!(
+                    "FERROCUDA_RENDEZVOUS=`{place}`: write tcp://{place} for a TCP address, or \
+                     file://{} for a file every rank sees",
+                    if place.is_empty() {
+                        "/shared/run-1"
+                    } else {
+                        place
+                    }
+                )));
+            }
+            return Ok(Self::File(PathBuf::from(place)));
         }
         if let Some(torchrun) = ["TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT"]
             .into_iter()
@@ -858,6 +876,16 @@ mod tests {
         assert_eq!(
             place(&[("MASTER_ADDR", "fe80::1"), ("MASTER_PORT", "29500")]).unwrap(),
             Place::Tcp("[fe80::1]:29500".into())
+        );
+        for bare in ["node7:29600", "10.0.0.1:29500", ""] {
+            let err = Place::from_vars(vars(&[("FERROCUDA_RENDEZVOUS", bare)]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("tcp://") && err.contains("file://"), "{err}");
+        }
+        assert_eq!(
+            place(&[("FERROCUDA_RENDEZVOUS", "./run:1/id")]).unwrap(),
+            Place::File("./run:1/id".into())
         );
         for bad in ["tcp://::1:29600", "tcp://[node7]:29600", "tcp://[::1:29600"] {
             let err = place(&[("FERROCUDA_RENDEZVOUS", bad)])
