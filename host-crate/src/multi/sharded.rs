@@ -81,7 +81,10 @@ impl<'t, T: Element> ShardedArray<'t, T> {
             m.gpu
                 .uses_on(m.gpu.stream(), &[crate::runtime::track::Access::read(part)])?;
         }
-        let lens: Vec<Option<u64>> = all_values(team, |i| Ok(Some(parts[i].len() as u64)))?;
+        let lens: Vec<Option<u64>> = {
+            let _serial = team.serial();
+            all_values(team, |i| Ok(Some(parts[i].len() as u64)))?
+        };
         let mut bounds = vec![0usize];
         for (r, len) in lens.into_iter().enumerate() {
             let end = usize::try_from(len.unwrap_or(0))
@@ -134,6 +137,7 @@ impl<'t, T: Element> ShardedArray<'t, T> {
     /// The whole array on the host, the shards in rank order (with several processes, every
     /// process gets all of it).
     pub fn gather(&self) -> Result<Vec<T>> {
+        let _serial = self.team.serial();
         let n = self.shards.n();
         let mut gathered = Vec::new();
         let local = (|| {
@@ -191,6 +195,7 @@ impl<'t, T: Element> ShardedArray<'t, T> {
     /// GPUs, the local ranks' reductions all launched before any is waited for
     /// ([`reduce::cached_many`]; virtual ranks, on one GPU, in turn).
     fn partials(&self, op: ReduceOp) -> Result<Vec<Option<T>>> {
+        let _serial = self.team.serial();
         let members = self.team.members();
         let inputs: Vec<(&Gpu, &DeviceSlice<T>)> = members
             .iter()
@@ -292,6 +297,7 @@ pub fn sum_reproducible<T: Reproducible>(array: &ShardedArray<'_, T>) -> Result<
         None => Ok(()),
     };
     let team = array.team();
+    let _serial = team.serial();
     team.agree(&array.shape("reproducible sum", 0), local)?;
     let chunks = shards.n().div_ceil(chunk);
     if chunks == 0 {

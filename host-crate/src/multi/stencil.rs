@@ -198,6 +198,7 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
             )
         });
         let team = array.team();
+        let _serial = team.serial();
         team.agree(&array.shape("sharded stencil plan", key), local)?;
         let mut plan = plan.expect("built: `agree` returns this rank's own error first");
         if plan.holders.len() > 1 {
@@ -249,7 +250,6 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
                     len
                 )
             })?;
-            most = most.min(pass.most() as usize);
             let h = holders.iter().position(|&k| k == m.rank).expect("a holder");
             let many = holders.len() > 1;
             let cuts = (
@@ -258,7 +258,12 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
             );
             locals.push((i, len, cuts, pass));
         }
-        // A halo of `k R` cells comes from one neighbour: every holder holds `k R` at least.
+        // The kernel's most for the radius and type (the same on every rank, whether it holds
+        // elements or not); a halo of `k R` cells comes from one neighbour: every holder holds
+        // `k R` at least.
+        most = most.min(
+            ferrocuda_kernels::config::stencil_steps_per_pass(r as u32, lanes::<T>()) as usize,
+        );
         if holders.len() > 1 {
             let shortest = holders.iter().map(|&k| shards.len(k)).min().unwrap_or(r);
             most = most.min(shortest / r);
@@ -360,6 +365,7 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
             });
         }
         self.per_pass = per_pass;
+        self.graphs = None;
         Ok(self)
     }
 
@@ -382,8 +388,8 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
             bounds: self.shards.bounds(),
             extra: fingerprint([k as u64, k as u64]),
         };
-        team.agree(&shape, self.check_intact())?;
         let members = team.members();
+        let _serial = team.serial();
         let stamps = self
             .locals
             .iter()
@@ -397,7 +403,12 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
                     joined: gpu.new_event(true)?,
                 })
             })
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>>>();
+        let (stamps, local) = match stamps {
+            Ok(s) => (s, self.check_intact()),
+            Err(e) => (Vec::new(), Err(e)),
+        };
+        team.agree(&shape, local)?;
         let stepped = team.enter().and_then(|()| self.one_pass(k as u32, &stamps));
         let finished = team.finish("sharded stencil: a traced pass");
         let result = stepped.and(finished);
@@ -443,18 +454,21 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
             return Ok(());
         }
         let k = self.per_pass;
+        let _serial = team.serial();
         let stepped = team.enter().and_then(|()| {
+            // Passes of `k` steps, then one of the rest: the same passes on every rank, graphs
+            // or not (a rank's pass reads the halos its neighbours wrote at the same step).
             let mut left = steps;
             let mut launch = 0;
             if self.graph_wanted(steps) {
                 // The graph starts from `ext[0]`.
                 if self.cur == 1 {
-                    self.pass_on_streams(k.min(left) as u32, launch)?;
-                    left -= k.min(left);
+                    self.pass_on_streams(k as u32, launch)?;
+                    left -= k;
                     launch += 1;
                 }
                 if self.graphs.is_none() && left >= 2 * k {
-                    self.graphs = Some(self.capture().map_err(|e| e.to_string()));
+                    self.graphs = Some(self.capture_agreed());
                 }
                 if let Some(Ok(_)) = &self.graphs {
                     while left >= 2 * k {
@@ -464,14 +478,11 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
                     }
                 }
             }
-            // The rest as passes on the streams, the steps spread evenly.
-            if left > 0 {
-                let passes = left.div_ceil(k);
-                let (base, extra) = (left / passes, left % passes);
-                for p in 0..passes {
-                    self.pass_on_streams((base + usize::from(p < extra)) as u32, launch)?;
-                    launch += 1;
-                }
+            while left > 0 {
+                let now = left.min(k);
+                self.pass_on_streams(now as u32, launch)?;
+                left -= now;
+                launch += 1;
             }
             Ok(())
         });
@@ -512,16 +523,18 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
         Ok(())
     }
 
-    /// Whether `steps` more steps go through the captured graphs: a process that drives one
-    /// NCCL rank (virtual ranks' exchanges join streams of different ranks, which one rank's
+    /// Whether `steps` more steps go through the captured graphs, the same on every rank (from
+    /// the cut and the arguments): a process that drives one NCCL rank, or a team of one
+    /// (virtual ranks' exchanges join streams of different ranks, which one rank's
     /// capture cannot hold; and one thread capturing several GPUs' NCCL group was refused by
     /// the driver on an H200 pair, `CUDA_ERROR_INVALID_VALUE` from a stream's event wait),
     /// shards short enough that launches take the time (or graphs asked for), two passes at
     /// least, and no capture that failed.
     fn graph_wanted(&self, steps: usize) -> bool {
-        let short = self.locals.iter().all(|l| l.len <= GRAPH_MAX_SHARD);
-        self.team.transport() == crate::multi::Transport::Nccl
-            && self.team.members().len() == 1
+        let short = (0..self.shards.ranks()).all(|r| self.shards.len(r) <= GRAPH_MAX_SHARD);
+        let team = self.team;
+        team.members().len() == 1
+            && (team.transport() == crate::multi::Transport::Nccl || team.size() == 1)
             && self.graph_policy.unwrap_or(short)
             && steps >= 2 * self.per_pass
             && !matches!(self.graphs, Some(Err(_)))
@@ -569,6 +582,32 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
         first.map_or(Ok(graphs), Err)
     }
 
+    /// [`capture`](Self::capture), then every rank learns whether every other's capture
+    /// worked: all use their graphs, or none does (a graph and a stream pass post the same
+    /// NCCL calls, but a failed capture may have left NCCL's count of them behind). The
+    /// events the capture recorded are recorded again outside it.
+    fn capture_agreed(&mut self) -> std::result::Result<Vec<GraphExec>, String> {
+        let captured = self.capture();
+        let reentered = self.team.enter();
+        let local = match (&captured, reentered) {
+            (Ok(_), Ok(())) => Ok(()),
+            (Err(e), _) => Err(Error::InvalidArgument {
+                what: e.to_string(),
+            }),
+            (_, Err(e)) => Err(e),
+        };
+        let shape = Shape {
+            op: "sharded stencil: step graphs captured",
+            ty: T::TYPE,
+            bounds: self.shards.bounds(),
+            extra: self.per_pass as u64,
+        };
+        match self.team.agree(&shape, local) {
+            Ok(()) => captured.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// Launches the captured graphs (two passes) on every local rank, the `launch`-th launch.
     fn launch_graphs(&mut self, launch: usize) -> Result<()> {
         self.wait_for_launch(launch)?;
@@ -595,6 +634,7 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
     /// the streams.
     pub fn with_graphs(mut self, graphs: Option<bool>) -> Self {
         self.graph_policy = graphs;
+        self.graphs = None;
         self
     }
 
@@ -626,6 +666,7 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
     /// The current state as a new array cut as the original.
     pub fn to_array(&self) -> Result<ShardedArray<'t, T>> {
         self.check_intact()?;
+        let _serial = self.team.serial();
         let members = self.team.members();
         let mut parts = members
             .iter()
@@ -706,6 +747,7 @@ fn halo_transfers(
 impl<T: Element> Drop for ShardedStencil<'_, T> {
     /// Waits for whatever a failed call left on the ranks' streams before the buffers go.
     fn drop(&mut self) {
+        let _serial = self.team.serial();
         let _ = self.team.finish("sharded stencil: dropped");
     }
 }

@@ -150,6 +150,10 @@ pub struct Team {
     size: usize,
     members: Vec<Member>,
     transport: Transport,
+    /// Held by each operation that posts work on the members' streams or communicators (a
+    /// collective, a stencil step, a capture): two threads sharing a team take turns, so no
+    /// NCCL call interleaves with another's and no capture records another thread's work.
+    serial: std::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Team {
@@ -209,6 +213,7 @@ impl Team {
             size: ranks,
             members,
             transport: Transport::Virtual,
+            serial: std::sync::Mutex::new(()),
         })
     }
 
@@ -245,6 +250,7 @@ impl Team {
             size: gpus.len(),
             members,
             transport: Transport::Nccl,
+            serial: std::sync::Mutex::new(()),
         })
     }
 
@@ -266,6 +272,7 @@ impl Team {
             size,
             members: vec![Member::new(rank, gpu, comm)?],
             transport: Transport::Nccl,
+            serial: std::sync::Mutex::new(()),
         })
     }
 
@@ -321,6 +328,14 @@ impl Team {
 
     pub(crate) fn members(&self) -> &[Member] {
         &self.members
+    }
+
+    /// The team's turn ([`Team`]'s `serial`): a poisoned lock is taken all the same (the
+    /// operation that panicked left no work half-posted that a wait would not end).
+    pub(crate) fn serial(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.serial
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Where local member `i` finds a gathered buffer: one for all virtual ranks (one GPU),
