@@ -867,6 +867,20 @@ mod tests {
     }
 
     #[test]
+    fn a_bare_host_and_port_is_refused_with_both_spellings() {
+        for bare in ["node7:29600", "10.0.0.1:29500", ""] {
+            let err = Place::from_vars(vars(&[("FERROCUDA_RENDEZVOUS", bare)]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("tcp://") && err.contains("file://"), "{err}");
+        }
+        assert_eq!(
+            Place::from_vars(vars(&[("FERROCUDA_RENDEZVOUS", "./run:1/id")])).unwrap(),
+            Place::File("./run:1/id".into())
+        );
+    }
+
+    #[test]
     fn an_ipv6_host_is_in_brackets() {
         let place = |set: &[(&str, &str)]| Place::from_vars(vars(set));
         assert_eq!(
@@ -876,16 +890,6 @@ mod tests {
         assert_eq!(
             place(&[("MASTER_ADDR", "fe80::1"), ("MASTER_PORT", "29500")]).unwrap(),
             Place::Tcp("[fe80::1]:29500".into())
-        );
-        for bare in ["node7:29600", "10.0.0.1:29500", ""] {
-            let err = Place::from_vars(vars(&[("FERROCUDA_RENDEZVOUS", bare)]))
-                .unwrap_err()
-                .to_string();
-            assert!(err.contains("tcp://") && err.contains("file://"), "{err}");
-        }
-        assert_eq!(
-            place(&[("FERROCUDA_RENDEZVOUS", "./run:1/id")]).unwrap(),
-            Place::File("./run:1/id".into())
         );
         for bad in ["tcp://::1:29600", "tcp://[node7]:29600", "tcp://[::1:29600"] {
             let err = place(&[("FERROCUDA_RENDEZVOUS", bad)])

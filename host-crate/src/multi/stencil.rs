@@ -382,12 +382,7 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
     pub fn step_traced(&mut self) -> Result<Vec<PassTrace>> {
         let team = self.team;
         let k = self.per_pass;
-        let shape = Shape {
-            op: "sharded stencil step",
-            ty: T::TYPE,
-            bounds: self.shards.bounds(),
-            extra: fingerprint([k as u64, k as u64]),
-        };
+        let shape = self.step_shape(k);
         let members = team.members();
         let _serial = team.serial();
         let stamps = self
@@ -443,12 +438,7 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
     /// the steps a pass (every rank's plan posts one exchange a pass).
     pub fn step(&mut self, steps: usize) -> Result<()> {
         let team = self.team;
-        let shape = Shape {
-            op: "sharded stencil step",
-            ty: T::TYPE,
-            bounds: self.shards.bounds(),
-            extra: fingerprint([steps as u64, self.per_pass as u64]),
-        };
+        let shape = self.step_shape(steps);
         team.agree(&shape, self.check_intact())?;
         if steps == 0 {
             return Ok(());
@@ -596,12 +586,10 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
             }),
             (_, Err(e)) => Err(e),
         };
-        let shape = Shape {
-            op: "sharded stencil: step graphs captured",
-            ty: T::TYPE,
-            bounds: self.shards.bounds(),
-            extra: self.per_pass as u64,
-        };
+        let shape = self.shape(
+            "sharded stencil: step graphs captured",
+            self.per_pass as u64,
+        );
         match self.team.agree(&shape, local) {
             Ok(()) => captured.map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
@@ -650,6 +638,24 @@ impl<'t, T: Element> ShardedStencil<'t, T> {
     /// Whether steps have gone through captured graphs.
     pub fn uses_graphs(&self) -> bool {
         matches!(self.graphs, Some(Ok(_)))
+    }
+
+    /// The shape of collective `op` over this plan's array, for [`Team::agree`](super::Team).
+    fn shape(&self, op: &'static str, extra: u64) -> Shape<'_> {
+        Shape {
+            op,
+            ty: T::TYPE,
+            bounds: self.shards.bounds(),
+            extra,
+        }
+    }
+
+    /// The shape of a `step(steps)` call (a traced pass is `step(per_pass)`).
+    fn step_shape(&self, steps: usize) -> Shape<'_> {
+        self.shape(
+            "sharded stencil step",
+            fingerprint([steps as u64, self.per_pass as u64]),
+        )
     }
 
     fn check_intact(&self) -> Result<()> {

@@ -110,16 +110,19 @@ pub(crate) fn fingerprint(words: impl IntoIterator<Item = u64>) -> u64 {
     h
 }
 
+/// Every element type, in the order an agreement numbers them.
+fn shape_types() -> impl Iterator<Item = ElemType> {
+    ElemType::ALL.into_iter().chain(ElemType::HALF)
+}
+
 impl Shape<'_> {
     fn words(&self, rank: usize, failed: bool) -> [u64; SHAPE_WORDS] {
         let bounds = self.bounds;
         let at = |i: usize| bounds.get(i).copied().unwrap_or(0) as u64;
         [
             fingerprint(self.op.bytes().map(u64::from)),
-            ElemType::ALL
-                .iter()
-                .chain(&ElemType::HALF)
-                .position(|&t| t == self.ty)
+            shape_types()
+                .position(|t| t == self.ty)
                 .map_or(u64::MAX, |i| i as u64),
             bounds.last().copied().unwrap_or(0) as u64,
             bounds.len().saturating_sub(1) as u64,
@@ -134,9 +137,7 @@ impl Shape<'_> {
 
 /// One rank's words of an agreement, for an error's message.
 fn describe(w: &[u64]) -> String {
-    let ty = ElemType::ALL
-        .iter()
-        .chain(&ElemType::HALF)
+    let ty = shape_types()
         .nth(w[1] as usize)
         .map_or("an unknown type", |t| t.name());
     format!(
