@@ -99,8 +99,15 @@ impl Tile {
     }
 }
 
-/// Step `s` of a tile, from `src` to `dst` (or to `out` for the last step), one output vector
-/// per thread and round: the fast stencil's window, with the input shift of the first step.
+/// Step `s` of a tile, from `src` to `dst` (or to `out` for the last step): the fast
+/// stencil's window for each output vector, with the input shift of the first step.
+///
+/// The steps are bound by instruction issue (docs/tuning-notes.md, "Several steps per pass"),
+/// so the loop is shaped for few instructions per output: 32-bit counters, the last step's
+/// stores to global memory in a loop of their own, and two output vectors a round in the others
+/// (a thread's two vectors `block` apart, so a warp's loads and stores stay contiguous), which
+/// shares the round's counters, compares and coefficient loads between them. Each output
+/// vector is still `output_vector`: the same adds in the same order.
 ///
 /// # Safety
 /// `src` holds the tile's step `s - 1`, `dst` room for `tile.vectors(s)` vectors; `out` holds `n`
@@ -115,21 +122,32 @@ unsafe fn step<T: Element, P: Taps<T::Acc>, const R: usize, const SHIFT: usize>(
     s: usize,
     taps: &P,
 ) {
-    let (tid, block) = (thread_idx_x() as usize, block_dim_x() as usize);
-    let (vectors, last) = (tile.vectors::<T, R>(s), s == tile.steps);
+    let (tid, block) = (thread_idx_x(), block_dim_x());
+    // A tile's vectors fit in shared memory, far below 2^32.
+    let vectors = tile.vectors::<T, R>(s) as u32;
     let mut g = tid;
-    while g < vectors {
-        // SAFETY: the window of vector `g` lies in step `s - 1`'s vectors (the module
-        // documentation's geometry); output vector `g` of the last step is a tile output.
-        unsafe {
-            let y = output_vector::<T, P, R, SHIFT>(src, g, taps);
-            if last {
-                store_output(out, n, tile.first_out + (g * T::LANES) as isize, y);
-            } else {
-                Access16::store(&mut *dst.add(g), y);
+    // SAFETY: the window of vector `g` lies in step `s - 1`'s vectors (the module
+    // documentation's geometry); output vector `g` of the last step is a tile output.
+    unsafe {
+        if s == tile.steps {
+            while g < vectors {
+                let y = output_vector::<T, P, R, SHIFT>(src, g as usize, taps);
+                store_output(out, n, tile.first_out + (g as usize * T::LANES) as isize, y);
+                g += block;
             }
+            return;
         }
-        g += block;
+        while g + block < vectors {
+            let y0 = output_vector::<T, P, R, SHIFT>(src, g as usize, taps);
+            let y1 = output_vector::<T, P, R, SHIFT>(src, (g + block) as usize, taps);
+            Access16::store(&mut *dst.add(g as usize), y0);
+            Access16::store(&mut *dst.add((g + block) as usize), y1);
+            g += 2 * block;
+        }
+        if g < vectors {
+            let y = output_vector::<T, P, R, SHIFT>(src, g as usize, taps);
+            Access16::store(&mut *dst.add(g as usize), y);
+        }
     }
 }
 
