@@ -62,6 +62,13 @@ pub const PTX_TARGET: &str = "nvptx64-nvidia-cuda";
 /// of installing it.
 pub const NO_INSTALL_ENV: &str = "FERROCUDA_BUILDER_NO_INSTALL";
 
+/// A directory the nested builds share: when set, the default target directory of a kernel crate
+/// is `<this>/<lib>` instead of one inside the outer build's target directory. Builds of the
+/// same kernels from several workspaces, profiles or `cargo check`s (a dependent crate, a
+/// compile-fail test's scratch project) then compile `core` and the kernels once per
+/// architecture, not once each. The nested cargo's lock keeps concurrent builds apart.
+pub const TARGET_DIR_ENV: &str = "FERROCUDA_BUILDER_TARGET_DIR";
+
 /// Variables the nested cargo must not inherit.
 pub const SCRUBBED_ENV: &[&str] = &[
     // Host flags (`-C target-cpu=native`, a linker choice) are wrong for nvptx and for `core`.
@@ -159,8 +166,9 @@ impl PtxBuilder {
         self
     }
 
-    /// The nested cargo's target directory (one subdirectory per architecture). Default: in a
-    /// build script, `ferrocuda-builder/<lib>` in the outer build's target directory; else
+    /// The nested cargo's target directory (one subdirectory per architecture). Default:
+    /// `<lib>` in [`TARGET_DIR_ENV`] when that is set; else, in a build script,
+    /// `ferrocuda-builder/<lib>` in the outer build's target directory; else
     /// `target/ferrocuda-builder/<lib>` next to the kernel crate's `Cargo.toml`.
     pub fn target_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.target_dir = Some(dir.into());
@@ -210,6 +218,9 @@ impl PtxBuilder {
     }
 
     fn default_target_dir(&self, lib: &str) -> PathBuf {
+        if let Some(shared) = env::var_os(TARGET_DIR_ENV).filter(|dir| !dir.is_empty()) {
+            return PathBuf::from(shared).join(lib);
+        }
         // OUT_DIR is <target-dir>[/<triple>]/<profile>/build/<package>-<hash>/out.
         let outer = env::var_os("OUT_DIR")
             .map(PathBuf::from)
@@ -287,6 +298,7 @@ impl PtxBuilder {
         );
         println!("cargo:rerun-if-changed={}", crate_dir.join("src").display());
         println!("cargo:rerun-if-env-changed={NO_INSTALL_ENV}");
+        println!("cargo:rerun-if-env-changed={TARGET_DIR_ENV}");
         println!("cargo:rerun-if-env-changed=DOCS_RS");
         let table = out_dir.join(format!("{lib}_ptx.rs"));
         if env::var_os("DOCS_RS").is_some() {

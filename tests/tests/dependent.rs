@@ -10,7 +10,10 @@
 //!
 //! Slow (a fresh build of ferrocuda and its dependencies, and of the user's PTX for three
 //! architectures), so it is one test; it needs the source tree and is not part of the GPU
-//! bundle.
+//! bundle. The one thing it shares with this workspace's build is the PTX builder's directory
+//! (`FERROCUDA_BUILDER_TARGET_DIR`, which a user with several workspaces may set too): `core`
+//! for each architecture and ferrocuda's own kernels come from there, while the user's kernel
+//! crate, at its new path, is compiled there afresh.
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -110,6 +113,11 @@ fn a_crate_outside_the_workspace_depends_on_ferrocuda_by_path_and_brings_its_own
     ] {
         build.env_remove(name);
     }
+    let builds = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("the target directory holds tmp/")
+        .join("ferrocuda-builder");
+    build.env("FERROCUDA_BUILDER_TARGET_DIR", builds);
     let output = build.output().expect("cargo runs");
     assert!(
         output.status.success(),
