@@ -62,7 +62,7 @@ pub const PTX_TARGET: &str = "nvptx64-nvidia-cuda";
 /// of installing it.
 pub const NO_INSTALL_ENV: &str = "FERROCUDA_BUILDER_NO_INSTALL";
 
-/// A directory the nested builds share: when set, the default target directory of a kernel crate
+/// A directory (absolute) the nested builds share: when set, the default target directory of a kernel crate
 /// is `<this>/<lib>` instead of one inside the outer build's target directory. Builds of the
 /// same kernels from several workspaces, profiles or `cargo check`s (a dependent crate, a
 /// compile-fail test's scratch project) then compile `core` and the kernels once per
@@ -217,18 +217,18 @@ impl PtxBuilder {
             .with_context(|| format!("{} has no [package] name", manifest.display()))
     }
 
-    fn default_target_dir(&self, lib: &str) -> PathBuf {
-        if let Some(shared) = env::var_os(TARGET_DIR_ENV).filter(|dir| !dir.is_empty()) {
-            return PathBuf::from(shared).join(lib);
+    fn default_target_dir(&self, lib: &str) -> Result<PathBuf> {
+        if let Some(dir) = shared_target_dir(env::var_os(TARGET_DIR_ENV), lib)? {
+            return Ok(dir);
         }
         // OUT_DIR is <target-dir>[/<triple>]/<profile>/build/<package>-<hash>/out.
         let outer = env::var_os("OUT_DIR")
             .map(PathBuf::from)
             .and_then(|out| out.ancestors().nth(4).map(Path::to_path_buf));
-        outer
+        Ok(outer
             .unwrap_or_else(|| self.crate_dir().join("target"))
             .join("ferrocuda-builder")
-            .join(lib)
+            .join(lib))
     }
 
     /// Builds every architecture; returns the PTX files, lowest architecture first.
@@ -247,10 +247,10 @@ impl PtxBuilder {
         let lib = self.lib_name()?;
         let toolchain = Toolchain::ensure(self.install)?;
         let linker = toolchain::ensure_bitcode_linker(&toolchain.host, self.install)?;
-        let target_dir = self
-            .target_dir
-            .clone()
-            .unwrap_or_else(|| self.default_target_dir(&lib));
+        let target_dir = match &self.target_dir {
+            Some(dir) => dir.clone(),
+            None => self.default_target_dir(&lib)?,
+        };
         let out_dir = match (&self.out_dir, env::var_os("OUT_DIR")) {
             (Some(dir), _) => dir.clone(),
             (None, Some(dir)) => PathBuf::from(dir),
@@ -469,9 +469,38 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
     fs::rename(&partial, path).with_context(|| format!("writing {}", path.display()))
 }
 
+/// The target directory of kernel library `lib` under the shared directory `value` of
+/// [`TARGET_DIR_ENV`], if that is set and not empty. A build script runs in its package's
+/// directory, so a relative path would name another directory for every package: refused.
+fn shared_target_dir(value: Option<std::ffi::OsString>, lib: &str) -> Result<Option<PathBuf>> {
+    let Some(dir) = value.filter(|dir| !dir.is_empty()).map(PathBuf::from) else {
+        return Ok(None);
+    };
+    if dir.is_relative() {
+        bail!(
+            "{TARGET_DIR_ENV} must be an absolute path, not `{}`",
+            dir.display()
+        );
+    }
+    Ok(Some(dir.join(lib)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shared_target_dir_is_absolute_or_refused() {
+        let at = |v: &str| shared_target_dir(Some(v.into()), "k").map_err(|e| e.to_string());
+        assert_eq!(shared_target_dir(None, "k").unwrap(), None);
+        assert_eq!(at("").unwrap(), None);
+        assert_eq!(at("/b").unwrap(), Some(PathBuf::from("/b/k")));
+        let refused = at("b").unwrap_err();
+        assert!(
+            refused.contains(TARGET_DIR_ENV) && refused.contains("`b`"),
+            "{refused}"
+        );
+    }
 
     #[test]
     fn is_arch_accepts_sm_numbers_only() {
