@@ -62,8 +62,8 @@ pub const PTX_TARGET: &str = "nvptx64-nvidia-cuda";
 /// of installing it.
 pub const NO_INSTALL_ENV: &str = "FERROCUDA_BUILDER_NO_INSTALL";
 
-/// A directory (absolute) the nested builds share: when set, the default target directory of a kernel crate
-/// is `<this>/<lib>` instead of one inside the outer build's target directory. Builds of the
+/// A directory (absolute) the nested builds share: when set, the default target directory of a
+/// kernel crate is `<this>/<lib>` instead of one inside the outer build's target directory. Builds of the
 /// same kernels from several workspaces, profiles or `cargo check`s (a dependent crate, a
 /// compile-fail test's scratch project) then compile `core` and the kernels once per
 /// architecture, not once each. The nested cargo's lock keeps concurrent builds apart.

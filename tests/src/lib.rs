@@ -433,3 +433,13 @@ pub mod reduce_suite {
         seed(&format!("{ty} exact pool"))
     }
 }
+
+/// The workspace's shared PTX build directory (`FERROCUDA_BUILDER_TARGET_DIR`) for a test whose
+/// `CARGO_TARGET_TMPDIR` is `target_tmpdir`: `ferrocuda-builder/` beside it in the target
+/// directory, where the workspace's own build scripts put their nested PTX builds.
+pub fn workspace_ptx_builds(target_tmpdir: &str) -> std::path::PathBuf {
+    std::path::Path::new(target_tmpdir)
+        .parent()
+        .expect("the target directory holds tmp/")
+        .join("ferrocuda-builder")
+}

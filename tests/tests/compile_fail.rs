@@ -8,14 +8,9 @@
 //! ferrocuda's build script would compile the kernels' PTX again (`core` and the kernels, once
 //! per architecture). The builder's shared directory points it at this workspace's PTX builds
 //! instead, which the test binary's own build has just made.
-use std::path::Path;
-
 #[test]
 fn typed_launches_reject_wrong_arguments_at_compile_time() {
-    let builds = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("the target directory holds tmp/")
-        .join("ferrocuda-builder");
+    let builds = ferrocuda_tests::workspace_ptx_builds(env!("CARGO_TARGET_TMPDIR"));
     // `ferrocuda_builder::TARGET_DIR_ENV`. SAFETY: this binary's only test, which sets the
     // variable before it starts anything.
     unsafe { std::env::set_var("FERROCUDA_BUILDER_TARGET_DIR", builds) };

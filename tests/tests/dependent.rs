@@ -113,10 +113,7 @@ fn a_crate_outside_the_workspace_depends_on_ferrocuda_by_path_and_brings_its_own
     ] {
         build.env_remove(name);
     }
-    let builds = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("the target directory holds tmp/")
-        .join("ferrocuda-builder");
+    let builds = ferrocuda_tests::workspace_ptx_builds(env!("CARGO_TARGET_TMPDIR"));
     build.env("FERROCUDA_BUILDER_TARGET_DIR", builds);
     let output = build.output().expect("cargo runs");
     assert!(
